@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Common helpers for the local real-server scripts (etcd, Kafka, FerretDB).
+# Sourced, never run. Every script keeps downloads/builds under $JOBSCHED_CACHE (reused across runs)
+# and per-run state (data dirs, pid files, logs) under $JOBSCHED_RUN_DIR.
+set -euo pipefail
+
+JOBSCHED_CACHE="${JOBSCHED_CACHE:-$HOME/.cache/jobsched}"
+JOBSCHED_RUN_DIR="${JOBSCHED_RUN_DIR:-$JOBSCHED_CACHE/run}"
+LOCAL_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$LOCAL_DIR/../.." && pwd)"
+mkdir -p "$JOBSCHED_CACHE" "$JOBSCHED_RUN_DIR"
+
+log() { printf '[%s] %s\n' "${SERVER_NAME:-local}" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "${SERVER_NAME:-local}" "$*" >&2; exit 1; }
+
+# require_cmd CMD HINT: fail with a precise message when a prerequisite is missing.
+require_cmd() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found: $2"; }
+
+# apt_install PKG...: install Debian packages once (root only); `apt-get update` only when needed.
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  [ "$(id -u)" -eq 0 ] || die "need root to apt-get install ${missing[*]} (or install them yourself)"
+  log "apt-get install ${missing[*]}"
+  # The lock timeout lets several scripts install at once (make test starts them in parallel).
+  local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -q)
+  if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+pid_file() { echo "$JOBSCHED_RUN_DIR/$1.pid"; }
+log_file() { echo "$JOBSCHED_RUN_DIR/$1.log"; }
+
+# is_running NAME: true when the pid recorded for NAME is alive.
+is_running() {
+  local f; f="$(pid_file "$1")"
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+# start_bg NAME CMD...: start CMD detached in its own session, output to the NAME log, pid recorded.
+start_bg() {
+  local name="$1"; shift
+  local lf; lf="$(log_file "$name")"
+  : >"$lf"
+  setsid "$@" >>"$lf" 2>&1 < /dev/null &
+  echo $! >"$(pid_file "$name")"
+}
+
+# wait_ready NAME TIMEOUT_S CHECK...: poll CHECK until it succeeds; on timeout or early death show the log.
+wait_ready() {
+  local name="$1" timeout="$2"; shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ! is_running "$name"; then
+      tail -n 40 "$(log_file "$name")" >&2 || true
+      die "$name exited during start-up (log: $(log_file "$name"))"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      tail -n 40 "$(log_file "$name")" >&2 || true
+      die "$name not ready after ${timeout}s (log: $(log_file "$name"))"
+    fi
+    sleep 0.2
+  done
+}
+
+# stop_bg NAME: SIGTERM the process group, escalate to SIGKILL after 15 s.
+stop_bg() {
+  local name="$1" f pid
+  f="$(pid_file "$name")"
+  [ -f "$f" ] || return 0
+  pid="$(cat "$f")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 75); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+# tcp_open HOST PORT: true when something accepts connections there.
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
