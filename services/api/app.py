@@ -1,0 +1,181 @@
+"""The HTTP API: create, read, list and cancel jobs; liveness, readiness and the OpenAPI document.
+
+Errors are `{"error": message}` with a fitting status and never a stack trace; successful responses are the
+bare resource. Store calls are blocking pymongo/sqlite calls, so they run in the thread pool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from services.api.docs import DOCS_HTML, openapi_document
+from services.api.schema_gate import SchemaGate
+from services.api.schemas import STATUS_VALUES, JobRequest, PayloadTooLarge
+from shared.cron import ScheduleError
+from shared.model import Status, utc_now
+from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
+
+log = logging.getLogger("jobsched.api")
+
+LIST_LIMIT_DEFAULT = 100
+LIST_LIMIT_MAX = 5000
+# The payload limit is 256 KiB; the rest of a job is small, so a body past this is too large whatever it is.
+MAX_BODY_BYTES = 512 * 1024
+
+
+def error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def list_limit(raw: str | None) -> int:
+    """Default 100, cap 5000; invalid or non-positive falls back to the default (reference contract)."""
+    try:
+        value = int(raw) if raw is not None else LIST_LIMIT_DEFAULT
+    except ValueError:
+        return LIST_LIMIT_DEFAULT
+    return LIST_LIMIT_DEFAULT if value <= 0 else min(value, LIST_LIMIT_MAX)
+
+
+def describe(exc: ValidationError) -> str:
+    parts = []
+    for item in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in item["loc"])
+        message = str(item["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def create_app(store: JobStore) -> Starlette:
+    gate = SchemaGate(store)
+
+    async def create_job(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return error(413, f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+        try:
+            data: Any = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(400, f"malformed JSON: {exc}")
+        if not isinstance(data, dict):
+            return error(400, "the body must be a JSON object")
+        try:
+            job_request = JobRequest.model_validate(data)
+            new = job_request.to_new_job(utc_now())
+        except ValidationError as exc:
+            if any(isinstance(e.get("ctx", {}).get("error"), PayloadTooLarge) for e in exc.errors()):
+                return error(413, describe(exc))
+            return error(400, describe(exc))
+        except ScheduleError as exc:
+            return error(400, str(exc))
+        await gate.wait_ready()
+        try:
+            job = await run_in_threadpool(store.create, new)
+        except DuplicateJob as exc:
+            return error(409, str(exc))
+        log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
+        return JSONResponse(job.to_wire(), status_code=201)
+
+    async def get_job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if not _valid_id(job_id):
+            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+        job = await run_in_threadpool(store.get, job_id)
+        if job is None:
+            return error(404, f"job {job_id} not found")
+        return JSONResponse(job.to_wire())
+
+    async def list_jobs(request: Request) -> Response:
+        tenant = request.query_params.get("tenantId")
+        if not tenant:
+            return error(400, "tenantId is required")
+        raw_status = request.query_params.get("status")
+        if raw_status is not None and raw_status not in STATUS_VALUES:
+            return error(400, f"unknown status {raw_status!r}; one of {', '.join(STATUS_VALUES)}")
+        status = Status(raw_status) if raw_status else None
+        limit = list_limit(request.query_params.get("limit"))
+        jobs = await run_in_threadpool(store.list_for_tenant, tenant, status, limit)
+        return JSONResponse([j.to_wire() for j in jobs])
+
+    async def cancel_job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if not _valid_id(job_id):
+            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+        try:
+            job = await run_in_threadpool(store.cancel, job_id)
+        except JobNotFound as exc:
+            return error(404, str(exc))
+        except TransitionRefused as exc:
+            return error(409, str(exc))
+        log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
+        return JSONResponse(job.to_wire())
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        if not gate.ready:
+            return error(503, gate.problem or "store schema not ready yet")
+        await run_in_threadpool(store.ping)
+        return PlainTextResponse("ok")
+
+    document = openapi_document()
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(DOCS_HTML)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        gate.start()
+        yield
+        await gate.stop()
+
+    routes = [
+        Route("/jobs", create_job, methods=["POST"]),
+        Route("/jobs", list_jobs, methods=["GET"]),
+        Route("/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/jobs/{job_id}", cancel_job, methods=["DELETE"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+    ]
+    handlers: dict[Any, Callable[..., Any]] = {
+        HTTPException: _http_error,
+        StoreUnavailable: _store_unavailable,
+        Exception: _unexpected,
+    }
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+
+
+def _valid_id(job_id: str) -> bool:
+    return len(job_id) == 24 and all(c in "0123456789abcdefABCDEF" for c in job_id)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error(exc.status_code, str(exc.detail))
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    log.warning("store unavailable", extra={"action": "store_unavailable", "error": str(exc)})
+    return error(503, "the job store is unavailable; retry later")
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error", extra={"action": "api_error", "path": request.url.path})
+    return error(500, "internal error")

@@ -1,0 +1,142 @@
+"""The OpenAPI document, generated from the pydantic models the API validates with, and a docs page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from services.api.schemas import STATUS_VALUES, ErrorBody, JobRequest
+from shared.model import Job
+
+REF = "#/components/schemas/{model}"
+
+
+def _schemas() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, schema in (
+        ("JobRequest", JobRequest.model_json_schema(ref_template=REF)),
+        ("Job", TypeAdapter(Job).json_schema(mode="serialization", ref_template=REF)),
+        ("Error", ErrorBody.model_json_schema(ref_template=REF)),
+    ):
+        out.update(schema.pop("$defs", {}))
+        out[name] = schema
+    return out
+
+
+def _json(ref: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(model=ref)}}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {400: "Bad input", 404: "Unknown job", 409: "Conflict", 413: "Payload too large", 503: "Store unavailable"}
+    return {str(c): _json("Error", text[c]) for c in codes}
+
+
+def openapi_document() -> dict[str, Any]:
+    job_id = {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "jobsched",
+            "version": "0.1.0",
+            "description": 'One-off and recurring jobs. Errors are {"error": message}.',
+        },
+        "paths": {
+            "/jobs": {
+                "post": {
+                    "summary": "Create a one-off job (scheduledAt) or a recurring template (cron or interval)",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": REF.format(model="JobRequest")}}},
+                    },
+                    "responses": {"201": _json("Job", "Created (status pending)"), **_errors(400, 409, 413, 503)},
+                },
+                "get": {
+                    "summary": "List a tenant's jobs, newest first",
+                    "parameters": [
+                        {"name": "tenantId", "in": "query", "required": True, "schema": {"type": "string"}},
+                        {"name": "status", "in": "query", "schema": {"type": "string", "enum": STATUS_VALUES}},
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "description": "Default 100, max 5000; invalid or non-positive → 100",
+                            "schema": {"type": "string"},
+                        },
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "Jobs",
+                            "content": {
+                                "application/json": {
+                                    "schema": {"type": "array", "items": {"$ref": REF.format(model="Job")}}
+                                }
+                            },
+                        },
+                        **_errors(400, 503),
+                    },
+                },
+            },
+            "/jobs/{id}": {
+                "get": {
+                    "summary": "Get a job",
+                    "parameters": [job_id],
+                    "responses": {"200": _json("Job", "The job"), **_errors(400, 404, 503)},
+                },
+                "delete": {
+                    "summary": "Cancel a job that has not started (pending or queued)",
+                    "parameters": [job_id],
+                    "responses": {"200": _json("Job", "Cancelled"), **_errors(400, 404, 409, 503)},
+                },
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness (does not check the store)",
+                    "responses": {
+                        "200": {"description": "ok", "content": {"text/plain": {"schema": {"type": "string"}}}}
+                    },
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "Readiness (checks the store)",
+                    "responses": {
+                        "200": {"description": "ok", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                        **_errors(503),
+                    },
+                }
+            },
+        },
+        "components": {"schemas": _schemas()},
+    }
+
+
+# Self-contained: the machines this runs on may have no internet, so no CDN-hosted Swagger UI.
+DOCS_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>jobsched API</title>
+<style>body{font:15px system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
+.op{border:1px solid #ccc;border-radius:6px;margin:1rem 0;padding:.5rem 1rem}
+.m{font-weight:bold;text-transform:uppercase;margin-right:.5rem}pre{background:#f6f6f6;padding:.5rem;overflow:auto}
+</style></head><body><h1>jobsched API</h1><p>Source: <a href="/openapi.json">/openapi.json</a></p><div id="ops"></div>
+<script>
+fetch('/openapi.json').then(r => r.json()).then(doc => {
+  const ops = document.getElementById('ops');
+  for (const [path, item] of Object.entries(doc.paths)) for (const [method, op] of Object.entries(item)) {
+    const div = document.createElement('div'); div.className = 'op';
+    const params = (op.parameters || []).map(p => `${p.name} (${p.in}${p.required ? ', required' : ''})`);
+    div.innerHTML = `<div><span class="m">${method}</span><code>${path}</code> — ${op.summary}</div>` +
+      (params.length ? `<p>Parameters: ${params.join(', ')}</p>` : '') +
+      `<p>Responses: ${Object.entries(op.responses).map(([c, r]) => c + ' ' + r.description).join('; ')}</p>`;
+    ops.appendChild(div);
+  }
+  const pre = document.createElement('pre');
+  pre.textContent = JSON.stringify(doc.components.schemas, null, 2);
+  ops.appendChild(pre);
+});
+</script></body></html>
+"""

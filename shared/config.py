@@ -1,0 +1,115 @@
+"""Settings from environment variables, validated once at start-up.
+
+Defaults are the reference's (DESIGN.md, "Defaults"). A bad value stops the process with a message that
+names the variable, rather than failing later in some loop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from shared.durations import parse_duration
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    mongo_uri: str = "mongodb://127.0.0.1:27017/?directConnection=true"
+    mongo_db: str = "jobsched"
+    mongo_timeout: timedelta = timedelta(seconds=5)
+    kafka_brokers: str = "127.0.0.1:9092"
+    kafka_partitions: int = 6
+    etcd_endpoints: str = "127.0.0.1:2379"
+    election_key: str = "/jobsched/scheduler/leader"
+    lease_ttl: timedelta = timedelta(seconds=10)
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    metrics_port: int = 9100
+    scheduler_tick: timedelta = timedelta(milliseconds=500)
+    claim_batch: int = 500
+    claim_mode: str = "batch"
+    queued_timeout: timedelta = timedelta(seconds=30)
+    claim_timeout: timedelta = timedelta(minutes=5)
+    reaper_interval: timedelta = timedelta(seconds=30)
+    job_timeout: timedelta = timedelta(minutes=5)
+    executor_concurrency: int = 8
+    log_level: str = "INFO"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        reader = _Reader(env)
+        settings = cls(
+            mongo_uri=reader.text("MONGO_URI", cls.mongo_uri),
+            mongo_db=reader.text("MONGO_DB", cls.mongo_db),
+            mongo_timeout=reader.duration("MONGO_TIMEOUT", cls.mongo_timeout),
+            kafka_brokers=reader.text("KAFKA_BROKERS", cls.kafka_brokers),
+            kafka_partitions=reader.integer("KAFKA_PARTITIONS", cls.kafka_partitions, minimum=1),
+            etcd_endpoints=reader.text("ETCD_ENDPOINTS", cls.etcd_endpoints),
+            election_key=reader.text("ELECTION_KEY", cls.election_key),
+            lease_ttl=reader.duration("LEASE_TTL", cls.lease_ttl),
+            api_host=reader.text("API_HOST", cls.api_host),
+            api_port=reader.integer("API_PORT", cls.api_port, minimum=0),
+            metrics_port=reader.integer("METRICS_PORT", cls.metrics_port, minimum=0),
+            scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
+            claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
+            claim_mode=reader.choice("CLAIM_MODE", cls.claim_mode, ("batch", "single")),
+            queued_timeout=reader.duration("QUEUED_TIMEOUT", cls.queued_timeout),
+            claim_timeout=reader.duration("CLAIM_TIMEOUT", cls.claim_timeout),
+            reaper_interval=reader.duration("REAPER_INTERVAL", cls.reaper_interval),
+            job_timeout=reader.duration("JOB_TIMEOUT", cls.job_timeout),
+            executor_concurrency=reader.integer("EXECUTOR_CONCURRENCY", cls.executor_concurrency, minimum=1),
+            log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
+        )
+        if settings.lease_ttl < timedelta(seconds=2):
+            raise ConfigError("LEASE_TTL must be at least 2s")
+        return settings
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def text(self, name: str, default: str) -> str:
+        value = self._env.get(name, "").strip()
+        return value or default
+
+    def integer(self, name: str, default: int, *, minimum: int) -> int:
+        raw = self._env.get(name, "").strip()
+        if not raw:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not an integer") from None
+        if value < minimum:
+            raise ConfigError(f"{name}={value} must be >= {minimum}")
+        return value
+
+    def duration(self, name: str, default: timedelta) -> timedelta:
+        raw = self._env.get(name, "").strip()
+        if not raw:
+            return default
+        try:
+            value = parse_duration(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+        if value <= timedelta(0):
+            raise ConfigError(f"{name}={raw!r} must be positive")
+        return value
+
+    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
+        raw = self._env.get(name, "").strip()
+        if not raw:
+            return default
+        value = raw.upper() if default.isupper() else raw
+        if value not in allowed:
+            raise ConfigError(f"{name}={raw!r} must be one of {', '.join(allowed)}")
+        return value

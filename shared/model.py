@@ -1,0 +1,127 @@
+"""The job document, its statuses and the transitions between them.
+
+Wire and storage use the same camelCase field names. A job is either a one-off run (`scheduledAt`) or a
+recurring template (`cron` or `interval`, optional `timezone`) that never runs itself and spawns one-off
+runs keyed `<templateKey>-run-<planned fire time in unix ns>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+DEFAULT_PRIORITY = 0
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    DLQ = "dlq"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.DLQ, Status.CANCELLED})
+CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED})
+
+# Every status change a component may make. Anything else is a bug or a race lost, and the store refuses it.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ}),  # dlq: template gone bad
+    Status.QUEUED: frozenset({Status.CLAIMED, Status.PENDING, Status.CANCELLED}),
+    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ}),
+    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ}),
+    Status.COMPLETED: frozenset(),
+    Status.DLQ: frozenset({Status.PENDING}),  # an operator's re-drive
+    Status.CANCELLED: frozenset(),
+}
+
+
+def can_transition(current: Status, target: Status) -> bool:
+    return target in TRANSITIONS[current]
+
+
+def effective_max_attempts(requested: int | None) -> int:
+    """maxAttempts defaults to 3 when missing or not positive (the reference contract)."""
+    return requested if requested is not None and requested > 0 else DEFAULT_MAX_ATTEMPTS
+
+
+def run_key(template_key: str, planned: datetime) -> str:
+    """The deterministic idempotency key of a template's run for one planned fire time."""
+    return f"{template_key}-run-{unix_ns(planned)}"
+
+
+def unix_ns(moment: datetime) -> int:
+    delta = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def utc_now() -> datetime:
+    """Now, truncated to milliseconds: the precision every store keeps, so round trips compare equal."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job document. `id` is a 24-hex ObjectId string on every store."""
+
+    id: str
+    idempotencyKey: str
+    tenantId: str
+    jobType: str
+    status: Status
+    scheduledAt: datetime
+    createdAt: datetime
+    updatedAt: datetime
+    payload: dict[str, Any] = field(default_factory=dict)
+    priority: int = DEFAULT_PRIORITY
+    attempts: int = 0
+    maxAttempts: int = DEFAULT_MAX_ATTEMPTS
+    timeoutSeconds: float | None = None
+    cron: str | None = None
+    interval: str | None = None
+    timezone: str | None = None
+    templateId: str | None = None
+    lastError: str | None = None
+    claimedBy: str | None = None
+    claimedAt: datetime | None = None
+    queuedAt: datetime | None = None
+    leaseExpiresAt: datetime | None = None
+
+    @property
+    def is_template(self) -> bool:
+        return self.cron is not None or self.interval is not None
+
+    def evolve(self, **changes: Any) -> Job:
+        return replace(self, **changes)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, datetime):
+                value = format_time(value)
+            elif isinstance(value, Status):
+                value = value.value
+            out[f.name] = value
+        return out
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with a Z, milliseconds only when present."""
+    moment = moment.astimezone(UTC)
+    if moment.microsecond:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+JOB_FIELDS = frozenset(f.name for f in fields(Job))

@@ -1,0 +1,1 @@
+"""Job storage: the JobStore protocol and its implementations."""

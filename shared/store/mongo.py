@@ -1,0 +1,170 @@
+"""JobStore on MongoDB (pymongo), also correct on Mongo-compatible servers without atomic updates.
+
+FerretDB 1.x, the test stand-in, evaluates findAndModify/update by reading and writing back whole documents
+without re-checking the filter, so conditional updates there are best effort. Everything that decides
+ownership is therefore an insert into a unique index: idempotency keys on `jobs`, attempt records
+`<jobId>:<attempt>` on `executions` (DESIGN.md, invariants). It also avoids what FerretDB rejects:
+`projection=` on find_one_and_update, partial and TTL indexes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING, MongoClient
+from pymongo.collection import Collection
+from pymongo.errors import ConnectionFailure, DuplicateKeyError
+
+from shared.model import CANCELLABLE, JOB_FIELDS, Job, Status, utc_now
+from shared.store.base import DuplicateJob, JobNotFound, NewJob, StoreUnavailable, TransitionRefused
+
+Document = dict[str, Any]
+CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
+KIND_RUN = "run"
+KIND_TEMPLATE = "template"
+
+
+def attempt_record_id(job_id: str, attempt: int) -> str:
+    return f"{job_id}:{attempt}"
+
+
+@contextmanager
+def _translate_errors() -> Iterator[None]:
+    """Driver failures that mean "the database is not there" become StoreUnavailable (HTTP 503)."""
+    try:
+        yield
+    except ConnectionFailure as exc:  # includes ServerSelectionTimeoutError and network timeouts
+        raise StoreUnavailable(f"MongoDB unavailable: {exc}") from exc
+
+
+class MongoJobStore:
+    def __init__(self, client: MongoClient[Document], database: str) -> None:
+        self._client = client
+        self._db = client[database]
+        self._jobs: Collection[Document] = self._db["jobs"]
+        self._executions: Collection[Document] = self._db["executions"]
+
+    @classmethod
+    def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
+        client: MongoClient[Document] = MongoClient(
+            uri,
+            tz_aware=True,
+            serverSelectionTimeoutMS=timeout_ms,
+            connectTimeoutMS=timeout_ms,
+            socketTimeoutMS=max(timeout_ms * 6, 30_000),
+        )
+        return cls(client, database)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def ensure_schema(self) -> None:
+        with _translate_errors():
+            self._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+            self._jobs.create_index([("status", ASCENDING), *CLAIM_ORDER], name="claim_order")
+            self._jobs.create_index(
+                [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("status", ASCENDING)],
+                name="tenant_listing",
+            )
+            self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
+
+    def ping(self) -> None:
+        with _translate_errors():
+            self._db.command("ping")
+
+    def create(self, new: NewJob) -> Job:
+        now = utc_now()
+        doc: Document = {k: v for k, v in asdict(new).items() if v is not None}
+        doc.update(
+            status=Status.PENDING.value,
+            attempts=0,
+            kind=KIND_TEMPLATE if new.cron or new.interval else KIND_RUN,
+            createdAt=now,
+            updatedAt=now,
+        )
+        with _translate_errors():
+            try:
+                result = self._jobs.insert_one(doc)
+            except DuplicateKeyError as exc:
+                raise DuplicateJob(new.idempotencyKey) from exc
+        doc["_id"] = result.inserted_id
+        return _to_job(doc)
+
+    def get(self, job_id: str) -> Job | None:
+        if not ObjectId.is_valid(job_id):
+            return None
+        with _translate_errors():
+            doc = self._jobs.find_one({"_id": ObjectId(job_id)})
+        return _to_job(doc) if doc else None
+
+    def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
+        query: Document = {"tenantId": tenant_id}
+        if status is not None:
+            query["status"] = status.value
+        with _translate_errors():
+            docs = self._jobs.find(query).sort([("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
+            return [_to_job(d) for d in docs]
+
+    def cancel(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.status not in CANCELLABLE:
+            raise TransitionRefused(job, "cancel")
+        now = utc_now()
+        if not job.is_template:
+            # Take the next attempt before any executor can: a duplicate means one already started it.
+            with _translate_errors():
+                try:
+                    self._executions.insert_one(
+                        {
+                            "_id": attempt_record_id(job.id, job.attempts + 1),
+                            "jobId": job.id,
+                            "attempt": job.attempts + 1,
+                            "outcome": "cancelled",
+                            "finishedAt": now,
+                        }
+                    )
+                except DuplicateKeyError as exc:
+                    raise TransitionRefused(self.get(job_id) or job, "cancel") from exc
+        with _translate_errors():
+            updated = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": [s.value for s in CANCELLABLE]}},
+                {"$set": {"status": Status.CANCELLED.value, "updatedAt": now}},
+                return_document=True,
+            )
+        if updated is None:
+            current = self.get(job_id) or job
+            if current.status is Status.CANCELLED:
+                return current
+            raise TransitionRefused(current, "cancel")
+        return _to_job(updated)
+
+    def claim_due(self, now: datetime, limit: int) -> list[Job]:
+        """Find the first `limit` due runs in claim order, flip them with one guarded update_many, then
+        re-read which ones carry this call's claim token: those are the ones won, in claim order."""
+        due = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
+        token = uuid.uuid4().hex
+        with _translate_errors():
+            candidates = [d["_id"] for d in self._jobs.find(due, {"_id": 1}).sort(CLAIM_ORDER).limit(limit)]
+            if not candidates:
+                return []
+            self._jobs.update_many(
+                {"_id": {"$in": candidates}, "status": Status.PENDING.value},
+                {"$set": {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now, "claimToken": token}},
+            )
+            won = self._jobs.find({"_id": {"$in": candidates}, "claimToken": token}).sort(CLAIM_ORDER)
+            return [_to_job(d) for d in won]
+
+
+def _to_job(doc: Document) -> Job:
+    values = {k: v for k, v in doc.items() if k in JOB_FIELDS}
+    values["id"] = str(doc["_id"])
+    values["status"] = Status(doc["status"])
+    return Job(**values)

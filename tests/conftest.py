@@ -1,0 +1,101 @@
+"""Test harness: real servers, isolated per test.
+
+Servers come from MONGO_URI / KAFKA_BROKERS / ETCD_ENDPOINTS when set (as `make test` and CI do); otherwise
+the session starts the local real servers with the scripts in deployments/local/ and stops the ones it
+started. Every test gets its own database name, topic prefix and etcd key prefix, so tests never see each
+other's data. Tests under tests/<tier>/ get the <tier> marker; `pytest -m unit` needs no server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+from pymongo.database import Database
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_SCRIPTS = REPO_ROOT / "deployments" / "local"
+TIERS = ("unit", "contract", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.path)).relative_to(REPO_ROOT / "tests").parts
+        if parts and parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+def _script(server: str, command: str) -> str:
+    result = subprocess.run(
+        ["bash", str(LOCAL_SCRIPTS / f"{server}.sh"), command], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0 and command != "status":
+        raise RuntimeError(f"deployments/local/{server}.sh {command} failed:\n{result.stderr[-4000:]}")
+    return result.stdout if command != "status" else str(result.returncode)
+
+
+def _endpoint(server: str, variable: str) -> Iterator[str]:
+    """The endpoint from `variable`, else a local server started (and later stopped) for this session."""
+    given = os.environ.get(variable)
+    if given:
+        yield given
+        return
+    already_running = _script(server, "status") == "0"
+    _script(server, "start")
+    exports = _script(server, "env")
+    value = exports.strip().rpartition(f"{variable}=")[2]
+    try:
+        yield value
+    finally:
+        if not already_running:
+            _script(server, "stop")
+
+
+@pytest.fixture(scope="session")
+def mongo_uri() -> Iterator[str]:
+    yield from _endpoint("ferretdb", "MONGO_URI")
+
+
+@pytest.fixture(scope="session")
+def kafka_brokers() -> Iterator[str]:
+    yield from _endpoint("kafka", "KAFKA_BROKERS")
+
+
+@pytest.fixture(scope="session")
+def etcd_endpoints() -> Iterator[str]:
+    yield from _endpoint("etcd", "ETCD_ENDPOINTS")
+
+
+@pytest.fixture
+def test_id() -> str:
+    """A short id unique to this test, the root of every per-test name."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def mongo_client(mongo_uri: str) -> Iterator[MongoClient[dict[str, object]]]:
+    client: MongoClient[dict[str, object]] = MongoClient(mongo_uri, serverSelectionTimeoutMS=5000)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def mongo_db(mongo_client: MongoClient[dict[str, object]], test_id: str) -> Iterator[Database[dict[str, object]]]:
+    name = f"t_{test_id}"
+    yield mongo_client[name]
+    mongo_client.drop_database(name)
+
+
+@pytest.fixture
+def topic_prefix(test_id: str) -> str:
+    return f"t-{test_id}-"
+
+
+@pytest.fixture
+def etcd_prefix(test_id: str) -> str:
+    return f"/jobsched-test/{test_id}/"

@@ -1,0 +1,251 @@
+"""The API contract (reference 001 "Jobs" and "Health") against the real store on FerretDB."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from services.api.app import create_app
+from shared.model import MAX_PAYLOAD_BYTES, Status
+from shared.store.mongo import MongoJobStore
+
+WHEN = "2026-09-29T18:00:00Z"
+
+
+def job_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "idempotencyKey": "test-job-1",
+        "tenantId": "tenant-a",
+        "jobType": "log-message",
+        "payload": {"message": "hello from the scheduler"},
+        "priority": 5,
+        "scheduledAt": WHEN,
+        "maxAttempts": 3,
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def test_create_returns_the_stored_pending_job(api: TestClient) -> None:
+    response = api.post("/jobs", json=job_body())
+    assert response.status_code == 201
+    job = response.json()
+    assert len(job["id"]) == 24
+    assert {k: job[k] for k in ("idempotencyKey", "tenantId", "jobType", "payload", "priority")} == {
+        "idempotencyKey": "test-job-1", "tenantId": "tenant-a", "jobType": "log-message",
+        "payload": {"message": "hello from the scheduler"}, "priority": 5,
+    }
+    assert job["status"] == "pending"
+    assert job["scheduledAt"] == WHEN
+    assert job["attempts"] == 0
+    assert job["maxAttempts"] == 3
+    assert job["createdAt"].endswith("Z")
+    assert job["updatedAt"] == job["createdAt"]
+    assert "cron" not in job
+    assert api.get(f"/jobs/{job['id']}").json() == job
+
+
+@pytest.mark.parametrize(("given", "stored"), [(None, 3), (0, 3), (-2, 3), (7, 7)])
+def test_max_attempts_defaults_to_three_when_missing_or_not_positive(api: TestClient, given: int | None,
+                                                                     stored: int) -> None:
+    response = api.post("/jobs", json=job_body(maxAttempts=given))
+    assert response.status_code == 201
+    assert response.json()["maxAttempts"] == stored
+
+
+def test_defaults_priority_zero_and_empty_payload(api: TestClient) -> None:
+    body = job_body(jobType="noop")
+    del body["priority"], body["payload"]
+    job = api.post("/jobs", json=body).json()
+    assert job["priority"] == 0
+    assert job["payload"] == {}
+
+
+def test_scheduled_at_keeps_offsets_as_the_same_instant(api: TestClient) -> None:
+    job = api.post("/jobs", json=job_body(scheduledAt="2026-09-29T20:00:00.250+02:00")).json()
+    assert job["scheduledAt"] == "2026-09-29T18:00:00.250Z"
+
+
+def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
+    assert api.post("/jobs", json=job_body()).status_code == 201
+    response = api.post("/jobs", json=job_body(priority=9))
+    assert response.status_code == 409
+    assert "test-job-1" in response.json()["error"]
+
+
+async def test_32_concurrent_creates_with_one_key_give_exactly_one_201(mongo_store: MongoJobStore) -> None:
+    transport = httpx.ASGITransport(app=create_app(mongo_store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        responses = await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [201] + [409] * 31
+    assert len(mongo_store.list_for_tenant("tenant-a", None, 100)) == 1
+
+
+def test_recurring_cron_template_gets_its_first_fire_time(api: TestClient) -> None:
+    body = job_body(idempotencyKey="nightly-report", scheduledAt=None, cron="0 2 * * *",
+                    payload={"message": "nightly report run"})
+    response = api.post("/jobs", json=body)
+    assert response.status_code == 201
+    job = response.json()
+    assert job["cron"] == "0 2 * * *"
+    assert job["timezone"] == "UTC"
+    assert job["status"] == "pending"
+    first = datetime.fromisoformat(job["scheduledAt"])
+    assert first > datetime.now(UTC)
+    assert (first.hour, first.minute, first.second) == (2, 0, 0)
+    assert first - datetime.now(UTC) <= timedelta(days=1)
+
+
+def test_recurring_interval_and_timezone(api: TestClient) -> None:
+    interval = api.post("/jobs", json=job_body(idempotencyKey="every-30s", scheduledAt=None, interval="30s")).json()
+    assert interval["interval"] == "30s"
+    gap = datetime.fromisoformat(interval["scheduledAt"]) - datetime.fromisoformat(interval["createdAt"])
+    assert gap == timedelta(seconds=30)
+    berlin = api.post("/jobs", json=job_body(idempotencyKey="berlin", scheduledAt=None, cron="0 9 * * *",
+                                             timezone="Europe/Berlin")).json()
+    assert datetime.fromisoformat(berlin["scheduledAt"]).hour in (7, 8)  # 09:00 CEST or CET in UTC
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"idempotencyKey": None}, "idempotencyKey"),
+        ({"tenantId": None}, "tenantId"),
+        ({"jobType": None}, "jobType"),
+        ({"jobType": "send-fax"}, "known types: flaky, log-message, noop, slow"),
+        ({"scheduledAt": None}, "scheduledAt is required"),
+        ({"scheduledAt": "tomorrow"}, "RFC 3339"),
+        ({"scheduledAt": "2026-09-29T18:00:00"}, "offset"),
+        ({"scheduledAt": "2026-09-29"}, "RFC 3339"),
+        ({"scheduledAt": 1790000000}, "RFC 3339"),
+        ({"priority": "5"}, "priority"),
+        ({"priority": 1.5}, "priority"),
+        ({"priority": True}, "priority"),
+        ({"maxAttempts": "3"}, "maxAttempts"),
+        ({"payload": [1, 2]}, "payload"),
+        ({"payload": "text"}, "payload"),
+        ({"tenantId": ""}, "tenantId"),
+        ({"unknownField": 1}, "unknownField"),
+        ({"scheduledAt": None, "cron": "61 * * * *"}, "invalid cron"),
+        ({"scheduledAt": None, "cron": "0 0 30 2 *"}, "never fires"),
+        ({"scheduledAt": None, "interval": "soon"}, "invalid interval"),
+        ({"scheduledAt": None, "cron": "0 2 * * *", "timezone": "Mars/Base"}, "unknown timezone"),
+        ({"cron": "0 2 * * *"}, "not both"),
+        ({"timezone": "Europe/Berlin"}, "timezone applies only to cron"),
+        ({"timeoutSeconds": 0}, "timeoutSeconds"),
+    ],
+)
+def test_invalid_input_is_400_with_a_clear_error(api: TestClient, overrides: dict[str, Any], fragment: str) -> None:
+    response = api.post("/jobs", json=job_body(**overrides))
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["error"]
+    assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []  # nothing stored
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"", b"[1,2]", b"\xff\xfe", b'"text"'])
+def test_malformed_json_is_400(api: TestClient, raw: bytes) -> None:
+    response = api.post("/jobs", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]
+
+
+def test_payload_over_256_kib_is_413_and_at_the_limit_is_accepted(api: TestClient) -> None:
+    filler = "x" * (MAX_PAYLOAD_BYTES - len('{"message":""}'))
+    assert api.post("/jobs", json=job_body(payload={"message": filler})).status_code == 201
+    too_big = api.post("/jobs", json=job_body(idempotencyKey="big", payload={"message": filler + "x"}))
+    assert too_big.status_code == 413
+    assert "limit" in too_big.json()["error"]
+    huge_body = api.post("/jobs", content=b"{" + b" " * (600 * 1024) + b"}",
+                         headers={"content-type": "application/json"})
+    assert huge_body.status_code == 413
+
+
+def test_get_malformed_id_is_400_and_unknown_is_404(api: TestClient) -> None:
+    assert api.get("/jobs/not-an-id").status_code == 400
+    assert api.get("/jobs/zzzzzzzzzzzzzzzzzzzzzzzz").status_code == 400
+    missing = api.get("/jobs/66f9a1c2e4b0a3d5c8f12a01")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "job 66f9a1c2e4b0a3d5c8f12a01 not found"}
+
+
+def test_list_is_newest_first_filtered_and_limited(api: TestClient) -> None:
+    ids = [api.post("/jobs", json=job_body(idempotencyKey=f"k{i}")).json()["id"] for i in range(5)]
+    api.post("/jobs", json=job_body(idempotencyKey="other-tenant", tenantId="tenant-b"))
+    listed = api.get("/jobs", params={"tenantId": "tenant-a"}).json()
+    assert [j["id"] for j in listed] == ids[::-1]
+    assert [j["id"] for j in api.get("/jobs", params={"tenantId": "tenant-a", "limit": "2"}).json()] == ids[:2:-1][:2]
+    for bad in ("0", "-3", "abc", "1.5"):
+        assert len(api.get("/jobs", params={"tenantId": "tenant-a", "limit": bad}).json()) == 5
+    api.delete(f"/jobs/{ids[1]}")
+    cancelled = api.get("/jobs", params={"tenantId": "tenant-a", "status": "cancelled"}).json()
+    assert [j["id"] for j in cancelled] == [ids[1]]
+    assert api.get("/jobs", params={"tenantId": "tenant-a", "status": "dlq"}).json() == []
+
+
+def test_list_limit_caps_at_5000(api: TestClient, mongo_store: MongoJobStore) -> None:
+    from services.api.app import list_limit
+
+    assert list_limit("5001") == 5000
+    assert list_limit("99999999999") == 5000
+    assert list_limit(None) == 100
+
+
+def test_list_needs_tenant_and_a_known_status(api: TestClient) -> None:
+    assert api.get("/jobs").status_code == 400
+    assert api.get("/jobs").json() == {"error": "tenantId is required"}
+    bad = api.get("/jobs", params={"tenantId": "tenant-a", "status": "failed"})
+    assert bad.status_code == 400
+    assert "unknown status" in bad.json()["error"]
+
+
+def test_cancel_pending_then_again_is_409(api: TestClient) -> None:
+    job = api.post("/jobs", json=job_body()).json()
+    cancelled = api.delete(f"/jobs/{job['id']}")
+    assert cancelled.status_code == 200
+    assert cancelled.json()["status"] == "cancelled"
+    assert api.get(f"/jobs/{job['id']}").json()["status"] == "cancelled"
+    again = api.delete(f"/jobs/{job['id']}")
+    assert again.status_code == 409
+    assert "cancelled" in again.json()["error"]
+    assert api.delete("/jobs/66f9a1c2e4b0a3d5c8f12a01").status_code == 404
+    assert api.delete("/jobs/xyz").status_code == 400
+
+
+def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, mongo_store: MongoJobStore,
+                                                          mongo_db: Any) -> None:
+    job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z")).json()
+    [claimed] = mongo_store.claim_due(datetime.now(UTC), 10)
+    assert claimed.status is Status.QUEUED
+    assert api.delete(f"/jobs/{job['id']}").json()["status"] == "cancelled"
+    for status in ("running", "completed", "dlq"):
+        other = api.post("/jobs", json=job_body(idempotencyKey=f"k-{status}")).json()
+        from bson import ObjectId
+
+        mongo_db["jobs"].update_one({"_id": ObjectId(other["id"])}, {"$set": {"status": status}})
+        refused = api.delete(f"/jobs/{other['id']}")
+        assert refused.status_code == 409
+        assert status in refused.json()["error"]
+
+
+def test_health_and_readiness(api: TestClient) -> None:
+    health = api.get("/healthz")
+    assert (health.status_code, health.text) == (200, "ok")
+    assert api.get("/readyz").status_code == 200
+
+
+def test_openapi_describes_every_endpoint_from_the_models(api: TestClient) -> None:
+    doc = api.get("/openapi.json").json()
+    assert set(doc["paths"]) == {"/jobs", "/jobs/{id}", "/healthz", "/readyz"}
+    assert set(doc["paths"]["/jobs"]) == {"post", "get"}
+    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete"}
+    request_schema = doc["components"]["schemas"]["JobRequest"]
+    assert {"idempotencyKey", "tenantId", "jobType"} <= set(request_schema["required"])
+    assert "cron" in request_schema["properties"]
+    assert "status" in doc["components"]["schemas"]["Job"]["properties"]
+    assert "jobsched API" in api.get("/docs").text
