@@ -7,6 +7,7 @@ import sys
 
 SERVICES = {
     "api": "services.api.__main__",
+    "scheduler": "services.scheduler.__main__",
 }
 
 

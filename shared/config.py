@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from shared.durations import parse_duration
@@ -25,6 +25,7 @@ class Settings:
     mongo_timeout: timedelta = timedelta(seconds=5)
     kafka_brokers: str = "127.0.0.1:9092"
     kafka_partitions: int = 6
+    kafka_topic_prefix: str = ""
     etcd_endpoints: str = "127.0.0.1:2379"
     election_key: str = "/jobsched/scheduler/leader"
     lease_ttl: timedelta = timedelta(seconds=10)
@@ -40,7 +41,6 @@ class Settings:
     job_timeout: timedelta = timedelta(minutes=5)
     executor_concurrency: int = 8
     log_level: str = "INFO"
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -52,6 +52,7 @@ class Settings:
             mongo_timeout=reader.duration("MONGO_TIMEOUT", cls.mongo_timeout),
             kafka_brokers=reader.text("KAFKA_BROKERS", cls.kafka_brokers),
             kafka_partitions=reader.integer("KAFKA_PARTITIONS", cls.kafka_partitions, minimum=1),
+            kafka_topic_prefix=reader.text("KAFKA_TOPIC_PREFIX", cls.kafka_topic_prefix),
             etcd_endpoints=reader.text("ETCD_ENDPOINTS", cls.etcd_endpoints),
             election_key=reader.text("ELECTION_KEY", cls.election_key),
             lease_ttl=reader.duration("LEASE_TTL", cls.lease_ttl),

@@ -79,7 +79,7 @@ def test_id() -> str:
 
 @pytest.fixture(scope="session")
 def mongo_client(mongo_uri: str) -> Iterator[MongoClient[dict[str, object]]]:
-    client: MongoClient[dict[str, object]] = MongoClient(mongo_uri, serverSelectionTimeoutMS=5000)
+    client: MongoClient[dict[str, object]] = MongoClient(mongo_uri, serverSelectionTimeoutMS=5000, tz_aware=True)
     yield client
     client.close()
 

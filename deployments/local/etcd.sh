@@ -71,7 +71,7 @@ cmd_install() {
   command -v apt-get >/dev/null 2>&1 ||
     die "'etcd' not on PATH and no apt-get: install etcd 3.4 yourself (Debian/Ubuntu package etcd-server)"
   local default_was_open=0
-  tcp_open 127.0.0.1 2379 && default_was_open=1
+  if tcp_open 127.0.0.1 2379; then default_was_open=1; fi
   apt_install etcd-server
   command -v etcd >/dev/null 2>&1 || die "etcd-server installed but 'etcd' is not on PATH (expected /usr/bin/etcd)"
   log "installed $(etcd --version 2>/dev/null | head -n 1)"
@@ -121,7 +121,9 @@ cmd_start() {
   # etcd reads every ETCD_<FLAG> environment variable as a flag (and warns about unknown ones such as our own
   # ETCD_PORT / ETCD_ENDPOINTS), so start it with none: the command line below is the whole configuration.
   local unset_env=() v
-  for v in $(compgen -e); do [[ "$v" == ETCD_* ]] && unset_env+=(-u "$v"); done
+  for v in $(compgen -e); do
+    if [[ "$v" == ETCD_* ]]; then unset_env+=(-u "$v"); fi
+  done
   # etcd creates the data dir itself (mode 0700); only its parent is made here.
   start_bg etcd env "${unset_env[@]}" etcd \
     --name "$ETCD_NAME" \

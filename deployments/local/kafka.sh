@@ -12,7 +12,7 @@
 # Environment: KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093), KAFKA_HEAP_OPTS (-Xms256m -Xmx512m),
 # KAFKA_CLUSTER_ID (fixed default below), JAVA_HOME (optional), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh).
 SERVER_NAME=kafka
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KAFKA_PORT="${KAFKA_PORT:-19092}"
@@ -67,12 +67,16 @@ libs_cached() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$POM_SHA" ]; }
 cmd_install() {
   ensure_java
   libs_cached && return 0
+  # The cache may be shared by several run dirs (JOBSCHED_RUN_DIR): one download at a time.
+  mkdir -p "$KAFKA_HOME"
+  exec 8>"$KAFKA_HOME/install.lock"
+  flock -w 600 8 || die "another install holds $KAFKA_HOME/install.lock for more than 600 s"
+  libs_cached && return 0
   if ! command -v mvn >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
     apt_install maven
   fi
   require_cmd mvn "needed once to download the Kafka jars from Maven Central (Debian: apt-get install maven)"
   log "downloading Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
-  mkdir -p "$KAFKA_HOME"
   local tmp="$KAFKA_HOME/libs.partial.$$" out="$KAFKA_HOME/mvn.log"
   rm -rf "$tmp"
   # The pom is packaging=pom: nothing is built and nothing is written next to it.
@@ -96,7 +100,9 @@ broker_pid_ours() {
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $PROPS"
 }
 
-# Readiness: the port accepts connections AND the broker answers a metadata request listing itself.
+# Readiness: the port accepts connections AND the broker answers a metadata request listing itself AND
+# the group coordinator answers (the first FindCoordinator creates __consumer_offsets: doing it here moves
+# ~3 s of librdkafka coordinator retries out of the first test that joins a group).
 # Uses confluent_kafka from the repo's venv when it has it; otherwise the broker's own "started" log line.
 VENV_PY="$REPO_ROOT/.venv/bin/python"
 have_py_client() { [ -x "$VENV_PY" ] && "$VENV_PY" -c 'import confluent_kafka' >/dev/null 2>&1; }
@@ -108,7 +114,10 @@ port = int(sys.argv[1])
 admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.connection.setup.timeout.ms": 2000,
                      "log_level": 0})
 md = admin.list_topics(timeout=3)
-sys.exit(0 if any(b.port == port for b in md.brokers.values()) else 1)
+if not any(b.port == port for b in md.brokers.values()):
+    sys.exit(1)
+# Raises (-> not ready yet) until the group coordinator is loaded; an unknown group is reported as DEAD.
+admin.describe_consumer_groups(["jobsched-readiness-probe"], request_timeout=3)["jobsched-readiness-probe"].result()
 PY
 }
 metadata_ok_log() { grep -q 'KafkaRaftServer.*Kafka Server started' "$LOG_FILE"; }
@@ -184,19 +193,19 @@ adopt_or_refuse() {
     echo "$pid" >"$PID_FILE"
     return 0
   fi
-  die "127.0.0.1:$port is already in use${pid:+ by pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))}; set KAFKA_PORT/KAFKA_CONTROLLER_PORT or stop it"
+  die "127.0.0.1:$port is already in use${pid:+ by pid $pid ($(tr '\0\n' '  ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))}; set KAFKA_PORT/KAFKA_CONTROLLER_PORT or stop it"
 }
 
 start_broker() {
   # -Dorg.slf4j.simpleLogger.*: warnings only, plus the one INFO line "Kafka Server started".
-  # 9>&- : the broker must not inherit (and so keep holding) the kafka.sh lock.
+  # 8>&- 9>&- : the broker must not inherit (and so keep holding) the install / kafka.sh locks.
   # shellcheck disable=SC2086  # KAFKA_HEAP_OPTS is a list of JVM flags
   start_bg kafka "$JAVA" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
     -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
     -Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
     -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd'T'HH:mm:ss.SSS" \
-    -cp "$LIBS/*" kafka.Kafka "$PROPS" 9>&-
+    -cp "$LIBS/*" kafka.Kafka "$PROPS" 8>&- 9>&-
 }
 
 cmd_start() {
@@ -216,6 +225,7 @@ cmd_start() {
   [ -f "$PID_FILE" ] && { log "removing stale pid file ($(cat "$PID_FILE"))"; rm -f "$PID_FILE"; }
   local p
   for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+    broker_pid_ours && break
     if tcp_open 127.0.0.1 "$p"; then adopt_or_refuse "$p"; fi
   done
   if broker_pid_ours; then

@@ -65,8 +65,8 @@ def create_app(store: JobStore) -> Starlette:
         if len(body) > MAX_BODY_BYTES:
             return error(413, f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
         try:
-            data: Any = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data: Any = json.loads(body, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"malformed JSON: {exc}")
         if not isinstance(data, dict):
             return error(400, "the body must be a JSON object")
@@ -160,6 +160,11 @@ def create_app(store: JobStore) -> Starlette:
         Exception: _unexpected,
     }
     return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+
+
+def _reject_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (RFC 8259) although Python's parser takes them."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _valid_id(job_id: str) -> bool:

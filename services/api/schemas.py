@@ -36,7 +36,7 @@ def _rfc3339(value: Any) -> Any:
     except ValueError:
         raise ValueError(f"{value!r} is not an RFC 3339 time, e.g. 2026-09-29T18:00:00Z") from None
     if "T" not in value.upper() or parsed.tzinfo is None:
-        raise ValueError(f"{value!r} needs a date, a time and an offset (Z or +hh:mm)")
+        raise ValueError(f"{value!r} is not an RFC 3339 time: it needs a date, a time and an offset (Z or +hh:mm)")
     return parsed.astimezone(UTC)
 
 
@@ -116,6 +116,7 @@ class JobRequest(BaseModel):
             cron=self.cron,
             interval=self.interval,
             timezone=(self.timezone or "UTC") if self.cron else None,
+            createdAt=now,
         )
 
 

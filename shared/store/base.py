@@ -8,6 +8,7 @@ updates move statuses.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -59,6 +60,8 @@ class NewJob:
     interval: str | None = None
     timezone: str | None = None
     templateId: str | None = None
+    # The anchor of an interval schedule; the store uses its own clock when None.
+    createdAt: datetime | None = None
 
 
 class JobStore(Protocol):
@@ -88,6 +91,30 @@ class JobStore(Protocol):
         TransitionRefused when the job has started or finished.
         """
 
-    def claim_due(self, now: datetime, limit: int) -> list[Job]:
-        """pending → queued for up to `limit` due one-off jobs (scheduledAt <= now), in claim order:
-        priority desc, then scheduledAt asc. Templates are never claimed. Returns the jobs this call won."""
+    def claim_due(self, now: datetime, limit: int, job_types: Collection[str]) -> list[Job]:
+        """pending → queued for up to `limit` due runs (scheduledAt <= now) of these job types, in claim order:
+        priority desc, then scheduledAt asc. Templates are never claimed. Returns the jobs this call won,
+        in claim order."""
+
+    def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
+        """The reference's claim: one due run, pending → queued, with a single findOneAndUpdate."""
+
+    def due_job_types(self, now: datetime) -> set[str]:
+        """The job types of due pending runs (to warn about types no executor handles)."""
+
+    def release(self, jobs: Sequence[Job]) -> None:
+        """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""
+
+    def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        """Recurring templates that are pending with scheduledAt <= now, earliest first."""
+
+    def spawn_run(self, template: Job, planned: datetime) -> bool:
+        """Insert the template's one-off run for the planned fire time, keyed `<key>-run-<unix ns>`.
+        Return False if that run already exists (a retry after a crash between spawn and advance)."""
+
+    def advance_template(self, template: Job, next_at: datetime) -> bool:
+        """Move a pending template from its current scheduledAt to `next_at`; False if it changed meanwhile
+        (cancelled, or advanced by another leader)."""
+
+    def dead_letter_template(self, template: Job, reason: str) -> bool:
+        """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""

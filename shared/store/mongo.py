@@ -10,18 +10,18 @@ ownership is therefore an insert into a unique index: idempotency keys on `jobs`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
-from pymongo import ASCENDING, DESCENDING, MongoClient
-from pymongo.collection import Collection
+from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
+from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import ConnectionFailure, DuplicateKeyError
 
-from shared.model import CANCELLABLE, JOB_FIELDS, Job, Status, utc_now
+from shared.model import CANCELLABLE, JOB_FIELDS, Job, Status, run_key, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, NewJob, StoreUnavailable, TransitionRefused
 
 Document = dict[str, Any]
@@ -47,8 +47,8 @@ class MongoJobStore:
     def __init__(self, client: MongoClient[Document], database: str) -> None:
         self._client = client
         self._db = client[database]
-        self._jobs: Collection[Document] = self._db["jobs"]
-        self._executions: Collection[Document] = self._db["executions"]
+        self._jobs: MongoCollection[Document] = self._db["jobs"]
+        self._executions: MongoCollection[Document] = self._db["executions"]
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -79,7 +79,7 @@ class MongoJobStore:
             self._db.command("ping")
 
     def create(self, new: NewJob) -> Job:
-        now = utc_now()
+        now = new.createdAt or utc_now()
         doc: Document = {k: v for k, v in asdict(new).items() if v is not None}
         doc.update(
             status=Status.PENDING.value,
@@ -137,7 +137,7 @@ class MongoJobStore:
             updated = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": [s.value for s in CANCELLABLE]}},
                 {"$set": {"status": Status.CANCELLED.value, "updatedAt": now}},
-                return_document=True,
+                return_document=ReturnDocument.AFTER,
             )
         if updated is None:
             current = self.get(job_id) or job
@@ -146,21 +146,108 @@ class MongoJobStore:
             raise TransitionRefused(current, "cancel")
         return _to_job(updated)
 
-    def claim_due(self, now: datetime, limit: int) -> list[Job]:
+    def claim_due(self, now: datetime, limit: int, job_types: Collection[str]) -> list[Job]:
         """Find the first `limit` due runs in claim order, flip them with one guarded update_many, then
-        re-read which ones carry this call's claim token: those are the ones won, in claim order."""
-        due = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
+        re-read which ones carry this call's claim token: those are the ones won, in claim order. Each
+        document is still updated atomically on MongoDB, and the order is exactly that of `limit` single
+        claims; on FerretDB two overlapping claimers may both win a document, which the executor's attempt
+        record absorbs (invariant 2)."""
         token = uuid.uuid4().hex
         with _translate_errors():
-            candidates = [d["_id"] for d in self._jobs.find(due, {"_id": 1}).sort(CLAIM_ORDER).limit(limit)]
+            found = self._jobs.find(_due_runs(now, job_types), {"_id": 1}).sort(CLAIM_ORDER).limit(limit)
+            candidates = [d["_id"] for d in found]
             if not candidates:
                 return []
             self._jobs.update_many(
                 {"_id": {"$in": candidates}, "status": Status.PENDING.value},
-                {"$set": {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now, "claimToken": token}},
+                {"$set": _queued(now, token)},
             )
             won = self._jobs.find({"_id": {"$in": candidates}, "claimToken": token}).sort(CLAIM_ORDER)
             return [_to_job(d) for d in won]
+
+    def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
+        with _translate_errors():
+            doc = self._jobs.find_one_and_update(
+                _due_runs(now, job_types),
+                {"$set": _queued(now, uuid.uuid4().hex)},
+                sort=CLAIM_ORDER,
+                return_document=ReturnDocument.AFTER,
+            )
+        return _to_job(doc) if doc else None
+
+    def due_job_types(self, now: datetime) -> set[str]:
+        query = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
+        with _translate_errors():
+            return {str(t) for t in self._jobs.distinct("jobType", query)}
+
+    def release(self, jobs: Sequence[Job]) -> None:
+        if not jobs:
+            return
+        with _translate_errors():
+            self._jobs.update_many(
+                {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": Status.QUEUED.value},
+                {"$set": {"status": Status.PENDING.value, "updatedAt": utc_now()}, "$unset": {"queuedAt": ""}},
+            )
+
+    def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        query = {"status": Status.PENDING.value, "kind": KIND_TEMPLATE, "scheduledAt": {"$lte": now}}
+        with _translate_errors():
+            return [_to_job(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
+
+    def spawn_run(self, template: Job, planned: datetime) -> bool:
+        now = utc_now()
+        doc: Document = {
+            "idempotencyKey": run_key(template.idempotencyKey, planned),
+            "tenantId": template.tenantId,
+            "jobType": template.jobType,
+            "payload": template.payload,
+            "priority": template.priority,
+            "maxAttempts": template.maxAttempts,
+            "scheduledAt": planned,
+            "templateId": template.id,
+            "status": Status.PENDING.value,
+            "attempts": 0,
+            "kind": KIND_RUN,
+            "createdAt": now,
+            "updatedAt": now,
+        }
+        if template.timeoutSeconds is not None:
+            doc["timeoutSeconds"] = template.timeoutSeconds
+        with _translate_errors():
+            try:
+                self._jobs.insert_one(doc)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    def advance_template(self, template: Job, next_at: datetime) -> bool:
+        with _translate_errors():
+            result = self._jobs.update_one(
+                {"_id": ObjectId(template.id), "status": Status.PENDING.value, "scheduledAt": template.scheduledAt},
+                {"$set": {"scheduledAt": next_at, "updatedAt": utc_now()}},
+            )
+        return result.modified_count == 1
+
+    def dead_letter_template(self, template: Job, reason: str) -> bool:
+        with _translate_errors():
+            result = self._jobs.update_one(
+                {"_id": ObjectId(template.id), "status": Status.PENDING.value},
+                {"$set": {"status": Status.DLQ.value, "lastError": reason, "updatedAt": utc_now()}},
+            )
+        return result.modified_count == 1
+
+
+def _due_runs(now: datetime, job_types: Collection[str]) -> Document:
+    return {
+        "status": Status.PENDING.value,
+        "kind": KIND_RUN,
+        "scheduledAt": {"$lte": now},
+        "jobType": {"$in": sorted(job_types)},
+    }
+
+
+def _queued(now: datetime, token: str) -> Document:
+    return {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now, "claimToken": token}
 
 
 def _to_job(doc: Document) -> Job:

@@ -6,13 +6,14 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
 from shared.model import MAX_PAYLOAD_BYTES, Status
 from shared.store.mongo import MongoJobStore
+from tests.support import wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
 
@@ -37,8 +38,11 @@ def test_create_returns_the_stored_pending_job(api: TestClient) -> None:
     job = response.json()
     assert len(job["id"]) == 24
     assert {k: job[k] for k in ("idempotencyKey", "tenantId", "jobType", "payload", "priority")} == {
-        "idempotencyKey": "test-job-1", "tenantId": "tenant-a", "jobType": "log-message",
-        "payload": {"message": "hello from the scheduler"}, "priority": 5,
+        "idempotencyKey": "test-job-1",
+        "tenantId": "tenant-a",
+        "jobType": "log-message",
+        "payload": {"message": "hello from the scheduler"},
+        "priority": 5,
     }
     assert job["status"] == "pending"
     assert job["scheduledAt"] == WHEN
@@ -51,8 +55,9 @@ def test_create_returns_the_stored_pending_job(api: TestClient) -> None:
 
 
 @pytest.mark.parametrize(("given", "stored"), [(None, 3), (0, 3), (-2, 3), (7, 7)])
-def test_max_attempts_defaults_to_three_when_missing_or_not_positive(api: TestClient, given: int | None,
-                                                                     stored: int) -> None:
+def test_max_attempts_defaults_to_three_when_missing_or_not_positive(
+    api: TestClient, given: int | None, stored: int
+) -> None:
     response = api.post("/jobs", json=job_body(maxAttempts=given))
     assert response.status_code == 201
     assert response.json()["maxAttempts"] == stored
@@ -78,18 +83,22 @@ def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
     assert "test-job-1" in response.json()["error"]
 
 
-async def test_32_concurrent_creates_with_one_key_give_exactly_one_201(mongo_store: MongoJobStore) -> None:
-    transport = httpx.ASGITransport(app=create_app(mongo_store))
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
-        responses = await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
+def test_32_concurrent_creates_with_one_key_give_exactly_one_201(mongo_store: MongoJobStore) -> None:
+    async def create_32() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=create_app(mongo_store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            return await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
+
+    responses = asyncio.run(create_32())
     codes = sorted(r.status_code for r in responses)
     assert codes == [201] + [409] * 31
     assert len(mongo_store.list_for_tenant("tenant-a", None, 100)) == 1
 
 
 def test_recurring_cron_template_gets_its_first_fire_time(api: TestClient) -> None:
-    body = job_body(idempotencyKey="nightly-report", scheduledAt=None, cron="0 2 * * *",
-                    payload={"message": "nightly report run"})
+    body = job_body(
+        idempotencyKey="nightly-report", scheduledAt=None, cron="0 2 * * *", payload={"message": "nightly report run"}
+    )
     response = api.post("/jobs", json=body)
     assert response.status_code == 201
     job = response.json()
@@ -107,8 +116,9 @@ def test_recurring_interval_and_timezone(api: TestClient) -> None:
     assert interval["interval"] == "30s"
     gap = datetime.fromisoformat(interval["scheduledAt"]) - datetime.fromisoformat(interval["createdAt"])
     assert gap == timedelta(seconds=30)
-    berlin = api.post("/jobs", json=job_body(idempotencyKey="berlin", scheduledAt=None, cron="0 9 * * *",
-                                             timezone="Europe/Berlin")).json()
+    berlin = api.post(
+        "/jobs", json=job_body(idempotencyKey="berlin", scheduledAt=None, cron="0 9 * * *", timezone="Europe/Berlin")
+    ).json()
     assert datetime.fromisoformat(berlin["scheduledAt"]).hour in (7, 8)  # 09:00 CEST or CET in UTC
 
 
@@ -148,7 +158,9 @@ def test_invalid_input_is_400_with_a_clear_error(api: TestClient, overrides: dic
     assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []  # nothing stored
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"", b"[1,2]", b"\xff\xfe", b'"text"'])
+@pytest.mark.parametrize(
+    "raw", [b"{not json", b"", b"[1,2]", b"\xff\xfe", b'"text"', b'{"idempotencyKey": NaN}', b'{"a": Infinity}']
+)
 def test_malformed_json_is_400(api: TestClient, raw: bytes) -> None:
     response = api.post("/jobs", content=raw, headers={"content-type": "application/json"})
     assert response.status_code == 400
@@ -161,8 +173,9 @@ def test_payload_over_256_kib_is_413_and_at_the_limit_is_accepted(api: TestClien
     too_big = api.post("/jobs", json=job_body(idempotencyKey="big", payload={"message": filler + "x"}))
     assert too_big.status_code == 413
     assert "limit" in too_big.json()["error"]
-    huge_body = api.post("/jobs", content=b"{" + b" " * (600 * 1024) + b"}",
-                         headers={"content-type": "application/json"})
+    huge_body = api.post(
+        "/jobs", content=b"{" + b" " * (600 * 1024) + b"}", headers={"content-type": "application/json"}
+    )
     assert huge_body.status_code == 413
 
 
@@ -217,10 +230,11 @@ def test_cancel_pending_then_again_is_409(api: TestClient) -> None:
     assert api.delete("/jobs/xyz").status_code == 400
 
 
-def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, mongo_store: MongoJobStore,
-                                                          mongo_db: Any) -> None:
+def test_cancel_queued_job_and_refuse_started_or_finished(
+    api: TestClient, mongo_store: MongoJobStore, mongo_db: Any
+) -> None:
     job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z")).json()
-    [claimed] = mongo_store.claim_due(datetime.now(UTC), 10)
+    [claimed] = mongo_store.claim_due(datetime.now(UTC), 10, {"log-message"})
     assert claimed.status is Status.QUEUED
     assert api.delete(f"/jobs/{job['id']}").json()["status"] == "cancelled"
     for status in ("running", "completed", "dlq"):
@@ -236,7 +250,24 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, mongo
 def test_health_and_readiness(api: TestClient) -> None:
     health = api.get("/healthz")
     assert (health.status_code, health.text) == (200, "ok")
-    assert api.get("/readyz").status_code == 200
+    wait_until(lambda: api.get("/readyz").status_code == 200, 10, "readiness")
+    assert api.get("/readyz").text == "ok"
+
+
+def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up() -> None:
+    dead = MongoJobStore.connect("mongodb://127.0.0.1:1/?directConnection=true", "x", timeout_ms=300)
+    with TestClient(create_app(dead), raise_server_exceptions=False) as client:
+        assert client.get("/healthz").status_code == 200
+        for response in (
+            client.get("/readyz"),
+            client.post("/jobs", json=job_body()),
+            client.get("/jobs/66f9a1c2e4b0a3d5c8f12a01"),
+            client.get("/jobs", params={"tenantId": "t"}),
+            client.delete("/jobs/66f9a1c2e4b0a3d5c8f12a01"),
+        ):
+            assert response.status_code == 503, response.text
+            assert response.json()["error"]
+    dead.close()
 
 
 def test_openapi_describes_every_endpoint_from_the_models(api: TestClient) -> None:

@@ -20,6 +20,8 @@ import etcd3
 import pytest
 from etcd3.events import DeleteEvent
 
+from shared.election.etcd import close_etcd_client, parse_endpoints
+
 pytestmark = pytest.mark.integration
 
 # Per-RPC deadline: with etcd down every call fails with ConnectionFailedError at once, never hangs.
@@ -29,48 +31,9 @@ LEASE_TTL_S = 2
 EXPIRY_WAIT_S = LEASE_TTL_S + 8.0
 
 
-def parse_endpoint(endpoints: str) -> tuple[str, int]:
-    """Host and port of the first endpoint in "host:port[,host:port...]" ("http://" and "[v6]" allowed)."""
-    first = endpoints.split(",")[0].strip()
-    if "://" in first:
-        scheme, _, first = first.partition("://")
-        if scheme != "http":
-            raise ValueError(f"only plain http endpoints are supported, got {endpoints!r}")
-    host, sep, port = first.rstrip("/").rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"expected host:port, got {endpoints!r}")
-    return host.strip("[]"), int(port)
-
-
 def make_client(endpoints: str, timeout: float = CLIENT_TIMEOUT_S) -> Any:
-    host, port = parse_endpoint(endpoints)
+    host, port = parse_endpoints(endpoints)[0]
     return etcd3.client(host=host, port=port, timeout=timeout)
-
-
-def close_client(client: Any) -> None:
-    """Close the client's channel, also when it has run a watch.
-
-    etcd3 0.12 runs every watch on one background thread (``etcd3_watch_<id>``) that loops forever: once the
-    channel is closed it retries ``Watch()`` and dies with ``ValueError: Cannot invoke RPC: Channel closed!``,
-    which pytest reports as an unhandled thread exception. That ending is expected here, so it is swallowed
-    (only that exception, only from that thread) while the thread is joined.
-    """
-    thread: threading.Thread | None = getattr(client.watcher, "_callback_thread", None)
-    if thread is None or not thread.is_alive():
-        client.close()
-        return
-    previous_hook = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if not (args.thread is thread and args.exc_type is ValueError and "Channel closed" in str(args.exc_value)):
-            previous_hook(args)
-
-    threading.excepthook = hook
-    try:
-        client.close()
-        thread.join(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        threading.excepthook = previous_hook
 
 
 def wait_for_delete(client: Any, key: str, start_revision: int, timeout: float) -> Any:
@@ -112,7 +75,7 @@ def etcd_client(etcd_endpoints: str, etcd_prefix: str) -> Iterator[Any]:
     except etcd3.exceptions.Etcd3Exception:
         pass  # best effort: etcd may be the thing that failed
     finally:
-        close_client(client)
+        close_etcd_client(client)
 
 
 def test_lease_expiry_deletes_key_and_fires_watch(etcd_client: Any, etcd_prefix: str) -> None:
@@ -187,4 +150,4 @@ def test_create_if_absent_has_one_winner_and_monotonic_fencing_token(
             assert etcd_client.delete(key)
     finally:
         for client in clients:
-            close_client(client)
+            close_etcd_client(client)

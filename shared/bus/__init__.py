@@ -1,0 +1,1 @@
+"""Wake-up transport: the Bus protocol and its implementations."""

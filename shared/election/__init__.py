@@ -1,0 +1,1 @@
+"""Leader election: the Elector protocol, etcd and single-node implementations."""

@@ -1,0 +1,68 @@
+"""Cancellation racing the scheduler's claim: a cancel that succeeded always holds the job's next attempt."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from pymongo.database import Database
+
+from shared.model import Status
+from shared.store.base import NewJob, TransitionRefused
+from shared.store.mongo import MongoJobStore
+
+JOBS = 60
+
+
+def test_cancel_racing_a_claim_never_lets_a_cancelled_job_start(
+    mongo_store: MongoJobStore, mongo_db: Database[dict[str, object]]
+) -> None:
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    ids = [
+        mongo_store.create(NewJob(idempotencyKey=f"race-{i}", tenantId="t", jobType="noop", scheduledAt=past)).id
+        for i in range(JOBS)
+    ]
+    start = threading.Barrier(2)
+    cancelled: list[str] = []
+
+    def claim_all() -> int:
+        start.wait()
+        claimed = 0
+        while batch := mongo_store.claim_due(datetime.now(UTC), 7, {"noop"}):
+            claimed += len(batch)
+        return claimed
+
+    def cancel_all() -> None:
+        start.wait()
+        for job_id in ids:
+            with contextlib.suppress(TransitionRefused):
+                cancelled.append(mongo_store.cancel(job_id).id)
+
+    with ThreadPoolExecutor(2) as pool:
+        claimer = pool.submit(claim_all)
+        pool.submit(cancel_all).result()
+        claimer.result()
+
+    assert cancelled, "pending and queued jobs are cancellable: the canceller must win some"
+    attempts = {str(d["_id"]): d for d in mongo_db["executions"].find({})}
+    for job_id in cancelled:
+        record = attempts[f"{job_id}:1"]
+        assert record["outcome"] == "cancelled"
+        job = mongo_store.get(job_id)
+        assert job is not None
+        # Cancelled, or (on a server without atomic updates) overwritten by the racing claim's write-back:
+        # then the attempt record still refuses every executor, which restores the status.
+        assert job.status in (Status.CANCELLED, Status.QUEUED)
+    for job_id in set(ids) - set(cancelled):
+        assert f"{job_id}:1" not in attempts
+
+
+def test_cancelled_template_and_refusals(mongo_store: MongoJobStore) -> None:
+    now = datetime.now(UTC)
+    template = mongo_store.create(
+        NewJob(idempotencyKey="tpl", tenantId="t", jobType="noop", scheduledAt=now, cron="* * * * *")
+    )
+    assert mongo_store.cancel(template.id).status is Status.CANCELLED
+    assert mongo_store.due_templates(now + timedelta(minutes=5), 10) == []

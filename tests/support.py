@@ -1,0 +1,86 @@
+"""Helpers shared by the test tiers: waiting on conditions, free ports, product processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int, metric: str) -> float | None:
+    """A metric from a process's /metrics, summed over its label sets; None when the process does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    values = [
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((metric + " ", metric + "{"))
+    ]
+    return sum(values) if values else 0.0
+
+
+class ServiceProcess:
+    """One product binary (`python -m services.<name>`) run as a real process with its own env."""
+
+    def __init__(self, service: str, env: dict[str, str], log_dir: Path, name: str | None = None) -> None:
+        self.name = name or service
+        self.metrics_port = free_port()
+        self.log_path = log_dir / f"{self.name}.log"
+        full_env = {**os.environ, **env, "METRICS_PORT": str(self.metrics_port), "LOG_LEVEL": "INFO"}
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", f"services.{service}"],
+            env=full_env,
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def metric(self, name: str) -> float | None:
+        return scrape(self.metrics_port, name)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 20) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
