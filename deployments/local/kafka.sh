@@ -42,7 +42,7 @@ PID_FILE="$(pid_file kafka)"
 LOG_FILE="$(log_file kafka)"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # One kafka.sh at a time per run dir (parallel test workers may all call `start`). fd 9 is closed for the
 # broker itself (see start_broker), so the lock is released when this script exits.
