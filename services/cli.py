@@ -8,6 +8,8 @@ import sys
 SERVICES = {
     "api": "services.api.__main__",
     "scheduler": "services.scheduler.__main__",
+    "executor": "services.executor.__main__",
+    "reaper": "services.reaper.__main__",
 }
 
 

@@ -31,6 +31,30 @@ SCHEDULER_LEADER_TRANSITIONS = Counter(
 )
 SCHEDULER_TICK_ERRORS = Counter("scheduler_tick_errors_total", "Ticks that failed (store or broker down)")
 
+# executor
+EXECUTOR_PROCESSED = Counter(
+    "executor_jobs_processed_total", "Attempts finished, by job type and outcome", ["job_type", "result"]
+)
+EXECUTOR_HANDLER_SECONDS = Histogram(
+    "executor_handler_duration_seconds",
+    "Handler run time per attempt",
+    ["job_type"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+EXECUTOR_IN_FLIGHT = Gauge("executor_in_flight", "Attempts running now", ["job_type"])
+EXECUTOR_SKIPPED = Counter(
+    "executor_skipped_deliveries_total",
+    "Deliveries acknowledged without running (duplicate, cancelled, finished, bad message, late result)",
+    ["job_type", "reason"],
+)
+EXECUTOR_DEAD_LETTERED = Counter("executor_dead_lettered_total", "Jobs moved to the DLQ", ["job_type"])
+
+# reaper
+REAPER_RECOVERED = Counter("reaper_recovered_jobs_total", "Jobs returned by the reaper", ["sweep"])
+
+# bus
+BUS_PUBLISH_ERRORS = Counter("bus_publish_errors_total", "Best-effort publishes (events, DLQ) that failed", ["topic"])
+
 
 class _Handler(BaseHTTPRequestHandler):
     health: Callable[[], bool] = staticmethod(lambda: True)

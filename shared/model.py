@@ -83,6 +83,9 @@ class Job:
     priority: int = DEFAULT_PRIORITY
     attempts: int = 0
     maxAttempts: int = DEFAULT_MAX_ATTEMPTS
+    # After a re-drive from the DLQ the fresh budget counts from here: dlq once attempts - attemptBase
+    # reaches maxAttempts. `attempts` itself keeps counting every attempt ever made (attempt ids stay unique).
+    attemptBase: int = 0
     timeoutSeconds: float | None = None
     cron: str | None = None
     interval: str | None = None
@@ -98,22 +101,63 @@ class Job:
     def is_template(self) -> bool:
         return self.cron is not None or self.interval is not None
 
+    @property
+    def next_attempt(self) -> int:
+        """The number of the attempt that would run next (1-based); its record id is `<id>:<n>`."""
+        return self.attempts + 1
+
+    def budget_spent_after(self, attempts: int) -> bool:
+        return attempts - self.attemptBase >= self.maxAttempts
+
     def evolve(self, **changes: Any) -> Job:
         return replace(self, **changes)
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            if isinstance(value, datetime):
-                value = format_time(value)
-            elif isinstance(value, Status):
-                value = value.value
-            out[f.name] = value
-        return out
+        return _wire(self)
+
+
+class Outcome(StrEnum):
+    """How an attempt ended (the execution record's `outcome`)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    LOST = "lost"  # closed by the reaper: the executor died or hung
+    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One attempt of a job: `<jobId>:<attempt>`, inserted when the attempt is claimed."""
+
+    id: str
+    jobId: str
+    attempt: int
+    outcome: Outcome
+    worker: str | None = None
+    startedAt: datetime | None = None
+    finishedAt: datetime | None = None
+    durationMs: float | None = None
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return _wire(self)
+
+
+def _wire(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            value = format_time(value)
+        elif isinstance(value, StrEnum):
+            value = value.value
+        out[f.name] = value
+    return out
 
 
 def format_time(moment: datetime) -> str:

@@ -10,9 +10,10 @@
 #
 # The binary is built from the Go module proxy via the tools module in ./ferretdb (go.mod + go.sum) and cached
 # at $JOBSCHED_CACHE/ferretdb/<hash of go.mod+go.sum>/ferretdb. Data lives under $JOBSCHED_RUN_DIR/ferretdb/.
+# shellcheck disable=SC2034 # SERVER_NAME is read by log/die in lib.sh
 SERVER_NAME=ferretdb
 # shellcheck source=lib.sh
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FDB_PORT="${FERRETDB_PORT:-27018}"
 FDB_BACKEND="${FERRETDB_BACKEND:-postgresql}"
@@ -53,10 +54,10 @@ cmd_install() {
     t0="$(now_ms)"
     log "building FerretDB (tools module $MOD_DIR, Go $(go env GOVERSION)) -> $bin"
     cp "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$tmp/"
-    cd "$tmp"
+    cd "$tmp" || exit 1
     go mod download "$FDB_PKG" || die "go mod download $FDB_PKG failed (is the Go module proxy reachable?)"
     read -r src ver < <(go list -m -f '{{.Dir}} {{.Version}}' "$FDB_PKG")
-    [ -d "$src" ] && [ -n "$ver" ] || die "could not locate $FDB_PKG in the module cache"
+    { [ -d "$src" ] && [ -n "$ver" ]; } || die "could not locate $FDB_PKG in the module cache"
     cp -R "$src" "$tmp/FerretDB"
     chmod -R u+w "$tmp/FerretDB"
     echo "$ver" >"$tmp/FerretDB/build/version/version.txt"
@@ -89,7 +90,7 @@ pg_find_bin() {
     apt_install postgresql
     d="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V | tail -n 1)"
   fi
-  [ -n "$d" ] && [ -x "$d/postgres" ] || die "PostgreSQL server binaries not found under /usr/lib/postgresql"
+  { [ -n "$d" ] && [ -x "$d/postgres" ]; } || die "PostgreSQL server binaries not found under /usr/lib/postgresql"
   PG_BIN="$d"
   require_cmd runuser "util-linux runuser is needed to run PostgreSQL as the postgres user"
   getent passwd postgres >/dev/null || die "no 'postgres' system user (Debian package postgresql creates it)"
@@ -178,6 +179,7 @@ EOF
 ferretdb_up() { is_running ferretdb && tcp_open 127.0.0.1 "$FDB_PORT"; }
 
 cmd_start() {
+  case "$FDB_BACKEND" in sqlite | postgresql) ;; *) die "FERRETDB_BACKEND must be sqlite or postgresql, not '$FDB_BACKEND'" ;; esac
   if ferretdb_up; then
     local running; running="$(cat "$FDB_RUN/backend" 2>/dev/null || echo unknown)"
     [ "$running" = "$FDB_BACKEND" ] || log "WARNING: already running with backend '$running', not '$FDB_BACKEND' (stop first)"
@@ -200,7 +202,6 @@ cmd_start() {
       pg_start
       args=(--handler=postgresql "--postgresql-url=postgres://postgres@127.0.0.1:$PG_PORT/ferretdb")
       ;;
-    *) die "FERRETDB_BACKEND must be sqlite or postgresql, not '$FDB_BACKEND'" ;;
   esac
   echo "$FDB_BACKEND" >"$FDB_RUN/backend"
   start_bg ferretdb env DO_NOT_TRACK=1 "$bin" "${args[@]}" --listen-addr="127.0.0.1:$FDB_PORT" \

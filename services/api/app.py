@@ -121,6 +121,29 @@ def create_app(store: JobStore) -> Starlette:
         log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire())
 
+    async def list_executions(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if not _valid_id(job_id):
+            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+        job = await run_in_threadpool(store.get, job_id)
+        if job is None:
+            return error(404, f"job {job_id} not found")
+        executions = await run_in_threadpool(store.list_executions, job_id)
+        return JSONResponse([e.to_wire() for e in executions])
+
+    async def retry_job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if not _valid_id(job_id):
+            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+        try:
+            job = await run_in_threadpool(store.redrive, job_id)
+        except JobNotFound as exc:
+            return error(404, str(exc))
+        except TransitionRefused as exc:
+            return error(409, f"{exc}; only dlq jobs can be retried")
+        log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
+        return JSONResponse(job.to_wire())
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -149,6 +172,8 @@ def create_app(store: JobStore) -> Starlette:
         Route("/jobs", list_jobs, methods=["GET"]),
         Route("/jobs/{job_id}", get_job, methods=["GET"]),
         Route("/jobs/{job_id}", cancel_job, methods=["DELETE"]),
+        Route("/jobs/{job_id}/executions", list_executions, methods=["GET"]),
+        Route("/jobs/{job_id}/retry", retry_job, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

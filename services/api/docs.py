@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from services.api.schemas import STATUS_VALUES, ErrorBody, JobRequest
-from shared.model import Job
+from shared.model import Execution, Job
 
 REF = "#/components/schemas/{model}"
 
@@ -17,6 +17,7 @@ def _schemas() -> dict[str, Any]:
     for name, schema in (
         ("JobRequest", JobRequest.model_json_schema(ref_template=REF)),
         ("Job", TypeAdapter(Job).json_schema(mode="serialization", ref_template=REF)),
+        ("Execution", TypeAdapter(Execution).json_schema(mode="serialization", ref_template=REF)),
         ("Error", ErrorBody.model_json_schema(ref_template=REF)),
     ):
         out.update(schema.pop("$defs", {}))
@@ -92,6 +93,30 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Cancel a job that has not started (pending or queued)",
                     "parameters": [job_id],
                     "responses": {"200": _json("Job", "Cancelled"), **_errors(400, 404, 409, 503)},
+                },
+            },
+            "/jobs/{id}/executions": {
+                "get": {
+                    "summary": "The job's attempts, oldest first (attempt, worker, times, outcome, error)",
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": {
+                            "description": "Attempts",
+                            "content": {
+                                "application/json": {
+                                    "schema": {"type": "array", "items": {"$ref": REF.format(model="Execution")}}
+                                }
+                            },
+                        },
+                        **_errors(400, 404, 503),
+                    },
+                },
+            },
+            "/jobs/{id}/retry": {
+                "post": {
+                    "summary": "Re-drive a dlq job: back to pending, due now, with a fresh attempt budget",
+                    "parameters": [job_id],
+                    "responses": {"200": _json("Job", "Pending again"), **_errors(400, 404, 409, 503)},
                 },
             },
             "/healthz": {

@@ -13,6 +13,7 @@ from typing import Protocol
 
 DISPATCH_TOPIC_PREFIX = "jobs.dispatch."
 DLQ_TOPIC = "jobs.dlq"
+EVENTS_TOPIC = "jobs.events"
 
 
 class BadMessage(ValueError):
@@ -44,6 +45,31 @@ def dispatch_topic(job_type: str, prefix: str = "") -> str:
     return f"{prefix}{DISPATCH_TOPIC_PREFIX}{job_type}"
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One received message; `ack` it once the job's state for it is durably written."""
+
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+
+
+class Subscription(Protocol):
+    def poll(self, timeout_s: float) -> Delivery | None:
+        """The next message, or None after `timeout_s`. Called from one thread only."""
+
+    def ack(self, delivery: Delivery) -> None:
+        """Mark a delivery processed (thread-safe). Offsets are committed only up to the first delivery of a
+        partition that is not acked yet, so a crash redelivers everything not fully processed."""
+
+    def set_paused(self, paused: bool) -> None:
+        """Stop or restart fetching while the caller is saturated; `poll` keeps the membership alive."""
+
+    def close(self) -> None:
+        """Commit what was acked and leave the group."""
+
+
 class Bus(Protocol):
     def ensure_topics(self, job_types: Iterable[str]) -> None:
         """Create the dispatch topics of these types and the DLQ topic if missing; idempotent."""
@@ -51,6 +77,15 @@ class Bus(Protocol):
     def publish_wakeups(self, wakeups: Sequence[Wakeup]) -> list[Wakeup]:
         """Publish every wake-up to its type's topic (key = jobId) and wait for delivery.
         Return the ones NOT delivered (empty when all landed); never raises for a broker outage."""
+
+    def subscribe(self, job_type: str) -> Subscription:
+        """Consume the type's dispatch topic in the group `executor-<type>`, manual offset commits."""
+
+    def publish_dead_letter(self, record: dict[str, object]) -> None:
+        """Best effort, never blocks: a record of a dead-lettered job on `jobs.dlq` (the store is the truth)."""
+
+    def publish_event(self, event: dict[str, object]) -> None:
+        """Best effort, never blocks: a lifecycle event on `jobs.events`; failures are logged and counted."""
 
     def close(self) -> None:
         """Flush and release connections."""

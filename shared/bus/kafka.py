@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from shared.bus.base import DLQ_TOPIC, Wakeup, dispatch_topic
+from shared import metrics
+from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, dispatch_topic
+from shared.bus.offsets import OffsetTracker
 
 log = logging.getLogger("jobsched.bus")
 
@@ -54,7 +58,7 @@ class KafkaBus:
             "logger": logging.getLogger("jobsched.kafka"),
         }
         admin = AdminClient(admin_config)
-        wanted = {self.topic(t) for t in job_types} | {self.dlq_topic}
+        wanted = {self.topic(t) for t in job_types} | {self.dlq_topic, self.events_topic}
         existing = set(admin.list_topics(timeout=10).topics)
         missing = [
             NewTopic(t, num_partitions=self._partitions, replication_factor=1) for t in sorted(wanted - existing)
@@ -97,5 +101,119 @@ class KafkaBus:
             except BufferError:
                 self._producer.poll(0.1)  # local queue full: let deliveries drain, then retry
 
+    @property
+    def events_topic(self) -> str:
+        return f"{self._prefix}{EVENTS_TOPIC}"
+
+    def subscribe(self, job_type: str) -> KafkaSubscription:
+        return KafkaSubscription(self._brokers, self.topic(job_type), f"executor-{job_type}")
+
+    def publish_dead_letter(self, record: dict[str, object]) -> None:
+        self._publish_best_effort(self.dlq_topic, record)
+
+    def publish_event(self, event: dict[str, object]) -> None:
+        self._publish_best_effort(self.events_topic, event)
+
+    def _publish_best_effort(self, topic: str, record: dict[str, object]) -> None:
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
+                log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": str(err)})
+
+        try:
+            key = str(record.get("jobId", ""))
+            self._producer.produce(
+                topic, value=json.dumps(record, default=str).encode(), key=key, on_delivery=on_delivery
+            )
+        except (BufferError, KafkaException) as exc:
+            metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
+            log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": repr(exc)})
+        self._producer.poll(0)  # serve delivery callbacks without waiting
+
     def close(self) -> None:
         self._producer.flush(5)
+
+
+class KafkaSubscription:
+    """A consumer in group `executor-<type>` with manual commits of acknowledged, contiguous offsets."""
+
+    COMMIT_INTERVAL_S = 0.2
+
+    def __init__(self, brokers: str, topic: str, group: str) -> None:
+        config: dict[str, Any] = {
+            "bootstrap.servers": brokers,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            # Notice new partitions and topics within seconds, not the default 5 minutes.
+            "topic.metadata.refresh.interval.ms": 10_000,
+            # A crashed executor's partitions move to a live one after this (default 45 s); its unfinished
+            # messages are redelivered there and the attempt records turn them into skips.
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 2_000,
+            "logger": logging.getLogger("jobsched.kafka"),
+        }
+        self._consumer = Consumer(config)
+        self._offsets: OffsetTracker[tuple[str, int]] = OffsetTracker()
+        self._last_commit = 0.0
+        self._paused = False
+        self._consumer.subscribe([topic], on_revoke=self._on_revoke, on_lost=self._on_lost)
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        assignment = self._consumer.assignment()
+        if assignment:
+            (self._consumer.pause if paused else self._consumer.resume)(assignment)
+
+    def poll(self, timeout_s: float) -> Delivery | None:
+        self._commit(asynchronous=True)
+        if self._paused:
+            self.set_paused(True)  # partitions assigned by a rebalance since the pause start unpaused
+        message = self._consumer.poll(timeout_s)
+        if message is None:
+            return None
+        if message.error() is not None:
+            log.warning("consume error", extra={"action": "consume_error", "error": str(message.error())})
+            return None
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None
+        assert partition is not None
+        assert offset is not None
+        self._offsets.received((topic, partition), offset)
+        return Delivery(value=message.value(), topic=topic, partition=partition, offset=offset)
+
+    def ack(self, delivery: Delivery) -> None:
+        self._offsets.acked((delivery.topic, delivery.partition), delivery.offset)
+
+    def in_flight(self) -> int:
+        return self._offsets.in_flight()
+
+    def _commit(self, *, asynchronous: bool, partitions: list[tuple[str, int]] | None = None) -> None:
+        if asynchronous and time.monotonic() - self._last_commit < self.COMMIT_INTERVAL_S:
+            return
+        self._last_commit = time.monotonic()
+        positions = self._offsets.positions_to_commit(partitions)
+        if not positions:
+            return
+        offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()]
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("commit failed", extra={"action": "commit_failed", "error": repr(exc)})
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions]
+        self._commit(asynchronous=False, partitions=keys)
+        self._offsets.forget(keys)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._offsets.forget([(p.topic, p.partition) for p in partitions])  # already someone else's: no commit
+
+    def close(self) -> None:
+        self._last_commit = 0.0
+        self._commit(asynchronous=False)
+        self._consumer.close()

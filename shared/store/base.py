@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.model import DEFAULT_PRIORITY, Job, Status
+from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
 
 
 class StoreError(Exception):
@@ -36,12 +36,26 @@ class JobNotFound(StoreError):
         self.job_id = job_id
 
 
+class AttemptTaken(StoreError):
+    """Another executor (or a cancellation) already owns this attempt: skip the delivery."""
+
+
 class TransitionRefused(StoreError):
     """The job is not in a status that allows the requested transition."""
 
     def __init__(self, job: Job, action: str) -> None:
         super().__init__(f"cannot {action} job {job.id}: it is {job.status.value}")
         self.job = job
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What an executor reports for the attempt it ran."""
+
+    outcome: Outcome  # SUCCEEDED, FAILED or TIMEOUT
+    startedAt: datetime
+    finishedAt: datetime
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,3 +132,42 @@ class JobStore(Protocol):
 
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""
+
+    # --- executor ---------------------------------------------------------------------------------------
+
+    def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
+        """Claim attempt `job.next_attempt` by inserting its record `<id>:<n>`, then queued → claimed with
+        claimedBy/claimedAt/leaseExpiresAt. Raise AttemptTaken when the record exists (a duplicate delivery,
+        a second executor, or a cancellation: then the job's status is made `cancelled` again)."""
+
+    def mark_running(self, job: Job) -> Job:
+        """claimed → running for the attempt `job` was claimed for."""
+
+    def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+        """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
+
+    def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
+        """Record the attempt's one outcome and move the job: succeeded → completed; failed/timeout →
+        pending with attempts+1, lastError and scheduledAt = finishedAt + backoff, or dlq when the budget is
+        spent. Return the updated job, or None when the attempt's outcome was already decided (the reaper
+        closed it as lost): a late result never overwrites a newer attempt."""
+
+    def list_executions(self, job_id: str) -> list[Execution]:
+        """The job's attempt records, oldest first."""
+
+    def redrive(self, job_id: str) -> Job:
+        """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
+        Raise JobNotFound, or TransitionRefused for any other status."""
+
+    # --- reaper -----------------------------------------------------------------------------------------
+
+    def requeue_stale_queued(self, queued_before: datetime) -> int:
+        """queued → pending for jobs queued before the cutoff (their wake-up was lost); return how many."""
+
+    def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
+        """claimed/running jobs whose lease (leaseExpiresAt, extended by heartbeats) ran out before `now`."""
+
+    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+        """Close the job's current attempt as lost (its one outcome) and move the job to pending with
+        attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
+        ends in the DLQ. Return None when the attempt had already finished (the executor won)."""

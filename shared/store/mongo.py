@@ -21,8 +21,17 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import ConnectionFailure, DuplicateKeyError
 
-from shared.model import CANCELLABLE, JOB_FIELDS, Job, Status, run_key, utc_now
-from shared.store.base import DuplicateJob, JobNotFound, NewJob, StoreUnavailable, TransitionRefused
+from shared.backoff import retry_delay
+from shared.model import CANCELLABLE, JOB_FIELDS, Execution, Job, Outcome, Status, run_key, utc_now
+from shared.store.base import (
+    AttemptResult,
+    AttemptTaken,
+    DuplicateJob,
+    JobNotFound,
+    NewJob,
+    StoreUnavailable,
+    TransitionRefused,
+)
 
 Document = dict[str, Any]
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
@@ -49,6 +58,7 @@ class MongoJobStore:
         self._db = client[database]
         self._jobs: MongoCollection[Document] = self._db["jobs"]
         self._executions: MongoCollection[Document] = self._db["executions"]
+        self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -235,6 +245,184 @@ class MongoJobStore:
                 {"$set": {"status": Status.DLQ.value, "lastError": reason, "updatedAt": utc_now()}},
             )
         return result.modified_count == 1
+
+    # --- executor ---------------------------------------------------------------------------------------
+
+    def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
+        attempt = job.next_attempt
+        now = utc_now()
+        with _translate_errors():
+            try:
+                self._executions.insert_one(
+                    {
+                        "_id": attempt_record_id(job.id, attempt),
+                        "jobId": job.id,
+                        "attempt": attempt,
+                        "worker": worker,
+                        "startedAt": now,
+                        "outcome": Outcome.RUNNING.value,
+                    }
+                )
+            except DuplicateKeyError as exc:
+                self._restore_cancellation(job, attempt)
+                raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "attempts": job.attempts},
+                {
+                    "$set": {
+                        "status": Status.CLAIMED.value,
+                        "claimedBy": worker,
+                        "claimedAt": now,
+                        "leaseExpiresAt": lease_until,
+                        "updatedAt": now,
+                    }
+                },
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise AttemptTaken(f"job {job.id} moved past attempt {attempt}")
+        return _to_job(doc)
+
+    def _restore_cancellation(self, job: Job, attempt: int) -> None:
+        """A cancel took this attempt first; if a racing write-back hid that, make the status say so."""
+        record = self._executions.find_one({"_id": attempt_record_id(job.id, attempt)})
+        if record and record.get("outcome") == Outcome.CANCELLED.value:
+            self._jobs.update_one(
+                {"_id": ObjectId(job.id), "status": {"$in": [s.value for s in CANCELLABLE]}},
+                {"$set": {"status": Status.CANCELLED.value, "updatedAt": utc_now()}},
+            )
+
+    def mark_running(self, job: Job) -> Job:
+        with _translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {
+                    "_id": ObjectId(job.id),
+                    "attempts": job.attempts,
+                    "status": Status.CLAIMED.value,
+                    "claimedBy": job.claimedBy,
+                },
+                {"$set": {"status": Status.RUNNING.value, "updatedAt": utc_now()}},
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} was recovered before it started")
+        return _to_job(doc)
+
+    def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+        with _translate_errors():
+            for job in jobs:
+                self._jobs.update_one(
+                    {
+                        "_id": ObjectId(job.id),
+                        "attempts": job.attempts,
+                        "status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]},
+                    },
+                    {"$set": {"leaseExpiresAt": lease_until}},
+                )
+
+    def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
+        return self._close_attempt(job, result.outcome, result.error, result.finishedAt, result.startedAt)
+
+    def _close_attempt(
+        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+    ) -> Job | None:
+        """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's
+        "lost"), complete its record, and move the job on."""
+        record_id = attempt_record_id(job.id, job.next_attempt)
+        with _translate_errors():
+            try:
+                self._outcomes.insert_one({"_id": record_id, "outcome": outcome.value, "at": at})
+            except DuplicateKeyError:
+                return None
+            record: Document = {"outcome": outcome.value, "finishedAt": at, "error": error}
+            if started is not None:
+                record["durationMs"] = round((at - started).total_seconds() * 1000, 3)
+            self._executions.update_one({"_id": record_id}, {"$set": record})
+            doc = self._jobs.find_one_and_update(
+                {
+                    "_id": ObjectId(job.id),
+                    "attempts": job.attempts,
+                    "status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]},
+                },
+                {"$set": _attempt_closed(job, outcome, error, at)},
+                return_document=ReturnDocument.AFTER,
+            )
+        return _to_job(doc) if doc else None
+
+    def list_executions(self, job_id: str) -> list[Execution]:
+        with _translate_errors():
+            docs = self._executions.find({"jobId": job_id}).sort("attempt", ASCENDING)
+            return [_to_execution(d) for d in docs]
+
+    def redrive(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.status is not Status.DLQ or job.is_template:
+            raise TransitionRefused(job, "retry")
+        now = utc_now()
+        with _translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": Status.DLQ.value, "attempts": job.attempts},
+                {
+                    "$set": {
+                        "status": Status.PENDING.value,
+                        "attemptBase": job.attempts,
+                        "scheduledAt": now,
+                        "updatedAt": now,
+                    }
+                },
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise TransitionRefused(self.get(job_id) or job, "retry")
+        return _to_job(doc)
+
+    # --- reaper -----------------------------------------------------------------------------------------
+
+    def requeue_stale_queued(self, queued_before: datetime) -> int:
+        with _translate_errors():
+            result = self._jobs.update_many(
+                {"status": Status.QUEUED.value, "queuedAt": {"$lt": queued_before}},
+                {"$set": {"status": Status.PENDING.value, "updatedAt": utc_now()}, "$unset": {"queuedAt": ""}},
+            )
+        return int(result.modified_count)
+
+    def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
+        query = {"status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]}, "leaseExpiresAt": {"$lt": now}}
+        with _translate_errors():
+            return [_to_job(d) for d in self._jobs.find(query).limit(limit)]
+
+    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+
+
+def _attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Document:
+    """The job fields after attempt `job.next_attempt` ended with `outcome` (not SUCCEEDED: a failure)."""
+    if outcome is Outcome.SUCCEEDED:
+        return {"status": Status.COMPLETED.value, "updatedAt": at}
+    attempts = job.attempts + 1
+    fields: Document = {"attempts": attempts, "lastError": error or outcome.value, "updatedAt": at}
+    if job.budget_spent_after(attempts):
+        fields["status"] = Status.DLQ.value
+    else:
+        fields["status"] = Status.PENDING.value
+        fields["scheduledAt"] = at + retry_delay(attempts)
+    return fields
+
+
+def _to_execution(doc: Document) -> Execution:
+    return Execution(
+        id=str(doc["_id"]),
+        jobId=doc["jobId"],
+        attempt=doc["attempt"],
+        outcome=Outcome(doc["outcome"]),
+        worker=doc.get("worker"),
+        startedAt=doc.get("startedAt"),
+        finishedAt=doc.get("finishedAt"),
+        durationMs=doc.get("durationMs"),
+        error=doc.get("error"),
+    )
 
 
 def _due_runs(now: datetime, job_types: Collection[str]) -> Document:

@@ -272,7 +272,14 @@ def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up() -> None
 
 def test_openapi_describes_every_endpoint_from_the_models(api: TestClient) -> None:
     doc = api.get("/openapi.json").json()
-    assert set(doc["paths"]) == {"/jobs", "/jobs/{id}", "/healthz", "/readyz"}
+    assert set(doc["paths"]) == {
+        "/jobs",
+        "/jobs/{id}",
+        "/jobs/{id}/executions",
+        "/jobs/{id}/retry",
+        "/healthz",
+        "/readyz",
+    }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
     assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete"}
     request_schema = doc["components"]["schemas"]["JobRequest"]

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from pymongo.database import Database
 
 from shared.model import Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
+from tests.integration.conftest import Launch
 from tests.support import ServiceProcess, wait_until
 
 LEASE_TTL_S = 10
@@ -21,43 +19,12 @@ SIGTERM_TAKEOVER_BOUND_S = 10  # the goal (reported) is <= 1 s
 
 
 @pytest.fixture
-def scheduler_env(
-    mongo_uri: str,
-    mongo_db: Database[dict[str, object]],
-    kafka_brokers: str,
-    topic_prefix: str,
-    etcd_endpoints: str,
-    etcd_prefix: str,
-) -> dict[str, str]:
-    return {
-        "MONGO_URI": mongo_uri,
-        "MONGO_DB": mongo_db.name,
-        "KAFKA_BROKERS": kafka_brokers,
-        "KAFKA_TOPIC_PREFIX": topic_prefix,
-        "KAFKA_PARTITIONS": "1",
-        "ETCD_ENDPOINTS": etcd_endpoints,
-        "ELECTION_KEY": f"{etcd_prefix}scheduler-leader",
-        "LEASE_TTL": f"{LEASE_TTL_S}s",
-        "SCHEDULER_TICK": "200ms",
-    }
-
-
-@pytest.fixture
-def schedulers(scheduler_env: dict[str, str], tmp_path: Path) -> Iterator[list[ServiceProcess]]:
-    started: list[ServiceProcess] = []
-
-    def launch(name: str) -> ServiceProcess:
-        process = ServiceProcess("scheduler", {**scheduler_env, "NODE_ID": name}, tmp_path, name)
-        started.append(process)
-        return process
-
-    first = launch("a")
+def schedulers(launch: Launch) -> list[ServiceProcess]:
+    first = launch("scheduler", name="a", NODE_ID="a", LEASE_TTL=f"{LEASE_TTL_S}s")
     wait_until(lambda: first.metric("scheduler_is_leader") == 1, 30, "scheduler a to lead")
-    second = launch("b")
+    second = launch("scheduler", name="b", NODE_ID="b", LEASE_TTL=f"{LEASE_TTL_S}s")
     wait_until(lambda: second.metric("scheduler_is_leader") == 0, 30, "scheduler b to stand by")
-    yield started
-    for process in started:
-        process.stop()
+    return [first, second]
 
 
 def due_job(store: MongoJobStore, key: str) -> str:

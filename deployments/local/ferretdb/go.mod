@@ -1,3 +1,6 @@
+// Tools module that pins FerretDB v1.24.2 and, through minimal version selection, exactly its own
+// dependency versions. Built by ../ferretdb.sh install (not by `go install ...@v1.24.2`); see the comment
+// above cmd_install there for why the build goes through a `replace` with a generated version.txt.
 module jobsched.invalid/tools/ferretdb
 
 go 1.24

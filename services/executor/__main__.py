@@ -1,0 +1,96 @@
+"""`jobsched executor --type T` (or JOB_TYPE=T) / `python -m services.executor`: runs one job type's handlers."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from types import FrameType
+
+from confluent_kafka import KafkaException
+
+from services.executor.runner import Executor
+from services.executor.worker import Worker
+from shared.bus.kafka import KafkaBus
+from shared.config import Settings
+from shared.handlers import registry
+from shared.logging import configure_logging
+from shared.metrics import serve_metrics
+from shared.store.mongo import MongoJobStore
+
+log = logging.getLogger("jobsched.executor")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="jobsched executor")
+    parser.add_argument(
+        "--type", dest="job_type", default=os.environ.get("JOB_TYPE"), help="the job type to run (or JOB_TYPE)"
+    )
+    args = parser.parse_args()
+    if not args.job_type or args.job_type not in registry:
+        print(
+            f"jobsched executor: unknown job type {args.job_type!r}; known types: {', '.join(registry.names())}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    settings = Settings.from_env()
+    configure_logging(f"executor-{args.job_type}", settings.log_level)
+    worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    store = MongoJobStore.connect(
+        settings.mongo_uri, settings.mongo_db, timeout_ms=int(settings.mongo_timeout.total_seconds() * 1000)
+    )
+    bus = KafkaBus(
+        settings.kafka_brokers, partitions=settings.kafka_partitions, topic_prefix=settings.kafka_topic_prefix
+    )
+    worker = Worker(
+        store,
+        bus,
+        registry,
+        args.job_type,
+        worker_id,
+        default_timeout=settings.job_timeout,
+        lease=settings.claim_timeout,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    serve_metrics(settings.metrics_port)
+    ensure_topic(bus, args.job_type, stop)  # before subscribing: a missing topic is only re-checked slowly
+    executor = Executor(
+        worker,
+        bus.subscribe(args.job_type),
+        store,
+        concurrency=settings.executor_concurrency,
+        lease=settings.claim_timeout,
+        stop=stop,
+    )
+    try:
+        executor.run()
+    finally:
+        bus.close()
+        store.close()
+
+
+def ensure_topic(bus: KafkaBus, job_type: str, stop: threading.Event) -> None:
+    """Create the type's topic if missing (the leader does too), waiting while Kafka is unreachable."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            bus.ensure_topics([job_type])
+            return
+        except KafkaException as exc:
+            log.warning("kafka unavailable, retrying", extra={"action": "kafka_unavailable", "error": repr(exc)})
+            stop.wait(delay)
+            delay = min(delay * 2, 10)
+
+
+if __name__ == "__main__":
+    main()

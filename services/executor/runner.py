@@ -1,0 +1,88 @@
+"""The executor's loop: fetch wake-ups while a handler slot is free, run them concurrently, acknowledge each
+after its job's state is written, heartbeat running attempts, and on SIGTERM finish what is in flight.
+
+Memory stays bounded: at most `concurrency` deliveries are held at once; when every slot is busy the
+subscription is paused (polling continues, so the consumer keeps its group membership).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from services.executor.worker import Worker
+from shared.bus.base import Delivery, Subscription
+from shared.model import utc_now
+from shared.store.base import JobStore, StoreError
+
+log = logging.getLogger("jobsched.executor")
+POLL_S = 0.2
+
+
+class Executor:
+    def __init__(
+        self,
+        worker: Worker,
+        subscription: Subscription,
+        store: JobStore,
+        *,
+        concurrency: int,
+        lease: timedelta,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self._worker = worker
+        self._subscription = subscription
+        self._store = store
+        self._concurrency = concurrency
+        self._lease = lease
+        self._slots = threading.Semaphore(concurrency)
+        self.stop = stop or threading.Event()
+
+    def run(self) -> None:
+        heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
+        heartbeat.start()
+        pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="attempt")
+        paused = False
+        try:
+            while not self.stop.is_set():
+                if not self._slots.acquire(blocking=False):
+                    if not paused:
+                        self._subscription.set_paused(True)
+                        paused = True
+                    self._subscription.poll(POLL_S)  # paused: returns nothing, keeps the membership alive
+                    continue
+                if paused:
+                    self._subscription.set_paused(False)
+                    paused = False
+                delivery = self._subscription.poll(POLL_S)
+                if delivery is None:
+                    self._slots.release()
+                    continue
+                pool.submit(self._handle, delivery)
+        finally:
+            log.info("stopping: waiting for in-flight attempts", extra={"action": "executor_draining"})
+            pool.shutdown(wait=True)
+            self._subscription.close()
+            log.info("stopped", extra={"action": "executor_stopped"})
+
+    def _handle(self, delivery: Delivery) -> None:
+        try:
+            self._worker.process(delivery)
+        except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
+            log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})
+        finally:
+            self._subscription.ack(delivery)
+            self._slots.release()
+
+    def _heartbeat(self) -> None:
+        interval = max(self._lease.total_seconds() / 3, 0.5)
+        while not self.stop.wait(interval):
+            running = self._worker.running()
+            if not running:
+                continue
+            try:
+                self._store.heartbeat(running, utc_now() + self._lease)
+            except StoreError as exc:
+                log.warning("heartbeat failed", extra={"action": "heartbeat_failed", "error": str(exc)})

@@ -1,0 +1,165 @@
+"""What an executor does with one wake-up message.
+
+load the job → skip unless it is queued for this type → claim the attempt by inserting `<jobId>:<n>`
+(a duplicate means someone else owns it) → claimed → running → handler under its timeout → record the
+one outcome (completed, retry with backoff, or dlq) → acknowledge the message.
+Every skip and every failure of our own is logged and counted; none ends the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from services.executor.attempt import run_handler
+from shared import metrics
+from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
+from shared.handlers.registry import HandlerContext, HandlerRegistry
+from shared.model import Job, Outcome, Status, format_time, utc_now
+from shared.store.base import AttemptResult, AttemptTaken, JobStore, StoreUnavailable
+
+log = logging.getLogger("jobsched.executor")
+STORE_RETRY_S = (0.5, 1, 2, 4, 8, 15)  # then give up: the reaper returns the job
+
+
+class Worker:
+    def __init__(
+        self,
+        store: JobStore,
+        bus: Bus,
+        registry: HandlerRegistry,
+        job_type: str,
+        worker_id: str,
+        *,
+        default_timeout: timedelta,
+        lease: timedelta,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._handler = registry.get(job_type)
+        if self._handler is None:
+            raise ValueError(f"no handler for job type {job_type!r}; known types: {', '.join(registry.names())}")
+        self._is_async = registry.is_async(job_type)
+        self._job_type = job_type
+        self.worker_id = worker_id
+        self._default_timeout = default_timeout
+        self._lease = lease
+        self._running: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def running(self) -> list[Job]:
+        with self._lock:
+            return list(self._running.values())
+
+    def process(self, delivery: Delivery) -> None:
+        """Handle one delivery completely; the caller acknowledges it afterwards, whatever happened."""
+        try:
+            wakeup = Wakeup.decode(delivery.value)
+        except BadMessage as exc:
+            self._skip("bad_message", error=str(exc))
+            return
+        for pause in (*STORE_RETRY_S, None):
+            try:
+                self._process(wakeup)
+                return
+            except StoreUnavailable as exc:
+                if pause is None:
+                    log.error(
+                        "store unavailable; leaving the job to the reaper",
+                        extra={"action": "store_unavailable", "jobId": wakeup.jobId, "error": str(exc)},
+                    )
+                    return
+                time.sleep(pause)
+
+    def _process(self, wakeup: Wakeup) -> None:
+        job = self._store.get(wakeup.jobId)
+        if job is None:
+            self._skip("unknown_job", jobId=wakeup.jobId)
+            return
+        if job.jobType != self._job_type:
+            self._skip("wrong_type", jobId=job.id)
+            return
+        if job.status is not Status.QUEUED:
+            # cancelled, finished, already running elsewhere, or back to pending: not this delivery's attempt
+            self._skip(f"status_{job.status.value}", jobId=job.id)
+            return
+        try:
+            job = self._store.begin_attempt(job, self.worker_id, utc_now() + self._lease)
+            job = self._store.mark_running(job)
+        except AttemptTaken:
+            self._skip("duplicate", jobId=wakeup.jobId)
+            return
+        self._run(job)
+
+    def _run(self, job: Job) -> None:
+        timeout_s = job.timeoutSeconds or self._default_timeout.total_seconds()
+        started = utc_now()
+        ctx = HandlerContext(
+            job_id=job.id,
+            job_type=job.jobType,
+            attempt=job.next_attempt,
+            deadline=started + timedelta(seconds=timeout_s),
+        )
+        self._event("job.execution.started", job)
+        with self._lock:
+            self._running[job.id] = job
+        metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).inc()
+        try:
+            assert self._handler is not None
+            outcome, error = run_handler(self._handler, self._is_async, job.payload, ctx, timeout_s)
+        finally:
+            metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).dec()
+            with self._lock:
+                self._running.pop(job.id, None)
+        finished = utc_now()
+        metrics.EXECUTOR_HANDLER_SECONDS.labels(self._job_type).observe((finished - started).total_seconds())
+        self._finish(job, AttemptResult(outcome=outcome, startedAt=started, finishedAt=finished, error=error))
+
+    def _finish(self, job: Job, result: AttemptResult) -> None:
+        updated = self._store.finish_attempt(job, result)
+        if updated is None:
+            self._skip("late_result", jobId=job.id, attempt=job.next_attempt)
+            return
+        metrics.EXECUTOR_PROCESSED.labels(self._job_type, result.outcome.value).inc()
+        duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
+        name = {Outcome.SUCCEEDED: "succeeded", Outcome.TIMEOUT: "timeout"}.get(result.outcome, "failed")
+        self._event(f"job.execution.{name}", job, durationMs=duration_ms, error=result.error)
+        log.info(
+            "attempt finished",
+            extra={
+                "action": f"attempt_{result.outcome.value}",
+                "jobId": job.id,
+                "tenantId": job.tenantId,
+                "attempt": job.next_attempt,
+                "status": updated.status.value,
+                "durationMs": duration_ms,
+            },
+        )
+        if updated.status is Status.DLQ:
+            metrics.EXECUTOR_DEAD_LETTERED.labels(self._job_type).inc()
+            self._bus.publish_dead_letter({**updated.to_wire(), "deadLetteredAt": format_time(utc_now())})
+            self._event("job.execution.dead_lettered", job, error=result.error)
+            log.warning(
+                "job dead-lettered",
+                extra={"action": "job_dead_lettered", "jobId": job.id, "tenantId": job.tenantId, "error": result.error},
+            )
+
+    def _event(self, name: str, job: Job, **extra: Any) -> None:
+        event: dict[str, object] = {
+            "event": name,
+            "jobId": job.id,
+            "jobType": job.jobType,
+            "tenantId": job.tenantId,
+            "attempt": job.next_attempt,
+            "at": format_time(utc_now()),
+            "worker": self.worker_id,
+        }
+        event.update({k: v for k, v in extra.items() if v is not None})
+        self._bus.publish_event(event)
+
+    def _skip(self, reason: str, **fields: Any) -> None:
+        metrics.EXECUTOR_SKIPPED.labels(self._job_type, reason).inc()
+        log.info("delivery skipped", extra={"action": "delivery_skipped", "reason": reason, **fields})

@@ -1,0 +1,53 @@
+"""The reaper's two sweeps. Several reapers may run at once: a re-pend is idempotent, and closing a lost
+attempt is decided by inserting its one outcome, so only one reaper (or the executor) wins it.
+
+- queued longer than QUEUED_TIMEOUT → pending: the wake-up was lost (publish or consumer failure).
+- claimed/running whose lease ran out (CLAIM_TIMEOUT after the claim, extended by executor heartbeats) →
+  the attempt is closed as `lost` and the job goes back to pending with attempts+1 and backoff, or to dlq
+  when its budget is spent: a job that crashes every executor ends in the DLQ instead of looping.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from shared import metrics
+from shared.model import utc_now
+from shared.store.base import JobStore
+
+log = logging.getLogger("jobsched.reaper")
+RECOVER_BATCH = 500
+
+
+@dataclass
+class SweepResult:
+    requeued: int = 0
+    recovered: int = 0
+
+
+def sweep(store: JobStore, *, queued_timeout: timedelta) -> SweepResult:
+    now = utc_now()
+    result = SweepResult(requeued=store.requeue_stale_queued(now - queued_timeout))
+    if result.requeued:
+        metrics.REAPER_RECOVERED.labels("queued").inc(result.requeued)
+        log.warning("stale queued jobs back to pending", extra={"action": "reaped_queued", "count": result.requeued})
+    for job in store.expired_attempts(now, RECOVER_BATCH):
+        reason = f"attempt {job.next_attempt} lost: no result or heartbeat from {job.claimedBy} before its lease ended"
+        recovered = store.recover_attempt(job, reason)
+        if recovered is None:
+            continue  # the executor finished it after all
+        result.recovered += 1
+        metrics.REAPER_RECOVERED.labels("claimed").inc()
+        log.warning(
+            "lost attempt recovered",
+            extra={
+                "action": "reaped_attempt",
+                "jobId": job.id,
+                "tenantId": job.tenantId,
+                "attempt": job.next_attempt,
+                "status": recovered.status.value,
+            },
+        )
+    return result

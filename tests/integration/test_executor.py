@@ -1,0 +1,263 @@
+"""The executor's handling of wake-ups on the real store (FerretDB) and bus (Kafka)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from bson import ObjectId
+from pymongo.database import Database
+
+from services.executor.worker import Worker
+from services.reaper.sweeper import sweep
+from shared.bus.base import Delivery, Wakeup
+from shared.bus.kafka import KafkaBus
+from shared.handlers import registry as builtin_registry
+from shared.handlers.registry import HandlerContext, HandlerRegistry, Payload
+from shared.model import Job, Outcome, Status
+from shared.store.base import AttemptResult, NewJob
+from shared.store.mongo import MongoJobStore
+from tests.integration.conftest import read_events
+
+LEASE = timedelta(minutes=5)
+MakeWorker = Callable[..., Worker]
+
+
+@pytest.fixture
+def make_worker(mongo_store: MongoJobStore, kafka_bus: KafkaBus) -> MakeWorker:
+    kafka_bus.ensure_topics(builtin_registry.names())
+
+    def make(job_type: str, registry: HandlerRegistry = builtin_registry, name: str = "w1") -> Worker:
+        return Worker(
+            mongo_store, kafka_bus, registry, job_type, name, default_timeout=timedelta(seconds=30), lease=LEASE
+        )
+
+    return make
+
+
+def queued_job(store: MongoJobStore, job_type: str, payload: dict[str, Any] | None = None, **fields: Any) -> Job:
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    job = store.create(
+        NewJob(
+            idempotencyKey=f"k-{ObjectId()}",
+            tenantId="tenant-x",
+            jobType=job_type,
+            scheduledAt=past,
+            payload=payload or {},
+            **fields,
+        )
+    )
+    claimed = [j for j in store.claim_due(datetime.now(UTC), 100, {job_type}) if j.id == job.id]
+    assert claimed, "the job should have been claimed"
+    return claimed[0]
+
+
+def delivery_for(job: Job, offset: int = 0) -> Delivery:
+    value = Wakeup(jobId=job.id, jobType=job.jobType, priority=job.priority).encode()
+    return Delivery(value=value, topic="t", partition=0, offset=offset)
+
+
+def redeliver_until_final(store: MongoJobStore, worker: Worker, job: Job, rounds: int) -> Job:
+    """Run the job's attempts back to back: after each failure make it due again and re-queue it."""
+    for _ in range(rounds):
+        worker.process(delivery_for(job))
+        current = store.get(job.id)
+        assert current is not None
+        if current.status is not Status.PENDING:
+            return current
+        now = datetime.now(UTC) + timedelta(minutes=10)  # past the backoff
+        [job] = store.claim_due(now, 10, {job.jobType})
+    raise AssertionError("the job never reached a final status")
+
+
+def test_noop_runs_to_completed_with_an_execution_record(
+    mongo_store: MongoJobStore, make_worker: MakeWorker, kafka_brokers: str, topic_prefix: str
+) -> None:
+    job = queued_job(mongo_store, "noop")
+    make_worker("noop").process(delivery_for(job))
+    done = mongo_store.get(job.id)
+    assert done is not None
+    assert done.status is Status.COMPLETED
+    assert (done.claimedBy, done.attempts) == ("w1", 0)
+    assert done.claimedAt is not None
+    [execution] = mongo_store.list_executions(job.id)
+    assert (execution.id, execution.attempt, execution.outcome, execution.worker) == (
+        f"{job.id}:1",
+        1,
+        Outcome.SUCCEEDED,
+        "w1",
+    )
+    assert execution.durationMs is not None
+    assert execution.finishedAt is not None
+    events = read_events(kafka_brokers, topic_prefix, 2)
+    assert [e["event"] for e in events if e["jobId"] == job.id] == ["job.execution.started", "job.execution.succeeded"]
+
+
+def test_log_message_and_slow_succeed(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+    logged = queued_job(mongo_store, "log-message", {"message": "hello"})
+    make_worker("log-message").process(delivery_for(logged))
+    slow = queued_job(mongo_store, "slow", {"sleepMs": 50})
+    make_worker("slow").process(delivery_for(slow))
+    assert mongo_store.get(logged.id).status is Status.COMPLETED  # type: ignore[union-attr]
+    assert mongo_store.get(slow.id).status is Status.COMPLETED  # type: ignore[union-attr]
+
+
+def test_failure_goes_back_to_pending_with_backoff_and_last_error(
+    mongo_store: MongoJobStore, make_worker: MakeWorker
+) -> None:
+    job = queued_job(mongo_store, "log-message", {})
+    before = datetime.now(UTC)
+    make_worker("log-message").process(delivery_for(job))
+    retried = mongo_store.get(job.id)
+    assert retried is not None
+    assert retried.status is Status.PENDING
+    assert retried.attempts == 1
+    assert retried.lastError is not None
+    assert "payload.message" in retried.lastError
+    assert before + timedelta(seconds=2) <= retried.scheduledAt <= datetime.now(UTC) + timedelta(seconds=2)
+    [execution] = mongo_store.list_executions(job.id)
+    assert execution.outcome is Outcome.FAILED
+
+
+def test_flaky_always_failing_ends_in_dlq_with_a_jobs_dlq_message(
+    mongo_store: MongoJobStore, make_worker: MakeWorker, kafka_brokers: str, topic_prefix: str
+) -> None:
+    job = queued_job(mongo_store, "flaky", {"failRate": 1}, maxAttempts=2)
+    final = redeliver_until_final(mongo_store, make_worker("flaky"), job, rounds=3)
+    assert final.status is Status.DLQ
+    assert final.attempts == 2
+    assert final.lastError is not None
+    assert "failed on purpose" in final.lastError
+    assert [e.outcome for e in mongo_store.list_executions(job.id)] == [Outcome.FAILED, Outcome.FAILED]
+    dlq = read_events(kafka_brokers, topic_prefix, 1, topic="jobs.dlq")
+    assert [(r["id"], r["status"], r["attempts"]) for r in dlq] == [(job.id, "dlq", 2)]
+
+
+def test_timeout_is_an_attempt_failure(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+    job = queued_job(mongo_store, "slow", {"sleepMs": 5000}, timeoutSeconds=0.2)
+    make_worker("slow").process(delivery_for(job))
+    retried = mongo_store.get(job.id)
+    assert retried is not None
+    assert (retried.status, retried.attempts) == (Status.PENDING, 1)
+    assert retried.lastError == "timed out after 0.2s"
+    assert mongo_store.list_executions(job.id)[0].outcome is Outcome.TIMEOUT
+
+
+def test_a_handler_that_exits_or_raises_base_exceptions_does_not_kill_the_executor(
+    mongo_store: MongoJobStore, make_worker: MakeWorker
+) -> None:
+    rogue = HandlerRegistry()
+
+    @rogue.register("noop")
+    def exits(payload: Payload, ctx: HandlerContext) -> None:
+        raise SystemExit(3)
+
+    job = queued_job(mongo_store, "noop")
+    make_worker("noop", rogue).process(delivery_for(job))
+    assert mongo_store.get(job.id).lastError == "SystemExit: 3"  # type: ignore[union-attr]
+
+
+def test_a_cancelled_job_whose_wake_up_is_already_in_kafka_never_runs(
+    mongo_store: MongoJobStore, make_worker: MakeWorker
+) -> None:
+    calls: list[str] = []
+    counting = HandlerRegistry()
+    counting.register("noop")(lambda payload, ctx: calls.append(ctx.job_id))
+    job = queued_job(mongo_store, "noop")  # claimed and (in production) published
+    assert mongo_store.cancel(job.id).status is Status.CANCELLED
+    make_worker("noop", counting).process(delivery_for(job))
+    assert calls == []
+    assert mongo_store.get(job.id).status is Status.CANCELLED  # type: ignore[union-attr]
+    assert [e.outcome for e in mongo_store.list_executions(job.id)] == [Outcome.CANCELLED]
+
+
+def test_a_cancel_hidden_by_a_racing_write_back_is_restored_and_the_job_never_runs(
+    mongo_store: MongoJobStore, make_worker: MakeWorker, mongo_db: Database[dict[str, object]]
+) -> None:
+    calls: list[str] = []
+    counting = HandlerRegistry()
+    counting.register("noop")(lambda payload, ctx: calls.append(ctx.job_id))
+    job = queued_job(mongo_store, "noop")
+    mongo_store.cancel(job.id)
+    # What FerretDB's non-atomic claim can do: write the whole document back with status queued.
+    mongo_db["jobs"].update_one({"_id": ObjectId(job.id)}, {"$set": {"status": "queued"}})
+    make_worker("noop", counting).process(delivery_for(job))
+    assert calls == []
+    assert mongo_store.get(job.id).status is Status.CANCELLED  # type: ignore[union-attr]
+
+
+def test_the_same_message_to_two_executors_runs_the_attempt_once(
+    mongo_store: MongoJobStore, make_worker: MakeWorker
+) -> None:
+    calls: list[str] = []
+    started = threading.Barrier(2)
+    counting = HandlerRegistry()
+
+    @counting.register("noop")
+    def count(payload: Payload, ctx: HandlerContext) -> None:
+        calls.append(ctx.job_id)
+
+    job = queued_job(mongo_store, "noop")
+    workers = [make_worker("noop", counting, name=f"w{i}") for i in range(2)]
+
+    def deliver(worker: Worker) -> None:
+        started.wait()
+        worker.process(delivery_for(job))
+
+    threads = [threading.Thread(target=deliver, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert calls == [job.id]
+    make_worker("noop", counting).process(delivery_for(job))  # a third, late duplicate
+    assert calls == [job.id]
+    assert len(mongo_store.list_executions(job.id)) == 1
+    assert mongo_store.get(job.id).status is Status.COMPLETED  # type: ignore[union-attr]
+
+
+def test_bad_and_unknown_messages_are_skipped(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+    worker = make_worker("noop")
+    worker.process(Delivery(value=b"not json", topic="t", partition=0, offset=0))
+    worker.process(Delivery(value=b'{"jobId": 5}', topic="t", partition=0, offset=1))
+    worker.process(Delivery(value=Wakeup(str(ObjectId()), "noop", 0).encode(), topic="t", partition=0, offset=2))
+    pending = mongo_store.create(
+        NewJob(idempotencyKey="p", tenantId="t", jobType="noop", scheduledAt=datetime.now(UTC) + timedelta(hours=1))
+    )
+    worker.process(delivery_for(pending))  # a stale wake-up for a job that is not queued
+    assert mongo_store.get(pending.id).status is Status.PENDING  # type: ignore[union-attr]
+    assert mongo_store.list_executions(pending.id) == []
+
+
+def test_a_late_result_of_a_recovered_attempt_is_discarded(mongo_store: MongoJobStore) -> None:
+    job = queued_job(mongo_store, "noop")
+    claimed = mongo_store.mark_running(mongo_store.begin_attempt(job, "slowpoke", datetime.now(UTC) - timedelta(1)))
+    assert sweep(mongo_store, queued_timeout=timedelta(minutes=1)).recovered == 1  # its lease has expired
+    recovered = mongo_store.get(job.id)
+    assert recovered is not None
+    assert (recovered.status, recovered.attempts) == (Status.PENDING, 1)
+    now = datetime.now(UTC)
+    late = mongo_store.finish_attempt(claimed, AttemptResult(Outcome.SUCCEEDED, startedAt=now, finishedAt=now))
+    assert late is None
+    after = mongo_store.get(job.id)
+    assert after is not None
+    assert (after.status, after.attempts) == (Status.PENDING, 1)
+    [execution] = mongo_store.list_executions(job.id)
+    assert execution.outcome is Outcome.LOST
+
+
+def test_redrive_from_the_dlq(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+    job = queued_job(mongo_store, "flaky", {"failRate": 1}, maxAttempts=1)
+    make_worker("flaky").process(delivery_for(job))
+    assert mongo_store.get(job.id).status is Status.DLQ  # type: ignore[union-attr]
+    again = mongo_store.redrive(job.id)
+    assert (again.status, again.attempts, again.attemptBase) == (Status.PENDING, 1, 1)
+    [requeued] = mongo_store.claim_due(datetime.now(UTC), 10, {"flaky"})
+    make_worker("flaky").process(delivery_for(requeued))
+    final = mongo_store.get(job.id)
+    assert final is not None
+    assert (final.status, final.attempts) == (Status.DLQ, 2)
+    assert [e.id for e in mongo_store.list_executions(job.id)] == [f"{job.id}:1", f"{job.id}:2"]
