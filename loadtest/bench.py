@@ -8,6 +8,9 @@ Scenarios
   dispatch  a backlog of N due jobs: claim + publish throughput (jobs/s) of the real leader loop,
             batched claims (CLAIM_BATCH, default 500) vs the reference (one findOneAndUpdate per job,
             20 per 500 ms tick). The reference run is time-boxed (it would need N/40 s at best).
+  drain     N due noop jobs from pending to completed through real processes (a scheduler and a noop
+            executor): jobs/s as configured vs the reference setting (batch 20, tick 500 ms, one handler at
+            a time), the reference time-boxed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -134,12 +139,16 @@ def scenario_dispatch(args: argparse.Namespace) -> dict[str, Any]:
         tick_s=REFERENCE_TICK_S,
         time_box_s=args.reference_seconds,
     )
+    return report("dispatch", args, ours, reference)
+
+
+def report(scenario: str, args: argparse.Namespace, ours: Run, reference: Run) -> dict[str, Any]:
     ratio = ours.rate / reference.rate if reference.rate else float("inf")
     for run in (ours, reference):
-        print(f"{run.label:<32} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
+        print(f"{run.label:<60} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
     print(f"ratio (jobsched / reference): {ratio:.1f}x")
     return {
-        "scenario": "dispatch",
+        "scenario": scenario,
         "backlog": args.jobs,
         "jobsched": {
             "jobs_per_s": round(ours.rate, 1),
@@ -155,12 +164,73 @@ def scenario_dispatch(args: argparse.Namespace) -> dict[str, Any]:
         },
         "ratio": round(ratio, 2),
         "machine": machine(),
-        "store": store_kind(uri),
+        "store": store_kind(os.environ["MONGO_URI"]),
         "measuredAt": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
-SCENARIOS = {"dispatch": scenario_dispatch}
+def measure_drain(uri: str, brokers: str, count: int, env: dict[str, str], time_box_s: float | None) -> Run:
+    """Seed `count` due noop jobs, start a scheduler and a noop executor as processes, time until all are
+    completed (or the time box ends)."""
+    database = f"bench_{uuid.uuid4().hex[:8]}"
+    store = MongoJobStore.connect(uri, database)
+    store.ensure_schema()
+    seed_due_jobs(uri, database, count)
+    common = {
+        **os.environ,
+        "MONGO_URI": uri,
+        "MONGO_DB": database,
+        "KAFKA_BROKERS": brokers,
+        "KAFKA_TOPIC_PREFIX": f"bench-{uuid.uuid4().hex[:8]}-",
+        "ELECTION_KEY": f"/bench/{database}",
+        "LOG_LEVEL": "WARNING",
+        **env,
+    }
+    client: MongoClient[dict[str, Any]] = MongoClient(uri)
+    jobs = client[database]["jobs"]
+    processes = []
+    started = time.monotonic()
+    try:
+        for args, port in ((["services.scheduler"], "0"), (["services.executor", "--type", "noop"], "0")):
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", *args],
+                    env={**common, "METRICS_PORT": port},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        deadline = started + time_box_s if time_box_s else float("inf")
+        while jobs.count_documents({"status": Status.COMPLETED.value}) < count and time.monotonic() < deadline:
+            time.sleep(0.5)
+        elapsed = time.monotonic() - started
+        done = jobs.count_documents({"status": Status.COMPLETED.value})
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(60)
+        client.drop_database(database)
+        client.close()
+        store.close()
+    setting = ", ".join(f"{k}={v}" for k, v in env.items()) or "defaults"
+    return Run(setting, done, elapsed)
+
+
+def scenario_drain(args: argparse.Namespace) -> dict[str, Any]:
+    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    ours = measure_drain(uri, brokers, args.jobs, {"CLAIM_BATCH": str(args.batch)}, None)
+    reference = measure_drain(
+        uri,
+        brokers,
+        args.jobs,
+        {"CLAIM_MODE": "single", "CLAIM_BATCH": "20", "SCHEDULER_TICK": "500ms", "EXECUTOR_CONCURRENCY": "1"},
+        args.reference_seconds,
+    )
+    return report("drain", args, ours, reference)
+
+
+SCENARIOS = {"dispatch": scenario_dispatch, "drain": scenario_drain}
 
 
 def main() -> None:

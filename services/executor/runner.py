@@ -1,14 +1,15 @@
 """The executor's loop: fetch wake-ups while a handler slot is free, run them concurrently, acknowledge each
 after its job's state is written, heartbeat running attempts, and on SIGTERM finish what is in flight.
 
-Memory stays bounded: at most `concurrency` deliveries are held at once; when every slot is busy the
-subscription is paused (polling continues, so the consumer keeps its group membership).
+Memory stays bounded: at most `concurrency` deliveries are taken at once (the client's prefetch buffer is
+bounded by librdkafka's queue settings); when every slot stays busy the subscription is paused.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -19,6 +20,7 @@ from shared.store.base import JobStore, StoreError
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
+PAUSE_AFTER_S = 10.0
 
 
 class Executor:
@@ -45,14 +47,20 @@ class Executor:
         heartbeat.start()
         pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="attempt")
         paused = False
+        saturated_since: float | None = None
         try:
             while not self.stop.is_set():
-                if not self._slots.acquire(blocking=False):
-                    if not paused:
+                if not self._slots.acquire(timeout=POLL_S):
+                    # Every slot busy. Pausing costs a refetch on resume, so only pause for long saturation;
+                    # a paused subscription is still polled, which keeps the group membership alive.
+                    saturated_since = saturated_since or time.monotonic()
+                    if not paused and time.monotonic() - saturated_since >= PAUSE_AFTER_S:
                         self._subscription.set_paused(True)
                         paused = True
-                    self._subscription.poll(POLL_S)  # paused: returns nothing, keeps the membership alive
+                    if paused:
+                        self._subscription.poll(0)
                     continue
+                saturated_since = None
                 if paused:
                     self._subscription.set_paused(False)
                     paused = False
