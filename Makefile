@@ -35,3 +35,12 @@ servers-up:
 
 servers-down:
 	bash $(SERVERS) stop
+
+.PHONY: up down
+STACK := deployments/local/stack.sh
+
+up: install
+	bash $(STACK) up
+
+down:
+	bash $(STACK) down

@@ -10,6 +10,7 @@ SERVICES = {
     "scheduler": "services.scheduler.__main__",
     "executor": "services.executor.__main__",
     "reaper": "services.reaper.__main__",
+    "dev": "services.dev.__main__",
 }
 
 

@@ -18,6 +18,10 @@ import pytest
 from pymongo import MongoClient
 from pymongo.database import Database
 
+from shared.bus.kafka import KafkaBus
+from shared.store.mongo import MongoJobStore
+from tests.support import ServiceProcess
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_SCRIPTS = REPO_ROOT / "deployments" / "local"
 TIERS = ("unit", "contract", "integration", "e2e")
@@ -99,3 +103,65 @@ def topic_prefix(test_id: str) -> str:
 @pytest.fixture
 def etcd_prefix(test_id: str) -> str:
     return f"/jobsched-test/{test_id}/"
+
+
+@pytest.fixture
+def mongo_store(mongo_uri: str, mongo_db: Database[dict[str, object]]) -> Iterator[MongoJobStore]:
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name)
+    store.ensure_schema()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def kafka_bus(kafka_brokers: str, topic_prefix: str) -> Iterator[KafkaBus]:
+    bus = KafkaBus(kafka_brokers, partitions=2, topic_prefix=topic_prefix)
+    yield bus
+    bus.close()
+
+
+@pytest.fixture
+def product_env(
+    mongo_uri: str,
+    mongo_db: Database[dict[str, object]],
+    kafka_brokers: str,
+    topic_prefix: str,
+    etcd_endpoints: str,
+    etcd_prefix: str,
+) -> dict[str, str]:
+    """The environment of a product process isolated to this test's database, topics and election key."""
+    return {
+        "MONGO_URI": mongo_uri,
+        "MONGO_DB": mongo_db.name,
+        "KAFKA_BROKERS": kafka_brokers,
+        "KAFKA_TOPIC_PREFIX": topic_prefix,
+        "KAFKA_PARTITIONS": "2",
+        "ETCD_ENDPOINTS": etcd_endpoints,
+        "ELECTION_KEY": f"{etcd_prefix}scheduler-leader",
+        "SCHEDULER_TICK": "200ms",
+    }
+
+
+class Launch:
+    """Starts product processes (`launch("executor", "--type", "noop", name="x", ENV="v")`) with the test's
+    environment; the fixture stops every one of them afterwards."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self._env = env
+        self._log_dir = log_dir
+        self.started: list[ServiceProcess] = []
+
+    def __call__(self, service: str, *args: str, name: str | None = None, **env: str) -> ServiceProcess:
+        process = ServiceProcess(
+            service, {**self._env, **env}, self._log_dir, name or f"{service}-{len(self.started)}", args=list(args)
+        )
+        self.started.append(process)
+        return process
+
+
+@pytest.fixture
+def launch(product_env: dict[str, str], tmp_path: Path) -> Iterator[Launch]:
+    launcher = Launch(product_env, tmp_path)
+    yield launcher
+    for process in launcher.started:
+        process.stop()

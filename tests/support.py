@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -9,9 +10,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer
+
+from shared.bus.base import Wakeup
 
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -86,3 +92,33 @@ class ServiceProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def read_messages(brokers: str, topic: str, expected: int, timeout: float = 30) -> list[bytes]:
+    """Every message value on `topic` from the beginning, once `expected` have arrived (or after timeout)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": brokers,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    found: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(found) < expected and time.monotonic() < deadline:
+            found.extend(m.value() or b"" for m in consumer.consume(500, timeout=0.5) if m.error() is None)
+    finally:
+        consumer.close()
+    return found
+
+
+def read_wakeups(brokers: str, topic: str, expected: int) -> list[Wakeup]:
+    return [Wakeup.decode(raw) for raw in read_messages(brokers, topic, expected)]
+
+
+def read_events(brokers: str, prefix: str, expected: int, topic: str = "jobs.events") -> list[dict[str, Any]]:
+    """JSON records on `<prefix><topic>` (lifecycle events by default, or jobs.dlq)."""
+    return [json.loads(raw) for raw in read_messages(brokers, prefix + topic, expected)]

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from types import FrameType
 
-from services.reaper.sweeper import sweep
+from services.reaper.sweeper import run
 from shared.config import Settings
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
-from shared.store.base import StoreError
 from shared.store.mongo import MongoJobStore
-
-log = logging.getLogger("jobsched.reaper")
 
 
 def main() -> None:
@@ -31,13 +27,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     serve_metrics(settings.metrics_port)
-    interval = settings.reaper_interval.total_seconds()
-    while not stop.is_set():
-        try:
-            sweep(store, queued_timeout=settings.queued_timeout)
-        except StoreError as exc:
-            log.warning("sweep failed, retrying next interval", extra={"action": "sweep_failed", "error": str(exc)})
-        stop.wait(interval)
+    run(store, interval=settings.reaper_interval, queued_timeout=settings.queued_timeout, stop=stop)
     store.close()
 
 

@@ -10,12 +10,13 @@ attempt is decided by inserting its one outcome, so only one reaper (or the exec
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
 from shared import metrics
 from shared.model import utc_now
-from shared.store.base import JobStore
+from shared.store.base import JobStore, StoreError
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
@@ -51,3 +52,13 @@ def sweep(store: JobStore, *, queued_timeout: timedelta) -> SweepResult:
             },
         )
     return result
+
+
+def run(store: JobStore, *, interval: timedelta, queued_timeout: timedelta, stop: threading.Event) -> None:
+    """Sweep every `interval` until `stop`; a failed sweep (store down) is retried on the next interval."""
+    while not stop.is_set():
+        try:
+            sweep(store, queued_timeout=queued_timeout)
+        except StoreError as exc:
+            log.warning("sweep failed, retrying next interval", extra={"action": "sweep_failed", "error": str(exc)})
+        stop.wait(interval.total_seconds())

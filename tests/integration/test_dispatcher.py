@@ -15,7 +15,7 @@ from shared.election.base import Term
 from shared.model import Status, run_key
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
-from tests.integration.conftest import read_wakeups
+from tests.support import read_wakeups
 
 TYPES = ("noop", "slow")
 

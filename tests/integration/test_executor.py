@@ -20,7 +20,7 @@ from shared.handlers.registry import HandlerContext, HandlerRegistry, Payload
 from shared.model import Job, Outcome, Status
 from shared.store.base import AttemptResult, NewJob
 from shared.store.mongo import MongoJobStore
-from tests.integration.conftest import read_events
+from tests.support import read_events
 
 LEASE = timedelta(minutes=5)
 MakeWorker = Callable[..., Worker]

@@ -11,7 +11,7 @@ from bson import ObjectId
 from shared.model import Outcome, Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
-from tests.integration.conftest import Launch
+from tests.conftest import Launch
 from tests.support import wait_until
 
 

@@ -10,7 +10,7 @@ import pytest
 from shared.model import Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
-from tests.integration.conftest import Launch
+from tests.conftest import Launch
 from tests.support import ServiceProcess, wait_until
 
 LEASE_TTL_S = 10

@@ -1,0 +1,189 @@
+"""`python -m loadtest --rate 20 --duration 30s [--base-url URL] [--json FILE] [--plot FILE]`
+
+Open-loop load against a running jobsched API: create requests go out on a fixed schedule (rate per second)
+whether or not earlier ones have been answered, so a slow server shows up as latency instead of silently
+lowering the load. Every created job is then polled until `completed` or `dlq`. Reports ack latency (the
+POST), end-to-end latency (send → observed final status, poll granularity 100 ms) and lateness (the first
+attempt's start - scheduledAt), each p50/p95/p99/max in ms, the achieved rate, and errors by status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx2 as httpx
+
+from loadtest.stats import summary
+from shared.durations import parse_duration
+from shared.model import format_time, utc_now
+
+POLL_INTERVAL_S = 0.1
+MAX_POLLERS = 64
+FINAL = ("completed", "dlq")
+
+
+@dataclass
+class Sample:
+    sent_at: float
+    ack_ms: float | None = None
+    status: int | None = None
+    job_id: str | None = None
+    scheduled_at: datetime | None = None
+    finished_at: float | None = None
+    started_at: datetime | None = None
+    error: str | None = None
+
+
+@dataclass
+class Report:
+    samples: list[Sample] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+async def send_one(client: httpx.AsyncClient, sample: Sample, job_type: str, run: str, n: int) -> None:
+    scheduled = utc_now()
+    body = {
+        "idempotencyKey": f"load-{run}-{n}",
+        "tenantId": f"load-{run}",
+        "jobType": job_type,
+        "scheduledAt": format_time(scheduled),
+        "payload": {},
+    }
+    try:
+        response = await client.post("/jobs", json=body)
+    except httpx.HTTPError as exc:
+        sample.error = type(exc).__name__  # no answer: counted by error name, no ack latency
+        return
+    sample.ack_ms = (time.perf_counter() - sample.sent_at) * 1000
+    sample.status = response.status_code
+    if response.status_code == 201:
+        sample.job_id = response.json()["id"]
+        sample.scheduled_at = scheduled
+
+
+async def follow(client: httpx.AsyncClient, sample: Sample, limit: asyncio.Semaphore, deadline: float) -> None:
+    """Poll the job until it is final (or the deadline), then fetch its first attempt's start."""
+    async with limit:
+        while time.perf_counter() < deadline:
+            job = (await client.get(f"/jobs/{sample.job_id}")).json()
+            if job.get("status") in FINAL:
+                sample.finished_at = time.perf_counter()
+                executions = (await client.get(f"/jobs/{sample.job_id}/executions")).json()
+                started = [e["startedAt"] for e in executions if "startedAt" in e]
+                if started:
+                    sample.started_at = datetime.fromisoformat(min(started))
+                return
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def progress(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+async def run(base_url: str, rate: float, duration_s: float, job_type: str, settle_s: float) -> Report:
+    report = Report()
+    total = int(rate * duration_s)
+    run_id = uuid.uuid4().hex[:8]
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
+        start = time.perf_counter()
+        sends = []
+        for n in range(total):
+            await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
+            sample = Sample(sent_at=time.perf_counter())
+            report.samples.append(sample)
+            sends.append(asyncio.create_task(send_one(client, sample, job_type, run_id, n)))
+            progress(f"sending {n + 1}/{total}")
+        await asyncio.gather(*sends)
+        for sample in report.samples:
+            problem = sample.error or (str(sample.status) if sample.status != 201 else None)
+            if problem:
+                report.errors[problem] = report.errors.get(problem, 0) + 1
+        created = [s for s in report.samples if s.job_id]
+        limit = asyncio.Semaphore(MAX_POLLERS)
+        deadline = time.perf_counter() + settle_s
+        pollers = [asyncio.create_task(follow(client, s, limit, deadline)) for s in created]
+        while not all(p.done() for p in pollers):
+            done = sum(1 for s in created if s.finished_at)
+            progress(f"waiting for jobs to finish {done}/{len(created)}")
+            await asyncio.wait(pollers, timeout=0.5)
+        progress("")
+    return report
+
+
+def figures(report: Report, rate: float, duration_s: float) -> dict[str, Any]:
+    acked = [s for s in report.samples if s.ack_ms is not None]
+    finished = [s for s in report.samples if s.finished_at]
+    sent_span = (report.samples[-1].sent_at - report.samples[0].sent_at) if len(report.samples) > 1 else 0
+    lateness = [
+        (s.started_at - s.scheduled_at).total_seconds() * 1000 for s in finished if s.started_at and s.scheduled_at
+    ]
+    return {
+        "rate": rate,
+        "duration_s": duration_s,
+        "achieved_rate": round((len(report.samples) - 1) / sent_span, 1) if sent_span else 0.0,
+        "sent": len(report.samples),
+        "ok": sum(1 for s in report.samples if s.status == 201),
+        "finished": len(finished),
+        "errors": report.errors,
+        "ack_ms": summary([s.ack_ms for s in acked if s.ack_ms is not None]),
+        "e2e_ms": summary([(s.finished_at - s.sent_at) * 1000 for s in finished if s.finished_at]),
+        "lateness_ms": summary(lateness),
+    }
+
+
+def plot(report: Report, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acks = [s.ack_ms for s in report.samples if s.ack_ms is not None]
+    e2e = [(s.finished_at - s.sent_at) * 1000 for s in report.samples if s.finished_at]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, values, title in ((axes[0], acks, "ack latency (ms)"), (axes[1], e2e, "end-to-end latency (ms)")):
+        ax.hist(values, bins=50)
+        ax.set_title(title)
+        ax.set_ylabel("jobs")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rate", type=float, default=20.0, help="create requests per second (default 20)")
+    parser.add_argument("--duration", default="30s", help="how long to send, e.g. 30s or 2m (default 30s)")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8080")
+    parser.add_argument("--job-type", default="noop")
+    parser.add_argument("--settle", default="120s", help="how long to wait for jobs to finish after sending")
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--plot", help="write a latency histogram PNG to this file (needs matplotlib)")
+    args = parser.parse_args()
+    if args.rate <= 0:
+        parser.error("--rate must be positive")
+    duration_s = parse_duration(args.duration).total_seconds()
+    report = asyncio.run(
+        run(args.base_url, args.rate, duration_s, args.job_type, parse_duration(args.settle).total_seconds())
+    )
+    result = figures(report, args.rate, duration_s)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(result, out, indent=2)
+    if args.plot:
+        plot(report, args.plot)
+
+
+if __name__ == "__main__":
+    main()

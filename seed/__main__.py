@@ -1,0 +1,104 @@
+"""`python -m seed --count 500 [--run-id ID]`: a realistic mix of jobs inserted straight into the store.
+
+Immediate and future one-off jobs, a fraction of flaky ones (so retries and the DLQ fill), slow ones, and a
+few recurring templates, across several tenants. Keys are `seed-<run id>-<n>`, so running it twice with the
+same --run-id inserts nothing new. Uses MONGO_URI / MONGO_DB, or --sqlite PATH for the embedded store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from services.api.schemas import JobRequest
+from shared.config import Settings
+from shared.model import format_time, utc_now
+from shared.store.base import DuplicateJob, JobStore
+
+TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
+TEMPLATES: tuple[dict[str, Any], ...] = (
+    {"cron": "*/5 * * * *", "jobType": "noop"},
+    {
+        "cron": "0 2 * * *",
+        "timezone": "Europe/Berlin",
+        "jobType": "log-message",
+        "payload": {"message": "nightly report"},
+    },
+    {"interval": "1m", "jobType": "flaky", "payload": {"failRate": 0.2}},
+)
+
+
+def job_request(rng: random.Random, run_id: str, n: int) -> dict[str, Any]:
+    """The n-th job of a run: 60% now, 40% within the next 10 minutes; a spread of types and priorities."""
+    now = utc_now()
+    due = now if rng.random() < 0.6 else now + timedelta(seconds=rng.randint(5, 600))
+    roll = rng.random()
+    payload: dict[str, Any]
+    if roll < 0.4:
+        job_type, payload = "noop", {}
+    elif roll < 0.65:
+        job_type, payload = "log-message", {"message": f"seeded message {n}"}
+    elif roll < 0.85:
+        job_type, payload = "flaky", {"failRate": rng.choice([0.2, 0.5, 1.0])}
+    else:
+        job_type, payload = "slow", {"sleepMs": rng.randint(200, 3000)}
+    return {
+        "idempotencyKey": f"seed-{run_id}-{n}",
+        "tenantId": rng.choice(TENANTS),
+        "jobType": job_type,
+        "payload": payload,
+        "priority": rng.choice([0, 0, 0, 1, 5, 10]),
+        "scheduledAt": format_time(due),
+        "maxAttempts": rng.choice([1, 3, 3, 5]),
+    }
+
+
+def seed(store: JobStore, count: int, run_id: str) -> tuple[int, int]:
+    """Insert the run's jobs and templates; return (inserted, already there)."""
+    rng = random.Random(run_id)
+    bodies = [job_request(rng, run_id, n) for n in range(count)]
+    bodies += [
+        {"idempotencyKey": f"seed-{run_id}-template-{i}", "tenantId": TENANTS[i % len(TENANTS)], **t}
+        for i, t in enumerate(TEMPLATES)
+    ]
+    inserted = existing = 0
+    for body in bodies:
+        try:
+            store.create(JobRequest.model_validate(body).to_new_job(utc_now()))
+            inserted += 1
+        except DuplicateJob:
+            existing += 1
+    return inserted, existing
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m seed", description=__doc__)
+    parser.add_argument("--count", type=int, default=500, help="one-off jobs to insert (default 500)")
+    parser.add_argument("--run-id", default=None, help="same id → same keys → nothing inserted twice")
+    parser.add_argument("--sqlite", metavar="PATH", help="seed the embedded store's file instead of MongoDB")
+    args = parser.parse_args()
+    run_id = args.run_id or uuid.uuid4().hex[:8]
+    store: JobStore
+    if args.sqlite:
+        from shared.store.sqlite import SqliteJobStore
+
+        store = SqliteJobStore(args.sqlite)
+    else:
+        from shared.store.mongo import MongoJobStore
+
+        settings = Settings.from_env()
+        store = MongoJobStore.connect(settings.mongo_uri, settings.mongo_db)
+    store.ensure_schema()
+    inserted, existing = seed(store, args.count, run_id)
+    store.close()
+    print(
+        f"seed run {run_id}: inserted {inserted}, already present {existing} "
+        f"({args.count} one-off jobs + {len(TEMPLATES)} templates)"
+    )
+
+
+if __name__ == "__main__":
+    main()

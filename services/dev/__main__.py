@@ -1,0 +1,140 @@
+"""`jobsched dev` / `python -m services.dev`: the whole product in one process, nothing else installed.
+
+API (API_HOST:API_PORT, default 127.0.0.1:8080), scheduler, one executor per registered job type and the
+reaper, on the embedded implementations: SQLite store (JOBSCHED_DB, default ./jobsched.db), in-process bus,
+single-node election. Metrics on METRICS_PORT. Ctrl-C (or SIGTERM) stops accepting work, lets in-flight
+handlers finish, and exits; a restart resumes every job from the file.
+
+This is the one place that wires several services together; the services themselves never import each other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import uvicorn
+from shared.store.sqlite import SqliteJobStore
+
+from services.api.app import create_app
+from services.executor.runner import Executor
+from services.executor.worker import Worker
+from services.reaper import sweeper
+from services.scheduler.dispatcher import Dispatcher
+from services.scheduler.leader import Scheduler
+from shared.bus.memory import MemoryBus
+from shared.config import Settings
+from shared.election.single import SingleNodeElector
+from shared.handlers import registry
+from shared.logging import configure_logging
+from shared.metrics import serve_metrics
+from shared.store.base import JobStore
+
+log = logging.getLogger("jobsched.dev")
+DEFAULT_DB = "jobsched.db"
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def lock_database(path: Path) -> IO[str]:
+    """One process per database file: a second `jobsched dev` on the same file would run jobs twice."""
+    handle = open(f"{path}.lock", "w")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"jobsched dev: {path} is in use by another jobsched dev process") from None
+    return handle
+
+
+def resume(store: JobStore) -> None:
+    """After a restart nothing of the previous process is alive: its in-memory wake-ups are gone and its
+    handlers are dead. Re-pend queued jobs and close their attempts now instead of after the timeouts."""
+    requeued = store.requeue_stale_queued(FAR_FUTURE)
+    recovered = 0
+    while stale := store.expired_attempts(FAR_FUTURE, 500):
+        recovered += sum(store.recover_attempt(job, "jobsched dev restarted while it ran") is not None for job in stale)
+    if requeued or recovered:
+        log.info("resumed", extra={"action": "dev_resumed", "requeued": requeued, "recovered": recovered})
+
+
+def main() -> None:
+    settings = Settings.from_env()
+    configure_logging("dev", settings.log_level)
+    path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()
+    lock = lock_database(path)
+    store = SqliteJobStore(str(path))
+    store.ensure_schema()
+    resume(store)
+    bus = MemoryBus()
+    job_types = registry.names()
+    bus.ensure_topics(job_types)
+    stop = threading.Event()
+
+    dispatcher = Dispatcher(store, bus, job_types, batch=settings.claim_batch, mode=settings.claim_mode)
+    scheduler = Scheduler(
+        SingleNodeElector(), dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds()
+    )
+    executors = [
+        Executor(
+            Worker(
+                store,
+                bus,
+                registry,
+                job_type,
+                f"dev-{job_type}",
+                default_timeout=settings.job_timeout,
+                lease=settings.claim_timeout,
+            ),
+            bus.subscribe(job_type),
+            store,
+            concurrency=settings.executor_concurrency,
+            lease=settings.claim_timeout,
+            stop=stop,
+        )
+        for job_type in job_types
+    ]
+    threads = [threading.Thread(target=scheduler.run, name="scheduler")]
+    threads += [threading.Thread(target=e.run, name=f"executor-{t}") for e, t in zip(executors, job_types, strict=True)]
+    threads.append(
+        threading.Thread(
+            target=sweeper.run,
+            name="reaper",
+            kwargs={
+                "store": store,
+                "interval": settings.reaper_interval,
+                "queued_timeout": settings.queued_timeout,
+                "stop": stop,
+            },
+        )
+    )
+    for thread in threads:
+        thread.start()
+    serve_metrics(settings.metrics_port, host="127.0.0.1")
+    log.info(
+        "jobsched dev ready",
+        extra={"action": "dev_ready", "api": f"http://{settings.api_host}:{settings.api_port}", "db": str(path)},
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(store), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
+        )
+    )
+    try:
+        server.run()  # returns on Ctrl-C / SIGTERM (uvicorn handles both)
+    finally:
+        log.info("shutting down: finishing in-flight jobs", extra={"action": "dev_stopping"})
+        scheduler.request_stop()
+        stop.set()
+        for thread in threads:
+            thread.join()
+        store.close()
+        lock.close()
+        log.info("stopped", extra={"action": "dev_stopped"})
+
+
+if __name__ == "__main__":
+    main()

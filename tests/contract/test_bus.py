@@ -1,0 +1,110 @@
+"""The Bus contract, run against every implementation: in-process memory and Kafka."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from bson import ObjectId
+
+from shared.bus.base import Bus, Delivery, Subscription, Wakeup
+from shared.bus.kafka import KafkaBus
+from shared.bus.memory import MemoryBus
+
+DEADLINE_S = 30
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
+def bus(request: pytest.FixtureRequest) -> Iterator[Bus]:
+    if request.param == "memory":
+        yield MemoryBus()
+        return
+    brokers = request.getfixturevalue("kafka_brokers")
+    prefix = request.getfixturevalue("topic_prefix")
+    kafka = KafkaBus(brokers, partitions=2, topic_prefix=prefix)
+    yield kafka
+    kafka.close()
+
+
+def wakeups(count: int, job_type: str = "noop") -> list[Wakeup]:
+    return [Wakeup(jobId=str(ObjectId()), jobType=job_type, priority=i % 3) for i in range(count)]
+
+
+def drain(subscriptions: list[Subscription], expected: int) -> list[Delivery]:
+    """Poll every subscription until `expected` deliveries arrived (or the deadline)."""
+    got: list[Delivery] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < expected and time.monotonic() < deadline:
+        for subscription in subscriptions:
+            delivery = subscription.poll(0.1)
+            if delivery is not None:
+                got.append(delivery)
+                subscription.ack(delivery)
+    return got
+
+
+def test_published_wakeups_reach_their_type_subscriber_intact(bus: Bus) -> None:
+    bus.ensure_topics(["noop", "slow"])
+    noop, slow = wakeups(20), wakeups(5, "slow")
+    assert bus.publish_wakeups(noop + slow) == []
+    noop_sub, slow_sub = bus.subscribe("noop"), bus.subscribe("slow")
+    try:
+        assert sorted(Wakeup.decode(d.value).jobId for d in drain([noop_sub], 20)) == sorted(w.jobId for w in noop)
+        assert {Wakeup.decode(d.value) for d in drain([slow_sub], 5)} == set(slow)
+    finally:
+        noop_sub.close()
+        slow_sub.close()
+
+
+def test_subscribers_of_one_type_share_the_messages(bus: Bus) -> None:
+    bus.ensure_topics(["noop"])
+    first, second = bus.subscribe("noop"), bus.subscribe("noop")
+    try:
+        sent = wakeups(30)
+        assert bus.publish_wakeups(sent) == []
+        got = drain([first, second], 30)
+        assert {Wakeup.decode(d.value).jobId for d in got} == {w.jobId for w in sent}
+    finally:
+        first.close()
+        second.close()
+
+
+def test_events_and_dead_letters_never_raise(bus: Bus) -> None:
+    bus.ensure_topics(["noop"])
+    bus.publish_event({"event": "job.execution.started", "jobId": "x"})
+    bus.publish_dead_letter({"id": "x", "status": "dlq"})
+
+
+@pytest.mark.integration
+def test_kafka_reports_undelivered_wakeups_and_never_raises_when_down(topic_prefix: str) -> None:
+    dead = KafkaBus("127.0.0.1:1", topic_prefix=topic_prefix, delivery_timeout_ms=1000)
+    try:
+        sent = wakeups(3)
+        assert dead.publish_wakeups(sent) == sent
+        dead.publish_event({"event": "x", "jobId": "y"})
+    finally:
+        dead.close()
+
+
+@pytest.mark.integration
+def test_kafka_redelivers_what_was_not_acknowledged(kafka_brokers: str, topic_prefix: str) -> None:
+    bus = KafkaBus(kafka_brokers, partitions=1, topic_prefix=topic_prefix)
+    bus.ensure_topics(["noop"])
+    sent = wakeups(3)
+    assert bus.publish_wakeups(sent) == []
+    first = bus.subscribe("noop")
+    got: list[Delivery] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < 3 and time.monotonic() < deadline:
+        if (delivery := first.poll(0.1)) is not None:
+            got.append(delivery)
+    first.ack(got[0])  # only the first is processed; the executor crashed on the second
+    first.close()
+    second = bus.subscribe("noop")
+    try:
+        again = drain([second], 2)
+        assert [Wakeup.decode(d.value).jobId for d in again] == [w.jobId for w in sent[1:]]
+    finally:
+        second.close()
+        bus.close()

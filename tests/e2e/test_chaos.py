@@ -1,0 +1,150 @@
+"""Chaos: 2,000 jobs through real processes while executors, the leader and the reaper are killed with
+SIGKILL again and again and Kafka is restarted once. Nothing may be lost and no attempt may run twice at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pymongo import InsertOne
+from pymongo.database import Database
+
+from shared.model import Outcome, Status, utc_now
+from shared.store.mongo import KIND_RUN, MongoJobStore
+from tests.conftest import LOCAL_SCRIPTS, Launch
+from tests.support import ServiceProcess, wait_until
+
+JOBS = 2000
+DRAIN_BOUND_S = 420
+FAST_RECOVERY = {"CLAIM_TIMEOUT": "4s", "QUEUED_TIMEOUT": "4s", "REAPER_INTERVAL": "1s", "LEASE_TTL": "3s"}
+EXECUTOR_TYPES = ("noop", "flaky", "slow", "slow")
+
+
+def job_mix(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    now = utc_now()
+    docs = []
+    for i in range(count):
+        roll = rng.random()
+        if roll < 0.6:
+            job_type, payload = "noop", {}
+        elif roll < 0.85:
+            job_type, payload = "flaky", {"failRate": 0.3}
+        else:
+            job_type, payload = "slow", {"sleepMs": rng.randint(100, 1500)}
+        docs.append(
+            {
+                "idempotencyKey": f"chaos-{i}",
+                "tenantId": f"tenant-{i % 5}",
+                "jobType": job_type,
+                "payload": payload,
+                "priority": rng.randint(0, 3),
+                "status": Status.PENDING.value,
+                "kind": KIND_RUN,
+                "attempts": 0,
+                "maxAttempts": 4,
+                "scheduledAt": now + timedelta(milliseconds=rng.randint(0, 20_000)),
+                "createdAt": now,
+                "updatedAt": now,
+            }
+        )
+    return docs
+
+
+def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
+    """Jobs with two attempts that both ran to an end (not closed as lost) and overlapped in time."""
+    by_job: dict[str, list[tuple[datetime, datetime]]] = {}
+    ran = [Outcome.SUCCEEDED.value, Outcome.FAILED.value, Outcome.TIMEOUT.value]
+    for record in db["executions"].find({"outcome": {"$in": ran}}):
+        by_job.setdefault(str(record["jobId"]), []).append((record["startedAt"], record["finishedAt"]))  # type: ignore[arg-type]
+    bad = []
+    for job_id, spans in by_job.items():
+        spans.sort()
+        if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
+            bad.append(job_id)
+    return bad
+
+
+def test_nothing_is_lost_when_everything_crashes(
+    launch: Launch,
+    mongo_store: MongoJobStore,
+    mongo_db: Database[dict[str, object]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if subprocess.run(["bash", str(LOCAL_SCRIPTS / "kafka.sh"), "status"], capture_output=True).returncode != 0:
+        pytest.fail("the chaos test restarts Kafka: it needs the local broker of deployments/local/kafka.sh")
+    rng = random.Random(20261129)
+    mongo_db["jobs"].bulk_write([InsertOne(d) for d in job_mix(rng, JOBS)])
+    started = time.monotonic()
+
+    schedulers = [launch("scheduler", name=f"scheduler-{i}", **FAST_RECOVERY) for i in range(2)]
+    executors = [
+        launch("executor", "--type", t, name=f"executor-{t}-{i}", **FAST_RECOVERY) for i, t in enumerate(EXECUTOR_TYPES)
+    ]
+    reaper = launch("reaper", name="reaper-0", **FAST_RECOVERY)
+    kills: Counter[str] = Counter()
+
+    def finished() -> int:
+        return mongo_db["jobs"].count_documents({"status": {"$in": [Status.COMPLETED.value, Status.DLQ.value]}})
+
+    def leader() -> ServiceProcess | None:
+        return next((s for s in schedulers if s.process.poll() is None and s.metric("scheduler_is_leader") == 1), None)
+
+    kafka_restarted = False
+    for round_no in range(8):
+        target = (round_no + 1) * JOBS // 12
+        wait_until(lambda: finished() >= target, DRAIN_BOUND_S, f"{target} jobs finished")  # noqa: B023
+        victim = rng.randrange(len(executors))
+        job_type = EXECUTOR_TYPES[victim]
+        executors[victim].kill()
+        executors[victim] = launch(
+            "executor", "--type", job_type, name=f"executor-{job_type}-r{round_no}", **FAST_RECOVERY
+        )
+        kills["executor"] += 1
+        if round_no % 2 == 0 and (current := leader()) is not None:
+            current.kill()
+            schedulers[schedulers.index(current)] = launch("scheduler", name=f"scheduler-r{round_no}", **FAST_RECOVERY)
+            kills["leader scheduler"] += 1
+        if round_no % 3 == 1:
+            reaper.kill()
+            reaper = launch("reaper", name=f"reaper-r{round_no}", **FAST_RECOVERY)
+            kills["reaper"] += 1
+        if round_no == 4 and not kafka_restarted:
+            subprocess.run(["bash", str(LOCAL_SCRIPTS / "kafka.sh"), "stop"], check=True, capture_output=True)
+            subprocess.run(["bash", str(LOCAL_SCRIPTS / "kafka.sh"), "start"], check=True, capture_output=True)
+            kafka_restarted = True
+
+    wait_until(lambda: finished() == JOBS, DRAIN_BOUND_S, "every job to complete or reach the DLQ")
+    drain_s = time.monotonic() - started
+
+    statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({}, {"status": 1}))
+    outcomes = Counter(str(d["outcome"]) for d in mongo_db["executions"].find({}, {"outcome": 1}))
+    assert statuses == {"completed": statuses["completed"], "dlq": statuses["dlq"]}
+    assert sum(statuses.values()) == JOBS
+    assert overlapping_attempts(mongo_db) == []
+    completed_twice = [
+        d["_id"]
+        for d in mongo_db["executions"].aggregate(
+            [
+                {"$match": {"outcome": Outcome.SUCCEEDED.value}},
+                {"$group": {"_id": "$jobId", "n": {"$sum": 1}}},
+                {"$match": {"n": {"$gt": 1}}},
+            ]
+        )
+    ]
+    assert completed_twice == []
+    logs = [p.log_text() for p in launch.started]
+    skipped = sum(text.count('"action": "delivery_skipped"') for text in logs)
+    with capsys.disabled():
+        print(
+            f"\n[chaos] jobs={JOBS} statuses={dict(statuses)} attempts={dict(outcomes)} kills={dict(kills)} "
+            f"kafka_restarts={int(kafka_restarted)} recoveries(lost attempts)={outcomes['lost']} "
+            f"duplicate/stale deliveries absorbed={skipped} time_to_drain={drain_s:.1f}s "
+            f"at={datetime.now(UTC).isoformat(timespec='seconds')}"
+        )
