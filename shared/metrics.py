@@ -11,6 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+# api
+API_REQUESTS = Counter("api_requests_total", "HTTP requests served by the API", ["method", "route", "status"])
+API_REQUEST_SECONDS = Histogram(
+    "api_request_duration_seconds",
+    "HTTP request latency of the API",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+
 # scheduler
 SCHEDULER_TICK_SECONDS = Histogram(
     "scheduler_tick_duration_seconds",
@@ -40,6 +49,12 @@ EXECUTOR_HANDLER_SECONDS = Histogram(
     "Handler run time per attempt",
     ["job_type"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+EXECUTOR_START_LATENESS_SECONDS = Histogram(
+    "executor_start_lateness_seconds",
+    "How late an attempt started: handler start - the job's scheduledAt (retries count from their backoff)",
+    ["job_type"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
 )
 EXECUTOR_IN_FLIGHT = Gauge("executor_in_flight", "Attempts running now", ["job_type"])
 EXECUTOR_SKIPPED = Counter(

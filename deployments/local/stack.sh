@@ -7,7 +7,7 @@
 #   stack.sh down     stop exactly what `up` started (pid files, each pid's command line verified), then the
 #                     servers that `up` had to start (servers that were already running are left alone)
 #   stack.sh status   one line per component; exit 0 when every one is running and healthy
-#   stack.sh targets  `<job> 127.0.0.1:<metrics port>` per component (what prometheus.sh scrapes)
+#   stack.sh targets  `<service> 127.0.0.1:<metrics port> <name>` per component (what prometheus.sh scrapes)
 #
 # Ports: the API on API_PORT (8080); metrics (/metrics, /healthz) on a block from STACK_METRICS_PORT (9100):
 # api +0, scheduler-1 +1, scheduler-2 +2, one executor per job type in name order from +3, the reaper last.
@@ -34,7 +34,11 @@ mkdir -p "$STACK_DIR"
 # lib.sh's pid_file/log_file/start_bg/stop_bg read JOBSCHED_RUN_DIR at call time: point them at the stack.
 JOBSCHED_RUN_DIR="$STACK_DIR"
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() {
+  echo "usage: $0 up|down|status|targets" >&2
+  awk 'NR > 1 && /^# shellcheck/ { exit } NR > 1 && /^#/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
 
 server_script() { JOBSCHED_RUN_DIR="$SERVERS_RUN_DIR" bash "$LOCAL_DIR/$1" "${@:2}"; }
 
@@ -58,14 +62,14 @@ our_pid() {
   echo "$pid"
 }
 
-# healthy NAME SERVICE METRICS_PORT: the component's own readiness signal.
+# healthy NAME SERVICE METRICS_PORT: /healthz on the metrics port; for the API also /readyz (store reachable,
+# indexes created) on the API port.
 healthy() {
   local service="$2" port="$3"
   if [ "$service" = api ]; then
-    http_ok "http://127.0.0.1:$API_PORT/readyz"
-  else
-    http_ok "http://127.0.0.1:$port/healthz"
+    http_ok "http://127.0.0.1:$API_PORT/readyz" || return 1
   fi
+  http_ok "http://127.0.0.1:$port/healthz"
 }
 
 leader_port() {
@@ -101,8 +105,11 @@ stop_components() {
     if our_pid "$name" "$service" $args >/dev/null; then
       stop_bg "$name" & pids+=($!)
     else
-      [ -f "$(pid_file "$name")" ] && log "$name: pid file does not name a live $service process; left alone"
-      rm -f "$(pid_file "$name")"
+      local f; f="$(pid_file "$name")"
+      if [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then
+        log "$name: pid $(cat "$f") is not our $service process (recycled pid?); left alone"
+      fi
+      rm -f "$f"
     fi
   done < <(read_manifest)
   for p in "${pids[@]}"; do wait "$p" || true; done
@@ -147,7 +154,7 @@ cmd_up() {
   export MONGO_URI KAFKA_BROKERS ETCD_ENDPOINTS
 
   # From here a failure stops everything this call started.
-  trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers' EXIT
+  trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers; rm -f "$MANIFEST"' EXIT
   cd "$REPO_ROOT" || die "no $REPO_ROOT"
   while read -r name service port args; do
     # shellcheck disable=SC2086
@@ -166,7 +173,8 @@ cmd_up() {
   logs:     $STACK_DIR/*.log
   metrics:  http://127.0.0.1:<port>/metrics, ports in $MANIFEST (bash $0 status)
   try:      curl -s -X POST http://127.0.0.1:$API_PORT/jobs -H 'Content-Type: application/json' \\
-              -d '{"idempotencyKey":"hello-1","tenantId":"tenant-a","jobType":"log-message","payload":{"message":"hello"}}'
+              -d '{"idempotencyKey":"hello-$(date +%s)","tenantId":"tenant-a","jobType":"log-message",
+                   "payload":{"message":"hello"},"scheduledAt":"$(date -u +%FT%TZ)"}'
             curl -s 'http://127.0.0.1:$API_PORT/jobs?tenantId=tenant-a'
   stop:     make down   (or bash $0 down)
 EOF

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,13 +17,16 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.docs import DOCS_HTML, openapi_document
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES, JobRequest, PayloadTooLarge
+from shared import metrics
 from shared.cron import ScheduleError
 from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
@@ -184,7 +188,37 @@ def create_app(store: JobStore) -> Starlette:
         StoreUnavailable: _store_unavailable,
         Exception: _unexpected,
     }
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    return Starlette(
+        routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=[Middleware(RequestMetrics)]
+    )
+
+
+class RequestMetrics:
+    """Counts and times every request by route template (not raw path: ids would explode the label set)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, record_status)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            metrics.API_REQUESTS.labels(scope["method"], template, str(status)).inc()
+            metrics.API_REQUEST_SECONDS.labels(scope["method"], template).observe(time.perf_counter() - started)
 
 
 def _reject_constant(name: str) -> Any:

@@ -103,6 +103,8 @@ class Worker:
             attempt=job.next_attempt,
             deadline=started + timedelta(seconds=timeout_s),
         )
+        lateness_s = (started - job.scheduledAt).total_seconds()
+        metrics.EXECUTOR_START_LATENESS_SECONDS.labels(self._job_type).observe(max(lateness_s, 0.0))
         self._event("job.execution.started", job)
         with self._lock:
             self._running[job.id] = job
