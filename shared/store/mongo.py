@@ -12,7 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +20,8 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import ConnectionFailure, DuplicateKeyError
 
-from shared.backoff import retry_delay
-from shared.model import CANCELLABLE, JOB_FIELDS, Execution, Job, Outcome, Status, run_key, utc_now
+from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
+from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
     AttemptTaken,
@@ -32,15 +31,13 @@ from shared.store.base import (
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
+from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
+from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
+from shared.store.transitions import attempt_record_id as attempt_record_id
 
 Document = dict[str, Any]
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
-KIND_RUN = "run"
-KIND_TEMPLATE = "template"
-
-
-def attempt_record_id(job_id: str, attempt: int) -> str:
-    return f"{job_id}:{attempt}"
 
 
 @contextmanager
@@ -83,21 +80,14 @@ class MongoJobStore:
                 name="tenant_listing",
             )
             self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
+            self._executions.create_index([("outcome", ASCENDING), ("leaseExpiresAt", ASCENDING)], name="leases")
 
     def ping(self) -> None:
         with _translate_errors():
             self._db.command("ping")
 
     def create(self, new: NewJob) -> Job:
-        now = new.createdAt or utc_now()
-        doc: Document = {k: v for k, v in asdict(new).items() if v is not None}
-        doc.update(
-            status=Status.PENDING.value,
-            attempts=0,
-            kind=KIND_TEMPLATE if new.cron or new.interval else KIND_RUN,
-            createdAt=now,
-            updatedAt=now,
-        )
+        doc = transitions.new_job(new, new.createdAt or utc_now())
         with _translate_errors():
             try:
                 result = self._jobs.insert_one(doc)
@@ -125,28 +115,21 @@ class MongoJobStore:
         job = self.get(job_id)
         if job is None:
             raise JobNotFound(job_id)
-        if job.status not in CANCELLABLE:
-            raise TransitionRefused(job, "cancel")
+        transitions.check_cancellable(job)
         now = utc_now()
         if not job.is_template:
             # Take the next attempt before any executor can: a duplicate means one already started it.
             with _translate_errors():
                 try:
                     self._executions.insert_one(
-                        {
-                            "_id": attempt_record_id(job.id, job.attempts + 1),
-                            "jobId": job.id,
-                            "attempt": job.attempts + 1,
-                            "outcome": "cancelled",
-                            "finishedAt": now,
-                        }
+                        {"_id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
                     )
                 except DuplicateKeyError as exc:
                     raise TransitionRefused(self.get(job_id) or job, "cancel") from exc
         with _translate_errors():
             updated = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "status": {"$in": [s.value for s in CANCELLABLE]}},
-                {"$set": {"status": Status.CANCELLED.value, "updatedAt": now}},
+                {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
+                _update(transitions.cancelled(now)),
                 return_document=ReturnDocument.AFTER,
             )
         if updated is None:
@@ -196,7 +179,7 @@ class MongoJobStore:
         with _translate_errors():
             self._jobs.update_many(
                 {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": Status.QUEUED.value},
-                {"$set": {"status": Status.PENDING.value, "updatedAt": utc_now()}, "$unset": {"queuedAt": ""}},
+                _update(transitions.requeued(utc_now())),
             )
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
@@ -205,24 +188,7 @@ class MongoJobStore:
             return [_to_job(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        now = utc_now()
-        doc: Document = {
-            "idempotencyKey": run_key(template.idempotencyKey, planned),
-            "tenantId": template.tenantId,
-            "jobType": template.jobType,
-            "payload": template.payload,
-            "priority": template.priority,
-            "maxAttempts": template.maxAttempts,
-            "scheduledAt": planned,
-            "templateId": template.id,
-            "status": Status.PENDING.value,
-            "attempts": 0,
-            "kind": KIND_RUN,
-            "createdAt": now,
-            "updatedAt": now,
-        }
-        if template.timeoutSeconds is not None:
-            doc["timeoutSeconds"] = template.timeoutSeconds
+        doc = transitions.template_run(template, planned, utc_now())
         with _translate_errors():
             try:
                 self._jobs.insert_one(doc)
@@ -234,7 +200,7 @@ class MongoJobStore:
         with _translate_errors():
             result = self._jobs.update_one(
                 {"_id": ObjectId(template.id), "status": Status.PENDING.value, "scheduledAt": template.scheduledAt},
-                {"$set": {"scheduledAt": next_at, "updatedAt": utc_now()}},
+                _update(transitions.template_advanced(next_at, utc_now())),
             )
         return result.modified_count == 1
 
@@ -242,7 +208,7 @@ class MongoJobStore:
         with _translate_errors():
             result = self._jobs.update_one(
                 {"_id": ObjectId(template.id), "status": Status.PENDING.value},
-                {"$set": {"status": Status.DLQ.value, "lastError": reason, "updatedAt": utc_now()}},
+                _update(transitions.template_dead_lettered(reason, utc_now())),
             )
         return result.modified_count == 1
 
@@ -250,37 +216,29 @@ class MongoJobStore:
 
     def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
         attempt = job.next_attempt
+        record_id = attempt_record_id(job.id, attempt)
         now = utc_now()
+        # Unlike SQLite, the record and the job cannot change in one transaction here, so the record carries
+        # its own lease (extended by heartbeats): if the claim below never lands, or a non-atomic write-back
+        # hides it, the reaper still finds and closes the attempt (expired_attempts).
+        record = {"_id": record_id, **transitions.attempt_started(job, worker, now), "leaseExpiresAt": lease_until}
         with _translate_errors():
             try:
-                self._executions.insert_one(
-                    {
-                        "_id": attempt_record_id(job.id, attempt),
-                        "jobId": job.id,
-                        "attempt": attempt,
-                        "worker": worker,
-                        "startedAt": now,
-                        "outcome": Outcome.RUNNING.value,
-                    }
-                )
+                self._executions.insert_one(record)
             except DuplicateKeyError as exc:
                 self._restore_cancellation(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
             doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "attempts": job.attempts},
-                {
-                    "$set": {
-                        "status": Status.CLAIMED.value,
-                        "claimedBy": worker,
-                        "claimedAt": now,
-                        "leaseExpiresAt": lease_until,
-                        "updatedAt": now,
-                    }
-                },
+                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
+                _update(transitions.claimed(worker, now, lease_until)),
                 return_document=ReturnDocument.AFTER,
             )
+            if doc is None:
+                # The job moved on (cancelled, re-pended, finished) before the claim: the attempt never
+                # started, so give it back for a delivery that matches the job's real state.
+                self._executions.delete_one({"_id": record_id, "outcome": Outcome.RUNNING.value})
         if doc is None:
-            raise AttemptTaken(f"job {job.id} moved past attempt {attempt}")
+            raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
         return _to_job(doc)
 
     def _restore_cancellation(self, job: Job, attempt: int) -> None:
@@ -288,8 +246,8 @@ class MongoJobStore:
         record = self._executions.find_one({"_id": attempt_record_id(job.id, attempt)})
         if record and record.get("outcome") == Outcome.CANCELLED.value:
             self._jobs.update_one(
-                {"_id": ObjectId(job.id), "status": {"$in": [s.value for s in CANCELLABLE]}},
-                {"$set": {"status": Status.CANCELLED.value, "updatedAt": utc_now()}},
+                {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
+                _update(transitions.cancelled(utc_now())),
             )
 
     def mark_running(self, job: Job) -> Job:
@@ -301,7 +259,7 @@ class MongoJobStore:
                     "status": Status.CLAIMED.value,
                     "claimedBy": job.claimedBy,
                 },
-                {"$set": {"status": Status.RUNNING.value, "updatedAt": utc_now()}},
+                _update(transitions.running(utc_now())),
                 return_document=ReturnDocument.AFTER,
             )
         if doc is None:
@@ -312,11 +270,11 @@ class MongoJobStore:
         with _translate_errors():
             for job in jobs:
                 self._jobs.update_one(
-                    {
-                        "_id": ObjectId(job.id),
-                        "attempts": job.attempts,
-                        "status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]},
-                    },
+                    {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                    {"$set": {"leaseExpiresAt": lease_until}},
+                )
+                self._executions.update_one(
+                    {"_id": attempt_record_id(job.id, job.next_attempt), "outcome": Outcome.RUNNING.value},
                     {"$set": {"leaseExpiresAt": lease_until}},
                 )
 
@@ -326,28 +284,30 @@ class MongoJobStore:
     def _close_attempt(
         self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
     ) -> Job | None:
-        """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's
-        "lost"), complete its record, and move the job on."""
+        """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
+        then complete its record and move the job. Those two writes are repeated by every later closer with
+        the decided outcome, so a failure between the writes (or a write-back hiding them) is healed by the
+        next sweep instead of stranding the job. Returns the moved job only to the closer that decided."""
         record_id = attempt_record_id(job.id, job.next_attempt)
+        decided: Document = {"_id": record_id, "outcome": outcome.value, "error": error, "at": at, "startedAt": started}
         with _translate_errors():
             try:
-                self._outcomes.insert_one({"_id": record_id, "outcome": outcome.value, "at": at})
+                self._outcomes.insert_one(decided)
+                won = True
             except DuplicateKeyError:
-                return None
-            record: Document = {"outcome": outcome.value, "finishedAt": at, "error": error}
-            if started is not None:
-                record["durationMs"] = round((at - started).total_seconds() * 1000, 3)
-            self._executions.update_one({"_id": record_id}, {"$set": record})
+                won = False
+                decided = self._outcomes.find_one({"_id": record_id}) or decided
+            outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
+            self._executions.update_one(
+                {"_id": record_id},
+                _update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
+            )
             doc = self._jobs.find_one_and_update(
-                {
-                    "_id": ObjectId(job.id),
-                    "attempts": job.attempts,
-                    "status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]},
-                },
-                {"$set": _attempt_closed(job, outcome, error, at)},
+                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
+                _update(transitions.attempt_closed(job, outcome, error, at)),
                 return_document=ReturnDocument.AFTER,
             )
-        return _to_job(doc) if doc else None
+        return _to_job(doc) if doc and won else None
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with _translate_errors():
@@ -358,20 +318,12 @@ class MongoJobStore:
         job = self.get(job_id)
         if job is None:
             raise JobNotFound(job_id)
-        if job.status is not Status.DLQ or job.is_template:
-            raise TransitionRefused(job, "retry")
+        transitions.check_redrivable(job)
         now = utc_now()
         with _translate_errors():
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.DLQ.value, "attempts": job.attempts},
-                {
-                    "$set": {
-                        "status": Status.PENDING.value,
-                        "attemptBase": job.attempts,
-                        "scheduledAt": now,
-                        "updatedAt": now,
-                    }
-                },
+                _update(transitions.redriven(job, now)),
                 return_document=ReturnDocument.AFTER,
             )
         if doc is None:
@@ -384,31 +336,40 @@ class MongoJobStore:
         with _translate_errors():
             result = self._jobs.update_many(
                 {"status": Status.QUEUED.value, "queuedAt": {"$lt": queued_before}},
-                {"$set": {"status": Status.PENDING.value, "updatedAt": utc_now()}, "$unset": {"queuedAt": ""}},
+                _update(transitions.requeued(utc_now())),
             )
         return int(result.modified_count)
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
-        query = {"status": {"$in": [Status.CLAIMED.value, Status.RUNNING.value]}, "leaseExpiresAt": {"$lt": now}}
+        """Claimed/running jobs whose lease ran out, and the jobs of attempt records still `running` past
+        their lease whatever the job document says (see begin_attempt), each as of that attempt."""
+        found: dict[tuple[str, int], Job] = {}
         with _translate_errors():
-            return [_to_job(d) for d in self._jobs.find(query).limit(limit)]
+            active = {"status": {"$in": list(ATTEMPT_ACTIVE)}, "leaseExpiresAt": {"$lt": now}}
+            for doc in self._jobs.find(active).limit(limit):
+                job = _to_job(doc)
+                found[(job.id, job.next_attempt)] = job
+            stale = {"outcome": Outcome.RUNNING.value, "leaseExpiresAt": {"$lt": now}}
+            for record in self._executions.find(stale).limit(limit):
+                key = (str(record["jobId"]), int(record["attempt"]))
+                if key in found or not ObjectId.is_valid(key[0]):
+                    continue
+                owner = self._jobs.find_one({"_id": ObjectId(key[0])})
+                if owner is not None:
+                    found[key] = _to_job(owner).evolve(attempts=key[1] - 1)
+        return list(found.values())[:limit]
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
 
 
-def _attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Document:
-    """The job fields after attempt `job.next_attempt` ended with `outcome` (not SUCCEEDED: a failure)."""
-    if outcome is Outcome.SUCCEEDED:
-        return {"status": Status.COMPLETED.value, "updatedAt": at}
-    attempts = job.attempts + 1
-    fields: Document = {"attempts": attempts, "lastError": error or outcome.value, "updatedAt": at}
-    if job.budget_spent_after(attempts):
-        fields["status"] = Status.DLQ.value
-    else:
-        fields["status"] = Status.PENDING.value
-        fields["scheduledAt"] = at + retry_delay(attempts)
-    return fields
+def _update(fields: transitions.Fields) -> Document:
+    """A transition's fields as an update document: UNSET fields are removed, the rest set."""
+    update: Document = {"$set": {k: v for k, v in fields.items() if v is not transitions.UNSET}}
+    removed = {k: "" for k, v in fields.items() if v is transitions.UNSET}
+    if removed:
+        update["$unset"] = removed
+    return update
 
 
 def _to_execution(doc: Document) -> Execution:
@@ -435,7 +396,8 @@ def _due_runs(now: datetime, job_types: Collection[str]) -> Document:
 
 
 def _queued(now: datetime, token: str) -> Document:
-    return {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now, "claimToken": token}
+    """The claim's update; the token tells this call's winners apart from a concurrent claimer's."""
+    return {**transitions.queued(now), "claimToken": token}
 
 
 def _to_job(doc: Document) -> Job:

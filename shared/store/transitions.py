@@ -1,0 +1,188 @@
+"""What a job's stored fields become at each transition, decided once for every store.
+
+The stores (mongo.py, sqlite.py) differ in how they guard and apply a change (a filtered update on MongoDB,
+a compare-and-set inside one transaction on SQLite); what the change *is* lives here, so the retry rule, the
+DLQ rule and the shape of a template's run cannot drift apart between them. Every function returns the
+fields to write, named as on the job document (camelCase), with statuses and outcomes as their string values.
+A value of UNSET means "remove the field" (Mongo `$unset`, SQL NULL): it reads back as None either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from shared.backoff import retry_delay
+from shared.model import CANCELLABLE, Job, Outcome, Status, run_key
+from shared.store.base import NewJob, TransitionRefused
+
+Fields = dict[str, Any]
+
+KIND_RUN: Final = "run"
+KIND_TEMPLATE: Final = "template"
+
+# The statuses of a job whose current attempt is in an executor's hands (heartbeats, reaper, results).
+ATTEMPT_ACTIVE: Final = (Status.CLAIMED.value, Status.RUNNING.value)
+# The statuses from which closing an attempt may move the job: the active ones, plus queued/pending for an
+# attempt whose record exists but whose claim never reached (or was overwritten in) the job document.
+ATTEMPT_CLOSABLE: Final = (Status.PENDING.value, Status.QUEUED.value, *ATTEMPT_ACTIVE)
+CANCELLABLE_VALUES: Final = tuple(sorted(s.value for s in CANCELLABLE))
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+def attempt_record_id(job_id: str, attempt: int) -> str:
+    """The id of attempt `attempt`'s execution record: inserting it is what claims the attempt."""
+    return f"{job_id}:{attempt}"
+
+
+# --- jobs -------------------------------------------------------------------------------------------------
+
+
+def stored_time(moment: datetime) -> datetime:
+    """A time as every store keeps it: UTC, millisecond precision (so what create returns equals what get reads)."""
+    utc = moment.astimezone(UTC)
+    return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+
+
+def new_job(new: NewJob, now: datetime) -> Fields:
+    """A fresh pending job (fields the client left out are omitted). `kind` separates runs from templates,
+    so the claim query never has to look at cron/interval."""
+    doc: Fields = {k: v for k, v in asdict(new).items() if v is not None}
+    doc["scheduledAt"] = stored_time(new.scheduledAt)
+    now = stored_time(now)
+    doc.update(
+        status=Status.PENDING.value,
+        attempts=0,
+        kind=KIND_TEMPLATE if new.cron or new.interval else KIND_RUN,
+        createdAt=now,
+        updatedAt=now,
+    )
+    return doc
+
+
+def template_run(template: Job, planned: datetime, now: datetime) -> Fields:
+    """The one-off run a template spawns for one planned fire time; its key makes the insert idempotent."""
+    doc: Fields = {
+        "idempotencyKey": run_key(template.idempotencyKey, planned),
+        "tenantId": template.tenantId,
+        "jobType": template.jobType,
+        "payload": template.payload,
+        "priority": template.priority,
+        "maxAttempts": template.maxAttempts,
+        "scheduledAt": planned,
+        "templateId": template.id,
+        "status": Status.PENDING.value,
+        "attempts": 0,
+        "kind": KIND_RUN,
+        "createdAt": now,
+        "updatedAt": now,
+    }
+    if template.timeoutSeconds is not None:
+        doc["timeoutSeconds"] = template.timeoutSeconds
+    return doc
+
+
+def queued(now: datetime) -> Fields:
+    """pending → queued by the scheduler; queuedAt is what the reaper's stale-queued sweep measures."""
+    return {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now}
+
+
+def requeued(now: datetime) -> Fields:
+    """queued → pending (wake-up not published, or lost): back in line at its old scheduledAt."""
+    return {"status": Status.PENDING.value, "updatedAt": now, "queuedAt": UNSET}
+
+
+def template_advanced(next_at: datetime, now: datetime) -> Fields:
+    return {"scheduledAt": next_at, "updatedAt": now}
+
+
+def template_dead_lettered(reason: str, now: datetime) -> Fields:
+    return {"status": Status.DLQ.value, "lastError": reason, "updatedAt": now}
+
+
+def cancelled(now: datetime) -> Fields:
+    return {"status": Status.CANCELLED.value, "updatedAt": now}
+
+
+def claimed(worker: str, now: datetime, lease_until: datetime) -> Fields:
+    """queued → claimed by the executor that inserted the attempt's record."""
+    return {
+        "status": Status.CLAIMED.value,
+        "claimedBy": worker,
+        "claimedAt": now,
+        "leaseExpiresAt": lease_until,
+        "updatedAt": now,
+    }
+
+
+def running(now: datetime) -> Fields:
+    return {"status": Status.RUNNING.value, "updatedAt": now}
+
+
+def attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Fields:
+    """The job fields after attempt `job.next_attempt` ended with `outcome`: completed on success; otherwise
+    attempts+1 and either pending again after the backoff, or dlq once the budget (since the last re-drive)
+    is spent."""
+    if outcome is Outcome.SUCCEEDED:
+        return {"status": Status.COMPLETED.value, "updatedAt": at}
+    attempts = job.attempts + 1
+    fields: Fields = {"attempts": attempts, "lastError": error or outcome.value, "updatedAt": at}
+    if job.budget_spent_after(attempts):
+        fields["status"] = Status.DLQ.value
+    else:
+        fields["status"] = Status.PENDING.value
+        fields["scheduledAt"] = at + retry_delay(attempts)
+    return fields
+
+
+def redriven(job: Job, now: datetime) -> Fields:
+    """dlq → pending, due now, with a fresh budget counted from the attempts made so far."""
+    return {"status": Status.PENDING.value, "attemptBase": job.attempts, "scheduledAt": now, "updatedAt": now}
+
+
+# --- preconditions shared by the stores' read-then-write operations ---------------------------------------
+
+
+def check_cancellable(job: Job) -> None:
+    if job.status not in CANCELLABLE:
+        raise TransitionRefused(job, "cancel")
+
+
+def check_redrivable(job: Job) -> None:
+    if job.status is not Status.DLQ or job.is_template:
+        raise TransitionRefused(job, "retry")
+
+
+# --- execution records (one per attempt, `<jobId>:<n>`) -------------------------------------------------
+
+
+def attempt_started(job: Job, worker: str, now: datetime) -> Fields:
+    """The record an executor inserts to own attempt `job.next_attempt` (the id is added by the store)."""
+    return {
+        "jobId": job.id,
+        "attempt": job.next_attempt,
+        "worker": worker,
+        "startedAt": now,
+        "outcome": Outcome.RUNNING.value,
+    }
+
+
+def attempt_cancelled(job: Job, now: datetime) -> Fields:
+    """The record a cancellation inserts so that no executor can start attempt `job.next_attempt`."""
+    return {"jobId": job.id, "attempt": job.next_attempt, "outcome": Outcome.CANCELLED.value, "finishedAt": now}
+
+
+def attempt_result(outcome: Outcome, error: str | None, at: datetime, started: datetime | None) -> Fields:
+    """The fields that complete an attempt's record with its one outcome."""
+    record: Fields = {"outcome": outcome.value, "finishedAt": at, "error": error}
+    if started is not None:
+        record["durationMs"] = round((at - started).total_seconds() * 1000, 3)
+    return record

@@ -1,0 +1,161 @@
+"""The JobStore contract's fixtures: every test runs once per implementation.
+
+`store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database
+(FerretDB here; marked `integration`, so `pytest -m "not integration"` runs the SQLite half with no server).
+`harness` adds what a test needs beside the protocol: more store instances on the same data (a second
+process), raw writes that bypass the store (what a non-atomic server can do), injected failures, and a store
+whose database cannot be reached.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bson import ObjectId
+from pymongo.database import Database
+from pymongo.errors import AutoReconnect
+
+from shared.model import Status
+from shared.store import sqlite as sqlite_module
+from shared.store.base import JobStore
+from shared.store.mongo import MongoJobStore
+from shared.store.sqlite import SqliteJobStore
+from tests.support import free_port
+
+BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("mongo", id="mongo", marks=pytest.mark.integration)]
+
+
+class Harness:
+    """One implementation under test, and the means to open, bend and break it."""
+
+    def __init__(self, backend: str, open_store: Callable[[], JobStore]) -> None:
+        self.backend = backend
+        self._open_store = open_store
+        self._opened: list[JobStore] = []
+        self.store = self.open()
+        self.store.ensure_schema()
+
+    def open(self) -> JobStore:
+        """Another store instance on the same data, as a second process would have."""
+        store = self._open_store()
+        self._opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self._opened:
+            store.close()
+
+    def force_status(self, job_id: str, status: Status) -> None:
+        """Overwrite a job's status behind the store's back (what FerretDB's whole-document write-back does)."""
+        raise NotImplementedError
+
+    def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[None]:
+        """While active, the store's next conditional write to a job fails as if the database went away:
+        the write that moves the job after its attempt's ownership (record or outcome) was decided."""
+        raise NotImplementedError
+
+    def unreachable(self) -> JobStore:
+        """A store whose database cannot be used at all."""
+        raise NotImplementedError
+
+
+class SqliteHarness(Harness):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__("sqlite", lambda: SqliteJobStore(path))
+
+    def force_status(self, job_id: str, status: Status) -> None:
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("UPDATE jobs SET status = ? WHERE id = ?", (status.value, job_id))
+        conn.close()
+
+    @contextmanager
+    def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+        real = sqlite_module._update_job
+        calls = {"n": 0}
+
+        def fail_once(*args: Any, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                error = sqlite3.OperationalError("disk I/O error (injected)")
+                error.sqlite_errorcode = sqlite3.SQLITE_IOERR
+                raise error
+            return real(*args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(sqlite_module, "_update_job", fail_once)
+            yield
+        assert calls["n"] >= 1, "the injected failure was never reached"
+
+    def unreachable(self) -> JobStore:
+        store = SqliteJobStore(self.path.parent / "no-such-directory" / "jobs.db")
+        self._opened.append(store)
+        return store
+
+
+class MongoHarness(Harness):
+    def __init__(self, uri: str, db: Database[dict[str, object]]) -> None:
+        self.db = db
+        super().__init__("mongo", lambda: MongoJobStore.connect(uri, db.name))
+
+    def force_status(self, job_id: str, status: Status) -> None:
+        self.db["jobs"].update_one({"_id": ObjectId(job_id)}, {"$set": {"status": status.value}})
+
+    @contextmanager
+    def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+        store = self.store
+        assert isinstance(store, MongoJobStore)
+        jobs = store._jobs
+        calls = {"n": 0}
+
+        class FailingJobs:
+            """The jobs collection, except that the first find_one_and_update loses the connection."""
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(jobs, name)
+
+            def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+                calls["n"] += 1
+                if calls["n"] == 1:
+                    raise AutoReconnect("connection lost (injected)")
+                return jobs.find_one_and_update(*args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "_jobs", FailingJobs())
+            yield
+        assert calls["n"] >= 1, "the injected failure was never reached"
+
+    def unreachable(self) -> JobStore:
+        store = MongoJobStore.connect(f"mongodb://127.0.0.1:{free_port()}/?directConnection=true", "x", timeout_ms=300)
+        self._opened.append(store)
+        return store
+
+
+@pytest.fixture(params=BACKENDS)
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    made: Harness
+    if request.param == "sqlite":
+        made = SqliteHarness(tmp_path / "jobs.db")
+    else:
+        # Only the mongo half asks for the servers (started by the session fixtures when MONGO_URI is unset).
+        made = MongoHarness(request.getfixturevalue("mongo_uri"), request.getfixturevalue("mongo_db"))
+    yield made
+    made.close_all()
+
+
+@pytest.fixture
+def mongo_harness(mongo_uri: str, mongo_db: Database[dict[str, object]]) -> Iterator[Harness]:
+    """Only MongoJobStore, for behaviour that cannot arise on SQLite (non-atomic write-backs)."""
+    made = MongoHarness(mongo_uri, mongo_db)
+    yield made
+    made.close_all()
+
+
+@pytest.fixture
+def store(harness: Harness) -> JobStore:
+    return harness.store
