@@ -13,13 +13,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import signal
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 import uvicorn
-from shared.store.sqlite import SqliteJobStore
 
 from services.api.app import create_app
 from services.executor.runner import Executor
@@ -34,6 +35,7 @@ from shared.handlers import registry
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
+from shared.store.sqlite import SqliteJobStore
 
 log = logging.getLogger("jobsched.dev")
 DEFAULT_DB = "jobsched.db"
@@ -123,8 +125,16 @@ def main() -> None:
             create_app(store), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
         )
     )
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        # uvicorn takes these over while serving and, once stopped, re-raises the signal to the handler that
+        # was there before: this one, so the process finishes the shutdown below instead of dying mid-way.
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
-        server.run()  # returns on Ctrl-C / SIGTERM (uvicorn handles both)
+        server.run()  # returns on Ctrl-C / SIGTERM
     finally:
         log.info("shutting down: finishing in-flight jobs", extra={"action": "dev_stopping"})
         scheduler.request_stop()

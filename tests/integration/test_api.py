@@ -11,7 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
-from shared.model import MAX_PAYLOAD_BYTES, Status
+from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
+from shared.store.base import AttemptResult, JobStore
 from shared.store.mongo import MongoJobStore
 from tests.support import wait_until
 
@@ -83,16 +84,16 @@ def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
     assert "test-job-1" in response.json()["error"]
 
 
-def test_32_concurrent_creates_with_one_key_give_exactly_one_201(mongo_store: MongoJobStore) -> None:
+def test_32_concurrent_creates_with_one_key_give_exactly_one_201(api_store: JobStore) -> None:
     async def create_32() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=create_app(mongo_store))
+        transport = httpx.ASGITransport(app=create_app(api_store))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             return await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
 
     responses = asyncio.run(create_32())
     codes = sorted(r.status_code for r in responses)
     assert codes == [201] + [409] * 31
-    assert len(mongo_store.list_for_tenant("tenant-a", None, 100)) == 1
+    assert len(api_store.list_for_tenant("tenant-a", None, 100)) == 1
 
 
 def test_recurring_cron_template_gets_its_first_fire_time(api: TestClient) -> None:
@@ -201,7 +202,7 @@ def test_list_is_newest_first_filtered_and_limited(api: TestClient) -> None:
     assert api.get("/jobs", params={"tenantId": "tenant-a", "status": "dlq"}).json() == []
 
 
-def test_list_limit_caps_at_5000(api: TestClient, mongo_store: MongoJobStore) -> None:
+def test_list_limit_caps_at_5000() -> None:
     from services.api.app import list_limit
 
     assert list_limit("5001") == 5000
@@ -230,19 +231,28 @@ def test_cancel_pending_then_again_is_409(api: TestClient) -> None:
     assert api.delete("/jobs/xyz").status_code == 400
 
 
-def test_cancel_queued_job_and_refuse_started_or_finished(
-    api: TestClient, mongo_store: MongoJobStore, mongo_db: Any
-) -> None:
+def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_store: JobStore) -> None:
     job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z")).json()
-    [claimed] = mongo_store.claim_due(datetime.now(UTC), 10, {"log-message"})
+    [claimed] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
     assert claimed.status is Status.QUEUED
     assert api.delete(f"/jobs/{job['id']}").json()["status"] == "cancelled"
-    for status in ("running", "completed", "dlq"):
-        other = api.post("/jobs", json=job_body(idempotencyKey=f"k-{status}")).json()
-        from bson import ObjectId
 
-        mongo_db["jobs"].update_one({"_id": ObjectId(other["id"])}, {"$set": {"status": status}})
-        refused = api.delete(f"/jobs/{other['id']}")
+    def started(key: str, max_attempts: int = 3) -> Job:
+        api.post(
+            "/jobs", json=job_body(idempotencyKey=key, scheduledAt="2020-01-01T00:00:00Z", maxAttempts=max_attempts)
+        )
+        [queued] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
+        lease = datetime.now(UTC) + timedelta(minutes=5)
+        return api_store.mark_running(api_store.begin_attempt(queued, "w", lease))
+
+    now = datetime.now(UTC)
+    running = started("k-running")
+    completed = started("k-completed")
+    api_store.finish_attempt(completed, AttemptResult(Outcome.SUCCEEDED, startedAt=now, finishedAt=now))
+    dead = started("k-dlq", max_attempts=1)
+    api_store.finish_attempt(dead, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
+    for job_in, status in ((running, "running"), (completed, "completed"), (dead, "dlq")):
+        refused = api.delete(f"/jobs/{job_in.id}")
         assert refused.status_code == 409
         assert status in refused.json()["error"]
 
