@@ -1,28 +1,34 @@
-# The same commands run locally and in CI (.ci/run calls `make test`).
+# The same commands run locally and in CI (.ci/run calls `make lint` and `make test`).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 SERVERS := deployments/local/servers.sh
+STACK := deployments/local/stack.sh
 PYTEST_ARGS ?=
 
-.PHONY: help install test test-unit lint servers-up servers-down
+.PHONY: help install dev test test-fast lint servers-up servers-down up down
 
 help:
-	@echo "make install      create .venv with the locked dependencies (uv)"
+	@echo "make dev          the whole product in one process (SQLite, no server needed) on 127.0.0.1:8080"
 	@echo "make test         install, start etcd + Kafka + FerretDB, run every test tier, stop the servers"
-	@echo "make test-unit    the fast tier only: no server needed"
-	@echo "make lint         ruff and mypy"
-	@echo "make servers-up / servers-down   the local real servers, for running pytest by hand"
+	@echo "make test-fast    the tests that need no server (unit, and the embedded half of the contract suites)"
+	@echo "make lint         ruff and mypy (strict)"
+	@echo "make up / down    the distributed stack as real processes (servers, API, 2 schedulers, executors, reaper)"
+	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB, for running pytest by hand"
+	@echo "make install      create .venv with the locked dependencies (uv)"
 
 install:
 	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
 	uv sync --frozen
 
+dev: install
+	.venv/bin/jobsched dev
+
 test: install
 	@bash $(SERVERS) start || { bash $(SERVERS) stop; exit 1; }; eval "$$(bash $(SERVERS) env)"; \
 	  .venv/bin/pytest $(PYTEST_ARGS); status=$$?; bash $(SERVERS) stop; exit $$status
 
-test-unit: install
-	.venv/bin/pytest -m unit $(PYTEST_ARGS)
+test-fast: install
+	.venv/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 lint: install
 	.venv/bin/ruff check .
@@ -35,9 +41,6 @@ servers-up:
 
 servers-down:
 	bash $(SERVERS) stop
-
-.PHONY: up down
-STACK := deployments/local/stack.sh
 
 up: install
 	bash $(STACK) up

@@ -226,7 +226,7 @@ class MongoJobStore:
             try:
                 self._executions.insert_one(record)
             except DuplicateKeyError as exc:
-                self._restore_cancellation(job, attempt)
+                self._heal_from_ledger(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
@@ -241,14 +241,21 @@ class MongoJobStore:
             raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
         return _to_job(doc)
 
-    def _restore_cancellation(self, job: Job, attempt: int) -> None:
-        """A cancel took this attempt first; if a racing write-back hid that, make the status say so."""
+    def _heal_from_ledger(self, job: Job, attempt: int) -> None:
+        """The attempt record says this attempt is already taken. If the job document disagrees because a
+        non-atomic write-back on a Mongo-compatible server put back an older state, the ledger wins: a
+        cancelled attempt makes the job cancelled again, a decided one re-applies its outcome. Without this
+        the job would be re-dispatched and refused forever. (On MongoDB proper this finds nothing to fix.)"""
         record = self._executions.find_one({"_id": attempt_record_id(job.id, attempt)})
-        if record and record.get("outcome") == Outcome.CANCELLED.value:
+        if record is None:
+            return
+        if record.get("outcome") == Outcome.CANCELLED.value:
             self._jobs.update_one(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
                 _update(transitions.cancelled(utc_now())),
             )
+        elif self._outcomes.find_one({"_id": attempt_record_id(job.id, attempt)}) is not None:
+            self._close_attempt(job, Outcome.LOST, None, utc_now(), None)  # re-applies the decided outcome
 
     def mark_running(self, job: Job) -> Job:
         with _translate_errors():

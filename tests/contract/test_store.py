@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 from bson import ObjectId
+from pymongo.database import Database
 
 from shared.backoff import retry_delay
 from shared.model import TERMINAL, Job, Outcome, Status, run_key, utc_now
@@ -969,6 +970,25 @@ def test_an_attempt_hidden_by_a_write_back_is_still_recovered(mongo_harness: Har
     with pytest.raises(AttemptTaken):
         harness.store.mark_running(claimed)
     assert drive_to_the_end(harness.store, job).status is Status.COMPLETED
+
+
+@pytest.mark.integration
+def test_a_finished_attempt_undone_by_a_write_back_is_healed_from_the_ledger(
+    mongo_harness: Harness, mongo_db: Database[dict[str, object]]
+) -> None:
+    """Seen in the chaos test on FerretDB: the reaper's re-pend (update_many) read the job while it was queued
+    and wrote it back after the executor had completed attempt 1, so the job was queued at attempts 0 again.
+    Every new delivery finds attempt 1 taken; the decided outcome in the ledger must be re-applied."""
+    store = mongo_harness.store
+    job = running(store)
+    assert store.finish_attempt(job, result(Outcome.SUCCEEDED)) is not None
+    mongo_db["jobs"].update_one({"_id": ObjectId(job.id)}, {"$set": {"status": "queued"}})  # the stale write-back
+    stale = reload(store, job)
+    assert (stale.status, stale.attempts) == (Status.QUEUED, 0)
+    with pytest.raises(AttemptTaken):
+        store.begin_attempt(stale, "w2", utc_now() + LEASE)
+    assert reload(store, job).status is Status.COMPLETED
+    assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.SUCCEEDED]
 
 
 # --- SQLite specifics the protocol leaves open ----------------------------------------------------------

@@ -71,6 +71,7 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
     return bad
 
 
+@pytest.mark.timeout(DRAIN_BOUND_S + 180)
 def test_nothing_is_lost_when_everything_crashes(
     launch: Launch,
     mongo_store: MongoJobStore,
