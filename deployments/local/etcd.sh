@@ -171,13 +171,4 @@ cmd_clean() {
 
 cmd_env() { echo "export ETCD_ENDPOINTS=$ETCD_HOST:$ETCD_PORT"; }
 
-[ $# -eq 1 ] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  clean) cmd_clean ;;
-  env) cmd_env ;;
-  *) usage ;;
-esac
+run_command "$@"

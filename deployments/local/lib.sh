@@ -82,3 +82,12 @@ stop_bg() {
 
 # tcp_open HOST PORT: true when something accepts connections there.
 tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# run_command VERB: the standard server verbs call the script's cmd_<verb>; anything else prints its usage.
+run_command() {
+  [ $# -eq 1 ] || usage
+  case "$1" in
+    install | start | stop | status | clean | env) "cmd_$1" ;;
+    *) usage ;;
+  esac
+}

@@ -132,13 +132,4 @@ cmd_clean() {
 
 cmd_env() { echo "export PROMETHEUS_URL=$PROM_URL"; }
 
-[ $# -eq 1 ] || usage
-case "$1" in
-  install) cmd_install ;;
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  clean) cmd_clean ;;
-  env) cmd_env ;;
-  *) usage ;;
-esac
+run_command "$@"

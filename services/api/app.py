@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -92,12 +92,10 @@ def create_app(store: JobStore) -> Starlette:
         return JSONResponse(job.to_wire(), status_code=201)
 
     async def get_job(request: Request) -> Response:
-        job_id = request.path_params["job_id"]
-        if not _valid_id(job_id):
-            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+        job_id = path_job_id(request)
         job = await run_in_threadpool(store.get, job_id)
         if job is None:
-            return error(404, f"job {job_id} not found")
+            raise JobNotFound(job_id)
         return JSONResponse(job.to_wire())
 
     async def list_jobs(request: Request) -> Response:
@@ -113,38 +111,19 @@ def create_app(store: JobStore) -> Starlette:
         return JSONResponse([j.to_wire() for j in jobs])
 
     async def cancel_job(request: Request) -> Response:
-        job_id = request.path_params["job_id"]
-        if not _valid_id(job_id):
-            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
-        try:
-            job = await run_in_threadpool(store.cancel, job_id)
-        except JobNotFound as exc:
-            return error(404, str(exc))
-        except TransitionRefused as exc:
-            return error(409, str(exc))
+        job = await run_in_threadpool(store.cancel, path_job_id(request))
         log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire())
 
     async def list_executions(request: Request) -> Response:
-        job_id = request.path_params["job_id"]
-        if not _valid_id(job_id):
-            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
-        job = await run_in_threadpool(store.get, job_id)
-        if job is None:
-            return error(404, f"job {job_id} not found")
+        job_id = path_job_id(request)
+        if await run_in_threadpool(store.get, job_id) is None:
+            raise JobNotFound(job_id)
         executions = await run_in_threadpool(store.list_executions, job_id)
         return JSONResponse([e.to_wire() for e in executions])
 
     async def retry_job(request: Request) -> Response:
-        job_id = request.path_params["job_id"]
-        if not _valid_id(job_id):
-            return error(400, f"malformed job id {job_id!r}: expected 24 hex characters")
-        try:
-            job = await run_in_threadpool(store.redrive, job_id)
-        except JobNotFound as exc:
-            return error(404, str(exc))
-        except TransitionRefused as exc:
-            return error(409, f"{exc}; only dlq jobs can be retried")
+        job = await run_in_threadpool(store.redrive, path_job_id(request))
         log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire())
 
@@ -185,6 +164,8 @@ def create_app(store: JobStore) -> Starlette:
     ]
     handlers: dict[Any, Callable[..., Any]] = {
         HTTPException: _http_error,
+        JobNotFound: _status_error(404),
+        TransitionRefused: _status_error(409),
         StoreUnavailable: _store_unavailable,
         Exception: _unexpected,
     }
@@ -226,8 +207,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _valid_id(job_id: str) -> bool:
-    return len(job_id) == 24 and all(c in "0123456789abcdefABCDEF" for c in job_id)
+def path_job_id(request: Request) -> str:
+    """The `{job_id}` of the path; a malformed one is a 400 (the reference: 24 hex characters)."""
+    job_id: str = request.path_params["job_id"]
+    if len(job_id) != 24 or any(c not in "0123456789abcdefABCDEF" for c in job_id):
+        raise HTTPException(400, f"malformed job id {job_id!r}: expected 24 hex characters")
+    return job_id
+
+
+def _status_error(status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """A store error that maps to one status; its message is already written for the client."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        return error(status, str(exc))
+
+    return handle
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

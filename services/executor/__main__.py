@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
-from types import FrameType
 
 from confluent_kafka import KafkaException
 
@@ -20,7 +18,7 @@ from shared.config import Settings
 from shared.handlers import registry
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
-from shared.store.mongo import MongoJobStore
+from shared.runtime import connect_bus, connect_store, on_termination
 
 log = logging.getLogger("jobsched.executor")
 
@@ -40,12 +38,8 @@ def main() -> None:
     settings = Settings.from_env()
     configure_logging(f"executor-{args.job_type}", settings.log_level)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    store = MongoJobStore.connect(
-        settings.mongo_uri, settings.mongo_db, timeout_ms=int(settings.mongo_timeout.total_seconds() * 1000)
-    )
-    bus = KafkaBus(
-        settings.kafka_brokers, partitions=settings.kafka_partitions, topic_prefix=settings.kafka_topic_prefix
-    )
+    store = connect_store(settings)
+    bus = connect_bus(settings)
     worker = Worker(
         store,
         bus,
@@ -57,11 +51,7 @@ def main() -> None:
     )
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    on_termination(stop.set)
     serve_metrics(settings.metrics_port)
     ensure_topic(bus, args.job_type, stop)  # before subscribing: a missing topic is only re-checked slowly
     executor = Executor(
