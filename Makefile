@@ -24,10 +24,12 @@ dev: install
 	.venv/bin/jobsched dev
 
 test: install
+	@bash deployments/local/test-tools.sh
 	@bash $(SERVERS) start || { bash $(SERVERS) stop; exit 1; }; eval "$$(bash $(SERVERS) env)"; \
 	  .venv/bin/pytest $(PYTEST_ARGS); status=$$?; bash $(SERVERS) stop; exit $$status
 
 test-fast: install
+	@bash deployments/local/test-tools.sh
 	.venv/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 lint: install
