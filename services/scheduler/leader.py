@@ -41,7 +41,12 @@ class Scheduler:
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                term = self._elector.campaign(self.stop)
+                try:
+                    term = self._elector.campaign(self.stop)
+                except Exception as exc:  # an election backend bug must not end the process: try again
+                    log.exception("campaign failed", extra={"action": "campaign_error", "error": repr(exc)})
+                    self.stop.wait(1.0)
+                    continue
                 if term is None:
                     break
                 self._term = term

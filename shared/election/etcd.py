@@ -23,6 +23,9 @@ from etcd3.exceptions import Etcd3Exception, WatchTimedOut
 from shared.election.base import Term
 
 log = logging.getLogger("jobsched.election")
+# etcd3 0.12 raises its own exceptions for most failures but lets raw gRPC errors through in some paths
+# (revoking an expired lease, a stream cut by a restarting server).
+ETCD_ERRORS = (Etcd3Exception, grpc.RpcError)
 RETRY_S = 1.0
 
 
@@ -105,7 +108,7 @@ class EtcdElector:
         while not stop.is_set():
             try:
                 term = self._try_once()
-            except Etcd3Exception as exc:
+            except ETCD_ERRORS as exc:
                 log.warning("etcd unavailable", extra={"action": "election_error", "error": repr(exc)})
                 self._next_endpoint()
                 stop.wait(RETRY_S)
@@ -142,7 +145,9 @@ class EtcdElector:
             self._client.watch_once(self._key, timeout=min(self._ttl_s, 5))
         except WatchTimedOut:
             pass  # re-check: a delete may have happened before the watch started
-        except Etcd3Exception:
+        except (*ETCD_ERRORS, AttributeError):
+            # AttributeError: etcd3 0.12's watch_once reads `.events` off the gRPC error it received when the
+            # server went away. Whatever failed, wait a moment and campaign again.
             stop.wait(RETRY_S)
 
     def _keep_alive(self, term: Term, lease: Any) -> None:
@@ -152,7 +157,7 @@ class EtcdElector:
             try:
                 responses = lease.refresh()
                 ttl = responses[0].TTL if responses else 0
-            except Etcd3Exception as exc:
+            except ETCD_ERRORS as exc:
                 if time.monotonic() >= term.trusted_until:
                     self._lose(term, f"renewal failing past the trust window: {exc!r}")
                     return
@@ -181,7 +186,7 @@ class EtcdElector:
             )
             lease.revoke()
             log.info("resigned", extra={"action": "leader_resigned", "term": term.token})
-        except (Etcd3Exception, grpc.RpcError) as exc:  # revoking an expired lease raises a raw RpcError
+        except ETCD_ERRORS as exc:
             log.warning("resign failed; the lease will expire", extra={"action": "resign_error", "error": repr(exc)})
 
     def close(self) -> None:

@@ -1,0 +1,239 @@
+"""What every benchmark scenario shares: the scenario record, the JSON envelope, the machine and store
+descriptions, and seeding jobs straight into a MongoDB-compatible store.
+
+A scenario's result is `{"scenario", "jobsched": {figures}, "baseline": {figures}, "ratio", "machine",
+"store", ...}`; `ratio` > 1 always means jobsched is better (jobsched ÷ baseline for rates, baseline ÷
+jobsched for latencies), and `targets` (where a scenario has any) says which goals were met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import MongoClient
+
+from shared.model import Status, utc_now
+from shared.store.base import NewJob
+from shared.store.mongo import MongoJobStore
+from shared.store.sqlite import SqliteJobStore
+from shared.store.transitions import KIND_RUN
+
+Figures = dict[str, Any]
+REFERENCE_BATCH = 20
+REFERENCE_TICK_S = 0.5
+# The reference setting of every pipeline scenario: one findOneAndUpdate per job, 20 per 500 ms tick, one
+# handler at a time.
+REFERENCE_ENV = {"CLAIM_MODE": "single", "CLAIM_BATCH": "20", "SCHEDULER_TICK": "500ms", "EXECUTOR_CONCURRENCY": "1"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict[str, Any]]
+
+
+@dataclass
+class Run:
+    label: str
+    jobs: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds if self.seconds else 0.0
+
+    def figures(self) -> Figures:
+        return {
+            "jobs_per_s": round(self.rate, 1),
+            "jobs": self.jobs,
+            "seconds": round(self.seconds, 2),
+            "setting": self.label,
+        }
+
+
+def ratio(better_when_higher: bool, ours: float, baseline: float) -> float:
+    """jobsched ÷ baseline for a rate, baseline ÷ jobsched for a latency: > 1 means jobsched is better."""
+    top, bottom = (ours, baseline) if better_when_higher else (baseline, ours)
+    if math.isnan(top) or math.isnan(bottom):
+        return math.nan
+    if bottom <= 0:
+        return math.inf if top > 0 else math.nan
+    return round(top / bottom, 2)
+
+
+def target(description: str, value: float, met: bool) -> Figures:
+    return {"target": description, "value": value, "met": met}
+
+
+def envelope(
+    scenario: str, ours: Figures, baseline: Figures, ratio_value: float, store: str, **extra: Any
+) -> dict[str, Any]:
+    """The JSON every scenario writes (stable keys first, scenario-specific ones after)."""
+    return {
+        "scenario": scenario,
+        "jobsched": ours,
+        "baseline": baseline,
+        "ratio": ratio_value,
+        "machine": machine(),
+        "store": store,
+        **extra,
+        "measuredAt": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def report(
+    scenario: str, args: argparse.Namespace, ours: Run, reference: Run, store: str | None = None
+) -> dict[str, Any]:
+    """Print and package two throughput runs (jobs/s, higher is better)."""
+    value = ratio(True, ours.rate, reference.rate)
+    for run in (ours, reference):
+        print(f"{run.label:<60} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
+    print(f"ratio (jobsched / baseline): {value:.1f}x")
+    return envelope(
+        scenario,
+        ours.figures(),
+        reference.figures(),
+        value,
+        store or store_kind(os.environ["MONGO_URI"]),
+        backlog=args.jobs,
+    )
+
+
+def machine() -> dict[str, Any]:
+    load1, load5, load15 = os.getloadavg()
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg": [round(load1, 2), round(load5, 2), round(load15, 2)],
+    }
+
+
+def store_kind(uri: str) -> str:
+    """`ferretdb-postgresql`, `ferretdb-sqlite` or `mongodb`. FerretDB names its backend nowhere but in the
+    query plans it returns: PostgreSQL's EXPLAIN has a `Plan` tree."""
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=5000)
+    probe = unique_name("probe")
+    try:
+        if "ferretdbVersion" not in client.admin.command("buildInfo"):
+            return "mongodb"
+        client[probe]["c"].insert_one({"a": 1})  # a plan needs a collection that exists
+        plan = client[probe].command("explain", {"find": "c", "filter": {"a": 1}})
+        client.drop_database(probe)
+    finally:
+        client.close()
+    return "ferretdb-postgresql" if "Plan" in plan.get("queryPlanner", {}) else "ferretdb-sqlite"
+
+
+def job_document(key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop") -> dict[str, Any]:
+    """A pending one-off noop job as the store keeps it (what the API would have inserted)."""
+    return {
+        "idempotencyKey": key,
+        "tenantId": f"tenant-{n % 7}",
+        "jobType": job_type,
+        "payload": {},
+        "priority": n % 5,
+        "status": Status.PENDING.value,
+        "kind": KIND_RUN,
+        "attempts": 0,
+        "maxAttempts": 3,
+        "scheduledAt": scheduled_at,
+        "createdAt": now,
+        "updatedAt": now,
+    }
+
+
+def seed_jobs(
+    uri: str,
+    database: str,
+    count: int,
+    scheduled_at: Callable[[int], datetime],
+    *,
+    key_prefix: str = "bench",
+    job_type: str = "noop",
+    chunk: int = 1000,
+    before_chunk: Callable[[datetime], None] | None = None,
+) -> None:
+    """Insert `count` pending jobs, job n scheduled at `scheduled_at(n)`, in chunks of `chunk` (in n order).
+    `before_chunk(first scheduledAt of the chunk)` runs before each chunk is inserted."""
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True)
+    now = utc_now()
+    jobs = client[database]["jobs"]
+    try:
+        for start in range(0, count, chunk):
+            if before_chunk is not None:
+                before_chunk(scheduled_at(start))
+            docs = [
+                job_document(f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
+                for i in range(start, min(start + chunk, count))
+            ]
+            jobs.insert_many(docs, ordered=False)
+    finally:
+        client.close()
+
+
+def seed_due_jobs(uri: str, database: str, count: int, job_type: str = "noop") -> None:
+    """`count` jobs all due, the oldest first (job n due count-n seconds ago)."""
+    now = utc_now()
+    seed_jobs(uri, database, count, lambda n: now - timedelta(seconds=count - n), job_type=job_type)
+
+
+def seed_sqlite(
+    path: str | os.PathLike[str], count: int, scheduled_at: Callable[[int], datetime], key_prefix: str
+) -> None:
+    """Insert `count` pending noop jobs into the SQLite store at `path` through SqliteJobStore.create."""
+    store = SqliteJobStore(path, durable=False)
+    try:
+        store.ensure_schema()
+        for n in range(count):
+            store.create(
+                NewJob(
+                    idempotencyKey=f"{key_prefix}-{n}",
+                    tenantId=f"tenant-{n % 7}",
+                    jobType="noop",
+                    scheduledAt=scheduled_at(n),
+                    priority=n % 5,
+                )
+            )
+    finally:
+        store.close()
+
+
+def setting_label(env: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in env.items()) or "defaults"
+
+
+def unique_name(prefix: str = "bench") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def drop_database(uri: str, name: str) -> None:
+    client: MongoClient[dict[str, Any]] = MongoClient(uri)
+    try:
+        client.drop_database(name)
+    finally:
+        client.close()
+
+
+@contextmanager
+def scratch_database(uri: str) -> Iterator[str]:
+    """A fresh database with jobsched's schema, dropped afterwards: its name."""
+    name = unique_name()
+    store = MongoJobStore.connect(uri, name)
+    try:
+        store.ensure_schema()
+        yield name
+    finally:
+        store.close()
+        drop_database(uri, name)

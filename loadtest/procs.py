@@ -1,0 +1,159 @@
+"""Product processes for the benchmarks: start `python -m services.<name>` with an environment, read its
+Prometheus metrics, stop it, and the scheduler + noop-executor pipeline on a MongoDB database.
+
+Each process logs to a file under a temporary folder (kept when the process died early, so its tail can be
+shown); the benchmark keeps the Popen handle and stops only what it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+from pymongo import MongoClient
+
+from loadtest.benchkit import Run, setting_label
+from shared.model import Status
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = Path(tempfile.gettempdir()) / "jobsched-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+class Service:
+    """One product process. `metric()` reads its /metrics (None while it does not answer)."""
+
+    def __init__(self, module: str, env: dict[str, str], *args: str, name: str | None = None) -> None:
+        self.name = name or module
+        self.metrics_port = free_port()
+        LOG_DIR.mkdir(exist_ok=True)
+        self.log_path = LOG_DIR / f"{self.name}-{uuid.uuid4().hex[:6]}.log"
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", f"services.{module}", *args],
+                env={**os.environ, "LOG_LEVEL": "WARNING", **env, "METRICS_PORT": str(self.metrics_port)},
+                cwd=REPO_ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+
+    def metric(self, name: str) -> float | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            self.check_alive()
+            return None
+        found = [s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name]
+        return sum(found)
+
+    def check_alive(self) -> None:
+        code = self.process.poll()
+        if code is not None:
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} exited with {code}; its log ({self.log_path}) ends:\n{tail}")
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def stop(self, timeout_s: float = 60) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        if self.process.returncode in (0, -signal.SIGTERM, -signal.SIGKILL):
+            self.log_path.unlink(missing_ok=True)
+
+
+@contextmanager
+def running(*services: Callable[[], Service]) -> Iterator[list[Service]]:
+    """Start the services (in order) and stop every one started, whatever happens."""
+    with ExitStack() as stack:
+        started = []
+        for make in services:
+            service = make()
+            stack.callback(service.stop)
+            started.append(service)
+        yield started
+
+
+def pipeline_env(uri: str, brokers: str, database: str, env: dict[str, str]) -> dict[str, str]:
+    """The environment of product processes isolated to `database`, fresh topics and election key."""
+    return {
+        "MONGO_URI": uri,
+        "MONGO_DB": database,
+        "KAFKA_BROKERS": brokers,
+        "KAFKA_TOPIC_PREFIX": f"bench-{uuid.uuid4().hex[:8]}-",
+        "ELECTION_KEY": f"/bench/{database}",
+        **env,
+    }
+
+
+def count_until(count: Callable[[], int], target: int, started: float, time_box_s: float | None) -> tuple[int, float]:
+    """Poll `count()` until it reaches `target` or the time box (from `started`) ends: (count, seconds)."""
+    deadline = started + time_box_s if time_box_s else float("inf")
+    while (done := count()) < target and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return done, time.monotonic() - started
+
+
+@contextmanager
+def pipeline(uri: str, brokers: str, database: str, env: dict[str, str]) -> Iterator[Callable[[], int]]:
+    """A scheduler and a noop executor as processes on `database`; yields a function that counts the completed
+    jobs (and fails if either process died)."""
+    common = pipeline_env(uri, brokers, database, env)
+    client: MongoClient[dict[str, object]] = MongoClient(uri)
+    jobs = client[database]["jobs"]
+    try:
+        with running(
+            lambda: Service("scheduler", common),
+            lambda: Service("executor", common, "--type", "noop", name="executor-noop"),
+        ) as services:
+
+            def completed() -> int:
+                for service in services:
+                    service.check_alive()
+                return jobs.count_documents({"status": Status.COMPLETED.value})
+
+            yield completed
+    finally:
+        client.close()
+
+
+def run_pipeline(
+    uri: str, brokers: str, database: str, count: int, env: dict[str, str], time_box_s: float | None
+) -> Run:
+    """The pipeline on `database` (already seeded): time from its start until `count` jobs are completed (or
+    the time box ends)."""
+    started = time.monotonic()
+    with pipeline(uri, brokers, database, env) as completed:
+        done, elapsed = count_until(completed, count, started, time_box_s)
+    return Run(setting_label(env), done, elapsed)

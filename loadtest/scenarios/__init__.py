@@ -1,0 +1,1 @@
+"""One module per `python -m loadtest.bench` scenario; each exposes SCENARIO (loadtest.benchkit.Scenario)."""

@@ -1,0 +1,56 @@
+"""`embedded`: N due noop jobs drained by `python -m services.dev`, the whole product in one process on its
+SQLite store (JOBSCHED_DB in a temporary folder, seeded through SqliteJobStore before the process starts):
+jobs/s from the process start until every job is completed, as configured vs the reference setting
+(CLAIM_MODE=single CLAIM_BATCH=20 SCHEDULER_TICK=500ms EXECUTOR_CONCURRENCY=1), the reference time-boxed."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import tempfile
+import time
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from loadtest.benchkit import REFERENCE_ENV, Run, Scenario, report, seed_sqlite, setting_label
+from loadtest.procs import Service, count_until, free_port, running
+from shared.model import Status, utc_now
+
+
+def count_status(path: Path, status: Status) -> int:
+    """Jobs in `status` in the SQLite file, read on a read-only connection (WAL: never blocks the writer)."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT count(*) FROM jobs WHERE status = ?", (status.value,)).fetchone()
+    return int(row[0])
+
+
+def measure_embedded(count: int, env: dict[str, str], time_box_s: float | None) -> Run:
+    with tempfile.TemporaryDirectory(prefix="jobsched-embedded-") as folder:
+        path = Path(folder) / "jobsched.db"
+        now = utc_now()
+        seed_sqlite(path, count, lambda n: now - timedelta(seconds=count - n), "embedded")
+        started = time.monotonic()
+        dev_env = {"JOBSCHED_DB": str(path), "API_PORT": str(free_port()), **env}
+        with running(lambda: Service("dev", dev_env)) as [dev]:
+
+            def completed() -> int:
+                dev.check_alive()
+                return count_status(path, Status.COMPLETED)
+
+            done, elapsed = count_until(completed, count, started, time_box_s)
+    return Run(setting_label(env), done, elapsed)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=20_000, help="due jobs to drain (default 20000)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    ours = measure_embedded(args.jobs, {}, None)
+    reference = measure_embedded(args.jobs, REFERENCE_ENV, args.reference_seconds)
+    return report("embedded", args, ours, reference, store="sqlite")
+
+
+SCENARIO = Scenario("embedded", "due jobs drained by `jobsched dev` on SQLite (jobs/s)", add_arguments, run)

@@ -1,0 +1,93 @@
+"""`peer`: the drain scenario against APScheduler 3.x as the peer baseline. jobsched: N due noop jobs from
+pending to completed through a scheduler and a noop executor (the `drain` measurement). APScheduler: a
+BackgroundScheduler with a MongoDBJobStore on the same FerretDB (a database unique to the run), N date-trigger
+jobs due now added and persisted (`start(paused=True)`), the default ThreadPoolExecutor (10 workers), a no-op
+function counting its runs; timed from `resume()` until every job has run. misfire_grace_time=None, since
+with the default (1 s) APScheduler skips every job it reaches more than a second late instead of running it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import apscheduler
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.mongodb import MongoDBJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from pymongo import MongoClient
+
+from loadtest.benchkit import Run, Scenario, drop_database, report, unique_name
+from loadtest.procs import count_until
+from loadtest.scenarios.drain import measure_drain
+
+
+class RunCounter:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def increment(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+RAN = RunCounter()
+
+
+def noop() -> None:
+    """The peer's job (APScheduler stores it by reference, `loadtest.scenarios.peer:noop`)."""
+    RAN.increment()
+
+
+def measure_apscheduler(uri: str, count: int, time_box_s: float) -> tuple[Run, float]:
+    """The run, and the seconds APScheduler took to persist the jobs (not part of the run)."""
+    database = unique_name("peer")
+    client: MongoClient[dict[str, Any]] = MongoClient(uri)  # closed by the job store's shutdown
+    scheduler = BackgroundScheduler(
+        jobstores={"default": MongoDBJobStore(database=database, client=client)},
+        executors={"default": ThreadPoolExecutor()},
+        job_defaults={"misfire_grace_time": None},
+        timezone=UTC,
+    )
+    RAN.value = 0
+    now = datetime.now(UTC)
+    try:
+        for n in range(count):
+            scheduler.add_job(noop, "date", run_date=now, id=f"peer-{n}")
+        persisting = time.monotonic()
+        scheduler.start(paused=True)
+        persisted_s = time.monotonic() - persisting
+        started = time.monotonic()
+        scheduler.resume()
+        done, elapsed = count_until(lambda: RAN.value, count, started, time_box_s)
+    finally:
+        if scheduler.running:
+            scheduler.pause()  # no more store reads: shutdown closes the client under the scheduler's thread
+            scheduler.shutdown(wait=True)
+        drop_database(uri, database)
+    label = f"APScheduler {apscheduler.__version__}: MongoDBJobStore, ThreadPoolExecutor(10)"
+    return Run(label, done, elapsed), persisted_s
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=20_000, help="due jobs (default 20000)")
+    parser.add_argument("--batch", type=int, default=500, help="jobsched claim batch (default 500)")
+    parser.add_argument("--peer-seconds", type=float, default=600.0, help="time box of the APScheduler run")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    ours = measure_drain(uri, brokers, args.jobs, {"CLAIM_BATCH": str(args.batch)}, None)
+    peer, persisted_s = measure_apscheduler(uri, args.jobs, args.peer_seconds)
+    print(f"(APScheduler persisted the {args.jobs} jobs in {persisted_s:.2f}s before the run)")
+    result = report("peer", args, ours, peer)
+    result["baseline"]["persist_seconds"] = round(persisted_s, 2)
+    result["peer_store"] = "apscheduler MongoDBJobStore on the same server"
+    return result
+
+
+SCENARIO = Scenario("peer", "drain throughput vs APScheduler 3.x on the same FerretDB (jobs/s)", add_arguments, run)

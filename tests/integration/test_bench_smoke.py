@@ -1,0 +1,84 @@
+"""Every `python -m loadtest.bench` scenario once, at a tiny size, against the real servers: it runs to the end
+and writes the JSON with the stable keys and positive figures. (The numbers at this size mean nothing.)"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadtest.bench import SCENARIOS, main
+
+TINY: dict[str, list[str]] = {
+    "dispatch": ["--jobs", "200", "--reference-seconds", "1"],
+    "drain": ["--jobs", "100", "--reference-seconds", "3"],
+    "embedded": ["--jobs", "200", "--reference-seconds", "2"],
+    "lateness": ["--rate", "20", "--window", "2", "--settle", "1"],
+    "api": ["--clients", "4", "--duration", "0.5", "--rate", "40", "--open-duration", "1"],
+    "failover": ["--repeat", "1", "--lease-ttl", "2"],
+    "peer": ["--jobs", "100"],
+    "backlog": ["--sizes", "50,200", "--due", "20", "--repeat", "2", "--singles", "3"],
+}
+# The figures that must be measured (> 0) in each scenario's JSON, as paths.
+HEADLINES: dict[str, list[str]] = {
+    "dispatch": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "drain": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "embedded": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "lateness": ["jobsched.lateness_ms.p99", "baseline.lateness_ms.p99", "jobsched.started"],
+    "api": ["jobsched.requests_per_s", "baseline.requests_per_s", "jobsched.open_loop.ack_ms.p99"],
+    "failover": ["jobsched.kill9_s.p50", "jobsched.sigterm_s.p50", "baseline.kill9_s"],
+    "peer": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "backlog": ["jobsched.claim_due_ms.200", "baseline.claim_next_ms.200", "jobsched.sqlite.claim_due_ms.200"],
+}
+STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
+STORES = {"ferretdb-sqlite", "ferretdb-postgresql", "mongodb", "sqlite"}
+
+
+@pytest.fixture
+def servers(mongo_uri: str, kafka_brokers: str, etcd_endpoints: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONGO_URI", mongo_uri)
+    monkeypatch.setenv("KAFKA_BROKERS", kafka_brokers)
+    monkeypatch.setenv("ETCD_ENDPOINTS", etcd_endpoints)
+
+
+def numbers(value: Any, path: str = "") -> Iterator[tuple[str, float]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from numbers(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            yield from numbers(item, f"{path}[{n}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield path, float(value)
+
+
+def at(result: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        result = result[key]
+    return result
+
+
+def test_every_scenario_has_a_smoke_run() -> None:
+    assert set(TINY) == set(SCENARIOS) == set(HEADLINES)
+
+
+@pytest.mark.usefixtures("servers")
+@pytest.mark.parametrize("scenario", sorted(TINY))
+def test_scenario_runs_and_writes_its_figures(scenario: str, tmp_path: Path) -> None:
+    out = tmp_path / f"{scenario}.json"
+    returned = main([scenario, *TINY[scenario], "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert result == json.loads(json.dumps(returned))
+    assert result.keys() >= STABLE_KEYS
+    assert result["scenario"] == scenario
+    assert result["store"] in STORES
+    assert result["machine"]["cpus"] >= 1
+    assert result["ratio"] > 0
+    for path in HEADLINES[scenario]:
+        assert at(result, path) > 0, path
+    for path, value in numbers({"jobsched": result["jobsched"], "baseline": result["baseline"]}):
+        assert math.isfinite(value) and value >= 0, (path, value)
