@@ -257,6 +257,35 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
         assert status in refused.json()["error"]
 
 
+def test_executions_and_retry_from_the_dlq(api: TestClient, api_store: JobStore) -> None:
+    job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1)).json()
+    assert api.get(f"/jobs/{job['id']}/executions").json() == []
+    [queued] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
+    running = api_store.mark_running(api_store.begin_attempt(queued, "w7", datetime.now(UTC) + timedelta(minutes=5)))
+    now = datetime.now(UTC)
+    api_store.finish_attempt(running, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
+    [execution] = api.get(f"/jobs/{job['id']}/executions").json()
+    assert {k: execution[k] for k in ("id", "attempt", "outcome", "worker", "error")} == {
+        "id": f"{job['id']}:1",
+        "attempt": 1,
+        "outcome": "failed",
+        "worker": "w7",
+        "error": "boom",
+    }
+    assert {"startedAt", "finishedAt", "durationMs"} <= set(execution)
+    assert api.get(f"/jobs/{job['id']}").json()["status"] == "dlq"
+
+    retried = api.post(f"/jobs/{job['id']}/retry")
+    assert retried.status_code == 200
+    assert (retried.json()["status"], retried.json()["attempts"], retried.json()["attemptBase"]) == ("pending", 1, 1)
+    again = api.post(f"/jobs/{job['id']}/retry")
+    assert again.status_code == 409
+    assert "pending" in again.json()["error"]
+    assert api.post("/jobs/66f9a1c2e4b0a3d5c8f12a01/retry").status_code == 404
+    assert api.get("/jobs/66f9a1c2e4b0a3d5c8f12a01/executions").status_code == 404
+    assert api.get("/jobs/nope/executions").status_code == 400
+
+
 def test_health_and_readiness(api: TestClient) -> None:
     health = api.get("/healthz")
     assert (health.status_code, health.text) == (200, "ok")
