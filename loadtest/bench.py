@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from loadtest.benchkit import Scenario
+from loadtest.procs import PROFILE_ENV
 from loadtest.scenarios import api, backlog, dispatch, drain, embedded, failover, lateness, peer
 
 SCENARIOS: dict[str, Scenario] = {
@@ -46,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", help="also write the figures to this file")
     common.add_argument("--reference-seconds", type=float, default=60.0, help="time box of a baseline run (default 60)")
+    common.add_argument("--profile", metavar="DIR", help="run every product process under cProfile, stats in DIR")
     commands = main.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
     for scenario in SCENARIOS.values():
         sub = commands.add_parser(
@@ -61,7 +64,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser().parse_args(argv)
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+        os.environ[PROFILE_ENV] = os.path.abspath(args.profile)
+    load_before = [round(v, 2) for v in os.getloadavg()]
     result = SCENARIOS[args.scenario].run(args)
+    result["machine"]["loadavg_at_start"] = load_before
     if args.json:
         with open(args.json, "w") as out:
             json.dump(result, out, indent=2)

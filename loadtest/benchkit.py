@@ -116,7 +116,7 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "loadavg": [round(load1, 2), round(load5, 2), round(load15, 2)],
+        "loadavg_at_end": [round(load1, 2), round(load5, 2), round(load15, 2)],
     }
 
 

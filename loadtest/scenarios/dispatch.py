@@ -11,9 +11,19 @@ import time
 import uuid
 from typing import Any
 
+from prometheus_client import REGISTRY
 from pymongo import MongoClient
 
-from loadtest.benchkit import REFERENCE_BATCH, REFERENCE_TICK_S, Run, Scenario, report, seed_due_jobs
+from loadtest.benchkit import (
+    REFERENCE_BATCH,
+    REFERENCE_TICK_S,
+    Run,
+    Scenario,
+    report,
+    scratch_database,
+    seed_due_jobs,
+)
+from loadtest.procs import count_until
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.leader import Scheduler
 from shared.bus.kafka import KafkaBus
@@ -22,37 +32,42 @@ from shared.model import Status
 from shared.store.mongo import MongoJobStore
 
 
+def claimed_so_far() -> float:
+    return REGISTRY.get_sample_value("scheduler_jobs_claimed_total", {"job_type": "noop"}) or 0.0
+
+
+def count_queued(uri: str, database: str) -> int:
+    client: MongoClient[dict[str, Any]] = MongoClient(uri)
+    try:
+        return client[database]["jobs"].count_documents({"status": Status.QUEUED.value})
+    finally:
+        client.close()
+
+
 def measure_dispatch(
     uri: str, brokers: str, count: int, *, mode: str, batch: int, tick_s: float, time_box_s: float | None
 ) -> Run:
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    prefix = f"bench-{uuid.uuid4().hex[:8]}-"
-    store = MongoJobStore.connect(uri, database)
-    store.ensure_schema()
-    seed_due_jobs(uri, database, count)
-    bus = KafkaBus(brokers, partitions=6, topic_prefix=prefix)
-    bus.ensure_topics(["noop"])
-    dispatcher = Dispatcher(store, bus, ["noop"], batch=batch, mode=mode)
-    scheduler = Scheduler(SingleNodeElector(), dispatcher, bus, ["noop"], tick_s=tick_s)
-    client: MongoClient[dict[str, Any]] = MongoClient(uri)
-    jobs = client[database]["jobs"]
-    started = time.monotonic()
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    deadline = started + time_box_s if time_box_s else float("inf")
-    while True:
-        queued = jobs.count_documents({"status": Status.QUEUED.value})
-        if queued >= count or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    elapsed = time.monotonic() - started
-    scheduler.request_stop()
-    thread.join(30)
-    queued = jobs.count_documents({"status": Status.QUEUED.value})
-    client.drop_database(database)
-    client.close()
-    bus.close()
-    store.close()
+    with scratch_database(uri) as database:
+        seed_due_jobs(uri, database, count)
+        store = MongoJobStore.connect(uri, database)
+        bus = KafkaBus(brokers, partitions=6, topic_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
+        try:
+            bus.ensure_topics(["noop"])
+            dispatcher = Dispatcher(store, bus, ["noop"], batch=batch, mode=mode)
+            scheduler = Scheduler(SingleNodeElector(), dispatcher, bus, ["noop"], tick_s=tick_s)
+            # Progress from this process's own counter, not count queries that would load the measured store.
+            before = claimed_so_far()
+            started = time.monotonic()
+            thread = threading.Thread(target=scheduler.run, daemon=True)
+            thread.start()
+            count_until(lambda: int(claimed_so_far() - before), count, started, time_box_s)
+            # ...then the exact figure: a claimed batch is queued once its wake-ups are published.
+            queued, elapsed = count_until(lambda: count_queued(uri, database), count, started, time_box_s)
+            scheduler.request_stop()
+            thread.join(30)
+        finally:
+            bus.close()
+            store.close()
     return Run(f"{mode} batch={batch} tick={tick_s * 1000:.0f}ms", queued, elapsed)
 
 

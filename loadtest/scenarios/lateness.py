@@ -54,6 +54,11 @@ def lateness_ms(
     return values, censored
 
 
+def gaps_ms(earlier: Mapping[str, datetime], later: Mapping[str, datetime]) -> list[float]:
+    """later - earlier in ms for the jobs that have both."""
+    return [(later[k] - at).total_seconds() * 1000 for k, at in earlier.items() if k in later]
+
+
 def measure_lateness(
     uri: str, brokers: str, rate: float, window_s: float, settle_s: float, env: dict[str, str]
 ) -> Figures:
@@ -79,7 +84,7 @@ def measure_lateness(
         time_box_s = (first_due - utc_now()).total_seconds() + window_s + settle_s
         count_until(completed, total + 1, time.monotonic(), time_box_s)
         ended = utc_now()
-        scheduled, started = read_times(uri, database)
+        scheduled, queued, started = read_times(uri, database)
     values, censored = lateness_ms(scheduled, started, ended)
     return {
         "rate": rate,
@@ -88,21 +93,31 @@ def measure_lateness(
         "started": total - censored,
         "censored": censored,
         "lateness_ms": summary(values),
+        # where the lateness comes from: waiting for the tick that claims the job (queuedAt is that tick's
+        # clock), then claim + publish + Kafka + the executor taking the attempt
+        "due_to_claim_ms": summary(gaps_ms(scheduled, queued)),
+        "claim_to_start_ms": summary(gaps_ms(queued, started)),
         "seed_lag_ms": round(seed_lag_ms[0], 1),
         "setting": setting_label(env),
     }
 
 
-def read_times(uri: str, database: str) -> tuple[dict[str, datetime], dict[str, datetime]]:
-    """scheduledAt of the measured jobs, and the startedAt of each one's first attempt, by job id."""
+Times = dict[str, datetime]
+
+
+def read_times(uri: str, database: str) -> tuple[Times, Times, Times]:
+    """By job id, of the measured jobs: scheduledAt, queuedAt (if claimed), and the startedAt of the first
+    attempt (if started)."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True)
     try:
         db = client[database]
-        scheduled = {
-            str(d["_id"]): d["scheduledAt"]
-            for d in db["jobs"].find({}, {"idempotencyKey": 1, "scheduledAt": 1})
+        measured = [
+            d
+            for d in db["jobs"].find({}, {"idempotencyKey": 1, "scheduledAt": 1, "queuedAt": 1})
             if d["idempotencyKey"].startswith(f"{KEY_PREFIX}-")
-        }
+        ]
+        scheduled = {str(d["_id"]): d["scheduledAt"] for d in measured}
+        queued = {str(d["_id"]): d["queuedAt"] for d in measured if d.get("queuedAt") is not None}
         started = {
             d["jobId"]: d["startedAt"]
             for d in db["executions"].find({"attempt": 1}, {"jobId": 1, "startedAt": 1})
@@ -110,7 +125,7 @@ def read_times(uri: str, database: str) -> tuple[dict[str, datetime], dict[str, 
         }
     finally:
         client.close()
-    return scheduled, started
+    return scheduled, queued, started
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +145,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"{figures['setting']:<60} lateness p50 {late['p50']:9.1f} p95 {late['p95']:9.1f} "
             f"p99 {late['p99']:9.1f} max {late['max']:9.1f} ms  ({figures['censored']} not started)"
+        )
+        wait, dispatch = figures["due_to_claim_ms"], figures["claim_to_start_ms"]
+        print(
+            f"{'':<60}   of which due → claimed p50 {wait['p50']:.1f} p99 {wait['p99']:.1f} ms, "
+            f"claimed → started p50 {dispatch['p50']:.1f} p99 {dispatch['p99']:.1f} ms"
         )
     p99 = ours["lateness_ms"]["p99"]
     value = ratio(False, p99, reference["lateness_ms"]["p99"])

@@ -81,4 +81,5 @@ def test_scenario_runs_and_writes_its_figures(scenario: str, tmp_path: Path) -> 
     for path in HEADLINES[scenario]:
         assert at(result, path) > 0, path
     for path, value in numbers({"jobsched": result["jobsched"], "baseline": result["baseline"]}):
-        assert math.isfinite(value) and value >= 0, (path, value)
+        assert math.isfinite(value), path
+        assert value >= 0, path

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from loadtest.benchkit import Run, ratio
 from loadtest.scenarios.backlog import growth, series, verdict
 from loadtest.scenarios.failover import spread
-from loadtest.scenarios.lateness import lateness_ms
+from loadtest.scenarios.lateness import gaps_ms, lateness_ms
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -38,6 +38,12 @@ def test_lateness_ignores_starts_of_jobs_not_measured() -> None:
     values, censored = lateness_ms({"a": T0}, {"a": T0, "warm-up": T0}, ended=T0)
     assert values == [0.0]
     assert censored == 0
+
+
+def test_gaps_only_between_jobs_that_have_both_times() -> None:
+    queued = {"a": T0 + timedelta(milliseconds=300), "b": T0}
+    started = {"a": T0 + timedelta(milliseconds=310)}
+    assert gaps_ms(queued, started) == [10.0]
 
 
 def test_spread_reports_nearest_rank_median_and_max() -> None:
