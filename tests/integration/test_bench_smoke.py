@@ -14,9 +14,9 @@ import pytest
 from loadtest.bench import SCENARIOS, main
 
 TINY: dict[str, list[str]] = {
-    "dispatch": ["--jobs", "200", "--reference-seconds", "1"],
-    "drain": ["--jobs", "100", "--reference-seconds", "3"],
-    "embedded": ["--jobs", "200", "--reference-seconds", "2"],
+    "dispatch": ["--jobs", "200", "--reference-seconds", "3"],
+    "drain": ["--jobs", "100", "--reference-seconds", "15"],
+    "embedded": ["--jobs", "200", "--reference-seconds", "8"],
     "lateness": ["--rate", "20", "--window", "2", "--settle", "1"],
     "api": ["--clients", "4", "--duration", "0.5", "--rate", "40", "--open-duration", "1"],
     "failover": ["--repeat", "1", "--lease-ttl", "2"],
