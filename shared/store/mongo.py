@@ -314,7 +314,11 @@ class MongoJobStore:
                 _update(transitions.attempt_closed(job, outcome, error, at)),
                 return_document=ReturnDocument.AFTER,
             )
-        return _to_job(doc) if doc and won else None
+        if not won:
+            return None
+        # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
+        # all the same, and this closer, which decided it, gets the job as it is now.
+        return _to_job(doc) if doc else self.get(job.id)
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with _translate_errors():
