@@ -128,9 +128,11 @@ def store_kind(uri: str) -> str:
     try:
         if "ferretdbVersion" not in client.admin.command("buildInfo"):
             return "mongodb"
-        client[probe]["c"].insert_one({"a": 1})  # a plan needs a collection that exists
-        plan = client[probe].command("explain", {"find": "c", "filter": {"a": 1}})
-        client.drop_database(probe)
+        try:
+            client[probe]["c"].insert_one({"a": 1})  # a plan needs a collection that exists
+            plan = client[probe].command("explain", {"find": "c", "filter": {"a": 1}})
+        finally:
+            client.drop_database(probe)
     finally:
         client.close()
     return "ferretdb-postgresql" if "Plan" in plan.get("queryPlanner", {}) else "ferretdb-sqlite"
