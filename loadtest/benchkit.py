@@ -23,7 +23,7 @@ from pymongo import MongoClient
 
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
-from shared.store.mongo import MongoJobStore
+from shared.store.mongo import MongoJobStore, pending_document
 from shared.store.sqlite import SqliteJobStore
 from shared.store.transitions import KIND_RUN
 
@@ -140,20 +140,22 @@ def store_kind(uri: str) -> str:
 
 def job_document(key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop") -> dict[str, Any]:
     """A pending one-off noop job as the store keeps it (what the API would have inserted)."""
-    return {
-        "idempotencyKey": key,
-        "tenantId": f"tenant-{n % 7}",
-        "jobType": job_type,
-        "payload": {},
-        "priority": n % 5,
-        "status": Status.PENDING.value,
-        "kind": KIND_RUN,
-        "attempts": 0,
-        "maxAttempts": 3,
-        "scheduledAt": scheduled_at,
-        "createdAt": now,
-        "updatedAt": now,
-    }
+    return pending_document(
+        {
+            "idempotencyKey": key,
+            "tenantId": f"tenant-{n % 7}",
+            "jobType": job_type,
+            "payload": {},
+            "priority": n % 5,
+            "status": Status.PENDING.value,
+            "kind": KIND_RUN,
+            "attempts": 0,
+            "maxAttempts": 3,
+            "scheduledAt": scheduled_at,
+            "createdAt": now,
+            "updatedAt": now,
+        }
+    )
 
 
 def seed_jobs(

@@ -35,11 +35,14 @@ class Settings:
     scheduler_tick: timedelta = timedelta(milliseconds=500)
     claim_batch: int = 500
     claim_mode: str = "batch"
+    # Batch claims take runs due within this much ahead; executors hold such a wake-up until its time, so a
+    # run starts on time although claims happen only every SCHEDULER_TICK (0: claim only what is due).
+    claim_lookahead: timedelta = timedelta(seconds=1)
     queued_timeout: timedelta = timedelta(seconds=30)
     claim_timeout: timedelta = timedelta(minutes=5)
     reaper_interval: timedelta = timedelta(seconds=30)
     job_timeout: timedelta = timedelta(minutes=5)
-    executor_concurrency: int = 8
+    executor_concurrency: int = 32
     log_level: str = "INFO"
 
     @classmethod
@@ -62,6 +65,7 @@ class Settings:
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_mode=reader.choice("CLAIM_MODE", cls.claim_mode, ("batch", "single")),
+            claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),
             queued_timeout=reader.duration("QUEUED_TIMEOUT", cls.queued_timeout),
             claim_timeout=reader.duration("CLAIM_TIMEOUT", cls.claim_timeout),
             reaper_interval=reader.duration("REAPER_INTERVAL", cls.reaper_interval),
@@ -94,7 +98,7 @@ class _Reader:
             raise ConfigError(f"{name}={value} must be >= {minimum}")
         return value
 
-    def duration(self, name: str, default: timedelta) -> timedelta:
+    def duration(self, name: str, default: timedelta, *, allow_zero: bool = False) -> timedelta:
         raw = self._env.get(name, "").strip()
         if not raw:
             return default
@@ -102,8 +106,8 @@ class _Reader:
             value = parse_duration(raw)
         except ValueError as exc:
             raise ConfigError(f"{name}: {exc}") from None
-        if value <= timedelta(0):
-            raise ConfigError(f"{name}={raw!r} must be positive")
+        if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
+            raise ConfigError(f"{name}={raw!r} must be {'zero or more' if allow_zero else 'positive'}")
         return value
 
     def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:

@@ -96,6 +96,9 @@ class Job:
     claimedAt: datetime | None = None
     queuedAt: datetime | None = None
     leaseExpiresAt: datetime | None = None
+    # The scheduler's claim batch, passed on in the wake-up so an executor can start many of the batch's
+    # jobs with one query (MongoDB store). Internal: never part of the API's job body.
+    claimToken: str | None = field(default=None, metadata={"wire": False})
 
     @property
     def is_template(self) -> bool:
@@ -150,7 +153,7 @@ def _wire(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if value is None:
+        if value is None or f.metadata.get("wire") is False:
             continue
         if isinstance(value, datetime):
             value = format_time(value)
@@ -166,6 +169,14 @@ def format_time(moment: datetime) -> str:
     if moment.microsecond:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """The inverse of format_time (any RFC 3339 time with an offset); ValueError for anything else."""
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text!r} has no offset")
+    return parsed.astimezone(UTC)
 
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))

@@ -1,5 +1,6 @@
 """The executor's loop: fetch wake-ups while a handler slot is free, run them concurrently, acknowledge each
 after its job's state is written, heartbeat running attempts, and on SIGTERM finish what is in flight.
+A wake-up claimed ahead of its job's time (CLAIM_LOOKAHEAD) is held, without a slot, until that time.
 
 Memory stays bounded: at most `concurrency` deliveries are taken at once (the client's prefetch buffer is
 bounded by librdkafka's queue settings); when every slot stays busy the subscription is paused.
@@ -7,6 +8,7 @@ bounded by librdkafka's queue settings); when every slot stays busy the subscrip
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -14,13 +16,26 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from services.executor.worker import Worker
-from shared.bus.base import Delivery, Subscription
-from shared.model import utc_now
+from shared.bus.base import BadMessage, Delivery, Subscription, Wakeup
+from shared.model import parse_time, utc_now
 from shared.store.base import JobStore, StoreError
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
 PAUSE_AFTER_S = 10.0
+MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
+
+
+def _hold_seconds(delivery: Delivery) -> float:
+    """How long until the wake-up's job is due (it was claimed ahead of time), 0 when it is due or unknown;
+    malformed messages are not held (the worker logs and skips them)."""
+    try:
+        at = Wakeup.decode(delivery.value).at
+        if at is None:
+            return 0.0
+        return min((parse_time(at) - utc_now()).total_seconds(), MAX_HOLD_S)
+    except (BadMessage, ValueError):
+        return 0.0
 
 
 class Executor:
@@ -46,6 +61,7 @@ class Executor:
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
         heartbeat.start()
         pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="attempt")
+        held: list[tuple[float, int, Delivery]] = []  # wake-ups claimed ahead of time: (monotonic due, offset)
         paused = False
         saturated_since: float | None = None
         try:
@@ -64,13 +80,26 @@ class Executor:
                 if paused:
                     self._subscription.set_paused(False)
                     paused = False
-                delivery = self._subscription.poll(POLL_S)
+                if held and held[0][0] <= time.monotonic():
+                    pool.submit(self._handle, heapq.heappop(held)[2])
+                    continue
+                wait_s = min(POLL_S, held[0][0] - time.monotonic()) if held else POLL_S
+                delivery = self._subscription.poll(max(wait_s, 0.0))
                 if delivery is None:
+                    self._slots.release()
+                    continue
+                hold_s = _hold_seconds(delivery)
+                if hold_s > 0:  # not due yet: wait without taking a handler slot
+                    heapq.heappush(held, (time.monotonic() + hold_s, delivery.offset, delivery))
                     self._slots.release()
                     continue
                 pool.submit(self._handle, delivery)
         finally:
-            log.info("stopping: waiting for in-flight attempts", extra={"action": "executor_draining"})
+            # Held wake-ups stay unacknowledged: their jobs are still queued, redelivered after a restart.
+            log.info(
+                "stopping: waiting for in-flight attempts",
+                extra={"action": "executor_draining", "held": len(held)},
+            )
             pool.shutdown(wait=True)
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})

@@ -1,7 +1,8 @@
 """What an executor does with one wake-up message.
 
-load the job → skip unless it is queued for this type → claim the attempt by inserting `<jobId>:<n>`
-(a duplicate means someone else owns it) → claimed → running → handler under its timeout → record the
+start the attempt (the store loads the job, skips unless it is queued for this type, claims the attempt by
+inserting `<jobId>:<n>` — a duplicate means someone else owns it — and moves it to running; many deliveries'
+starts become one bulk write on MongoDB) → handler under its timeout → record the
 one outcome (completed, retry with backoff, or dlq) → acknowledge the message.
 Every skip and every failure of our own is logged and counted; none ends the process.
 """
@@ -19,7 +20,15 @@ from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.handlers.registry import HandlerContext, HandlerRegistry
 from shared.model import Job, Outcome, Status, format_time, utc_now
-from shared.store.base import AttemptResult, AttemptTaken, JobStore, StoreUnavailable
+from shared.store.base import (
+    AttemptResult,
+    AttemptTaken,
+    JobNotFound,
+    JobStore,
+    StartHint,
+    StoreUnavailable,
+    TransitionRefused,
+)
 
 log = logging.getLogger("jobsched.executor")
 STORE_RETRY_S = (0.5, 1, 2, 4, 8, 15)  # then give up: the reaper returns the job
@@ -75,20 +84,18 @@ class Worker:
                 time.sleep(pause)
 
     def _process(self, wakeup: Wakeup) -> None:
-        job = self._store.get(wakeup.jobId)
-        if job is None:
+        lease_until = utc_now() + self._lease
+        hint = StartHint(wakeup.claim, wakeup.attempt) if wakeup.claim and wakeup.attempt else None
+        try:
+            job = self._store.start_attempt(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
+        except JobNotFound:
             self._skip("unknown_job", jobId=wakeup.jobId)
             return
-        if job.jobType != self._job_type:
-            self._skip("wrong_type", jobId=job.id)
+        except TransitionRefused as refused:
+            # another type; or cancelled, finished, running elsewhere, back to pending: not this delivery's attempt
+            reason = "wrong_type" if refused.job.jobType != self._job_type else f"status_{refused.job.status.value}"
+            self._skip(reason, jobId=wakeup.jobId)
             return
-        if job.status is not Status.QUEUED:
-            # cancelled, finished, already running elsewhere, or back to pending: not this delivery's attempt
-            self._skip(f"status_{job.status.value}", jobId=job.id)
-            return
-        try:
-            job = self._store.begin_attempt(job, self.worker_id, utc_now() + self._lease)
-            job = self._store.mark_running(job)
         except AttemptTaken:
             self._skip("duplicate", jobId=wakeup.jobId)
             return

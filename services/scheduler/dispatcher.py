@@ -12,13 +12,13 @@ import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
 from shared.cron import Schedule, ScheduleError
 from shared.election.base import Term
-from shared.model import Job, utc_now
+from shared.model import Job, format_time, utc_now
 from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.scheduler")
@@ -43,6 +43,7 @@ class Dispatcher:
         *,
         batch: int,
         mode: str = "batch",
+        lookahead: timedelta = timedelta(0),
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         if mode not in ("batch", "single"):
@@ -52,6 +53,7 @@ class Dispatcher:
         self._job_types = frozenset(job_types)
         self._batch = batch
         self._mode = mode
+        self._lookahead = lookahead
         self._clock = clock
         self._next_unknown_check = 0.0
 
@@ -75,7 +77,7 @@ class Dispatcher:
 
     def _claim(self, now: datetime) -> list[Job]:
         if self._mode == "batch":
-            return self._store.claim_due(now, self._batch, self._job_types)
+            return self._store.claim_due(now, self._batch, self._job_types, due_by=now + self._lookahead)
         jobs = []
         for _ in range(self._batch):
             job = self._store.claim_next(now, self._job_types)
@@ -90,7 +92,18 @@ class Dispatcher:
         if not term.trusted():
             self._store.release(jobs)  # a deposed leader must not publish
             return 0
-        wakeups = [Wakeup(jobId=j.id, jobType=j.jobType, priority=j.priority) for j in jobs]
+        now = self._clock()
+        wakeups = [
+            Wakeup(
+                jobId=j.id,
+                jobType=j.jobType,
+                priority=j.priority,
+                claim=j.claimToken,
+                attempt=j.next_attempt,
+                at=format_time(j.scheduledAt) if j.scheduledAt > now else None,  # claimed ahead: hold until then
+            )
+            for j in jobs
+        ]
         failed_ids = {w.jobId for w in self._bus.publish_wakeups(wakeups)}
         if failed_ids:
             failed = [j for j in jobs if j.id in failed_ids]

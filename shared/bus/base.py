@@ -25,16 +25,32 @@ class Wakeup:
     jobId: str
     jobType: str
     priority: int
+    # Optional hints: the scheduler's claim batch and the attempt it dispatched. An executor that has both
+    # starts the batch's jobs with bulk writes; without them (an older scheduler's message) it loads the job
+    # by id first. Never needed for safety: the attempt record decides ownership either way.
+    claim: str | None = None
+    attempt: int | None = None
+    # RFC 3339: the job's scheduledAt when it was claimed ahead of time; the executor holds it until then.
+    at: str | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        body = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes | None) -> Wakeup:
         try:
             data = json.loads(raw or b"")
-            wakeup = cls(jobId=data["jobId"], jobType=data["jobType"], priority=int(data.get("priority", 0)))
-        except (ValueError, KeyError, TypeError) as exc:
+            claim, attempt, at = data.get("claim"), data.get("attempt"), data.get("at")
+            wakeup = cls(
+                jobId=data["jobId"],
+                jobType=data["jobType"],
+                priority=int(data.get("priority", 0)),
+                claim=claim if isinstance(claim, str) and claim else None,
+                attempt=attempt if isinstance(attempt, int) and attempt > 0 else None,
+                at=at if isinstance(at, str) and at else None,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BadMessage(f"not a wake-up message: {raw[:200] if raw else raw!r}") from exc
         if not isinstance(wakeup.jobId, str) or not isinstance(wakeup.jobType, str):
             raise BadMessage(f"not a wake-up message: {raw[:200] if raw else raw!r}")

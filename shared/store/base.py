@@ -59,6 +59,15 @@ class AttemptResult:
 
 
 @dataclass(frozen=True)
+class StartHint:
+    """What a wake-up may tell the executor beyond the job id: the claim batch it came from and the attempt
+    it dispatched. Lets a store start many jobs of one batch with bulk writes; never needed for safety."""
+
+    claim: str
+    attempt: int
+
+
+@dataclass(frozen=True)
 class NewJob:
     """What a client asks for; the store assigns id, status and timestamps."""
 
@@ -105,10 +114,12 @@ class JobStore(Protocol):
         TransitionRefused when the job has started or finished.
         """
 
-    def claim_due(self, now: datetime, limit: int, job_types: Collection[str]) -> list[Job]:
-        """pending → queued for up to `limit` due runs (scheduledAt <= now) of these job types, in claim order:
-        priority desc, then scheduledAt asc. Templates are never claimed. Returns the jobs this call won,
-        in claim order."""
+    def claim_due(
+        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
+    ) -> list[Job]:
+        """pending → queued (queuedAt = now) for up to `limit` runs due by `due_by` (scheduledAt <= due_by,
+        default now: a claim ahead of time) of these job types, in claim order: priority desc, then
+        scheduledAt asc. Templates are never claimed. Returns the jobs this call won, in claim order."""
 
     def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
         """The reference's claim: one due run, pending → queued, with a single findOneAndUpdate."""
@@ -143,6 +154,15 @@ class JobStore(Protocol):
     def mark_running(self, job: Job) -> Job:
         """claimed → running for the attempt `job` was claimed for."""
 
+    def start_attempt(
+        self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
+    ) -> Job:
+        """What an executor does with a wake-up whose handler can start now: load the job, claim its next
+        attempt (begin_attempt's record insert decides ownership) and move it queued → running with
+        claimedBy/claimedAt/leaseExpiresAt, possibly in one write. `hint` lets a store batch concurrent calls.
+        Raise JobNotFound, TransitionRefused when the job is not queued or not of `job_type`, AttemptTaken as
+        begin_attempt."""
+
     def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
 
@@ -171,3 +191,14 @@ class JobStore(Protocol):
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
         attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
         ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+
+
+def start_in_steps(store: JobStore, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
+    """start_attempt as its three steps (get, begin_attempt, mark_running): the SQLite store's way, and the
+    MongoDB store's for a wake-up without a claim hint."""
+    job = store.get(job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    if job.jobType != job_type or job.status is not Status.QUEUED:
+        raise TransitionRefused(job, "start")
+    return store.mark_running(store.begin_attempt(job, worker, lease_until))

@@ -10,15 +10,17 @@ ownership is therefore an insert into a unique index: idempotency keys on `jobs`
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import ConnectionFailure, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
 
 from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
@@ -28,9 +30,14 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    StartHint,
+    StoreError,
     StoreUnavailable,
     TransitionRefused,
+    start_in_steps,
 )
+from shared.store.due_slots import SlotWindow, due_slot
+from shared.store.group_commit import GroupCommit
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -38,6 +45,23 @@ from shared.store.transitions import attempt_record_id as attempt_record_id
 
 Document = dict[str, Any]
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
+CLAIM_FIELDS = {"_id": 1, "priority": 1, "scheduledAt": 1, "dueSlot": 1}
+DUPLICATE_KEY = 11000
+
+
+@dataclass(frozen=True)
+class _StartRequest:
+    job_id: str
+    job_type: str
+    worker: str
+    lease_until: datetime
+    hint: StartHint
+
+
+@dataclass(frozen=True)
+class _FinishRequest:
+    job: Job
+    result: AttemptResult
 
 
 @contextmanager
@@ -56,6 +80,11 @@ class MongoJobStore:
         self._jobs: MongoCollection[Document] = self._db["jobs"]
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
+        self._slots = SlotWindow()
+        # Executors call these from one thread per delivery; concurrent calls become bulk writes, two batches
+        # of a kind at a time so that one's round trips overlap the other's.
+        self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
+        self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -75,6 +104,9 @@ class MongoJobStore:
         with _translate_errors():
             self._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
             self._jobs.create_index([("status", ASCENDING), *CLAIM_ORDER], name="claim_order")
+            self._jobs.create_index([("status", ASCENDING), ("dueSlot", ASCENDING)], name="claim_slots")
+            self._jobs.create_index("claimToken", name="claim_batches")
+            self._jobs.create_index("startToken", name="start_batches")
             self._jobs.create_index(
                 [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("status", ASCENDING)],
                 name="tenant_listing",
@@ -87,7 +119,7 @@ class MongoJobStore:
             self._db.command("ping")
 
     def create(self, new: NewJob) -> Job:
-        doc = transitions.new_job(new, new.createdAt or utc_now())
+        doc = pending_document(transitions.new_job(new, new.createdAt or utc_now()))
         with _translate_errors():
             try:
                 result = self._jobs.insert_one(doc)
@@ -139,24 +171,36 @@ class MongoJobStore:
             raise TransitionRefused(current, "cancel")
         return _to_job(updated)
 
-    def claim_due(self, now: datetime, limit: int, job_types: Collection[str]) -> list[Job]:
-        """Find the first `limit` due runs in claim order, flip them with one guarded update_many, then
-        re-read which ones carry this call's claim token: those are the ones won, in claim order. Each
-        document is still updated atomically on MongoDB, and the order is exactly that of `limit` single
-        claims; on FerretDB two overlapping claimers may both win a document, which the executor's attempt
-        record absorbs (invariant 2)."""
-        token = uuid.uuid4().hex
+    def claim_due(
+        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
+    ) -> list[Job]:
+        """Find the due runs (by due slot, see due_slots.py), take the first `limit` in claim order, flip them
+        with one guarded update_many per slot, then re-read which ones carry this call's claim token: those
+        are the ones won, in claim order. Each document is still updated atomically on MongoDB; on FerretDB
+        two overlapping claimers may both win a document, which the executor's attempt record absorbs
+        (invariant 2)."""
+        due_by = due_by or now
+        slots = self._slots.plan(due_by)
+        query = _due_runs(due_by, job_types)
         with _translate_errors():
-            found = self._jobs.find(_due_runs(now, job_types), {"_id": 1}).sort(CLAIM_ORDER).limit(limit)
-            candidates = [d["_id"] for d in found]
-            if not candidates:
+            if slots is None:
+                found = list(self._jobs.find(query, CLAIM_FIELDS))
+            else:
+                found = [d for slot in slots for d in self._jobs.find({**query, "dueSlot": slot}, CLAIM_FIELDS)]
+            found.sort(key=_claim_order)
+            chosen = found[:limit]
+            self._slots.claimed(due_by, slots is None, (d.get("dueSlot") for d in found[limit:]))
+            if not chosen:
                 return []
-            self._jobs.update_many(
-                {"_id": {"$in": candidates}, "status": Status.PENDING.value},
-                {"$set": _queued(now, token)},
-            )
-            won = self._jobs.find({"_id": {"$in": candidates}, "claimToken": token}).sort(CLAIM_ORDER)
-            return [_to_job(d) for d in won]
+            token = uuid.uuid4().hex
+            for (slot, priority), ids in _group_ids(chosen, "dueSlot", "priority").items():
+                # equalities the server can filter on before decoding: slot and priority narrow the update
+                guard: Document = {"status": Status.PENDING.value, "priority": priority, "_id": {"$in": ids}}
+                if slot is not None:
+                    guard["dueSlot"] = slot
+                self._jobs.update_many(guard, {"$set": _queued(now, token)})
+            won = [_to_job(d) for d in self._jobs.find({"claimToken": token})]
+        return sorted(won, key=lambda j: (-j.priority, j.scheduledAt, j.id))
 
     def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
         with _translate_errors():
@@ -188,7 +232,7 @@ class MongoJobStore:
             return [_to_job(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        doc = transitions.template_run(template, planned, utc_now())
+        doc = pending_document(transitions.template_run(template, planned, utc_now()))
         with _translate_errors():
             try:
                 self._jobs.insert_one(doc)
@@ -273,6 +317,72 @@ class MongoJobStore:
             raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} was recovered before it started")
         return _to_job(doc)
 
+    def start_attempt(
+        self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
+    ) -> Job:
+        if hint is None or not ObjectId.is_valid(job_id):
+            return start_in_steps(self, job_id, job_type, worker, lease_until)
+        return self._starts.submit(_StartRequest(job_id, job_type, worker, lease_until, hint))
+
+    def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
+        """start_attempt for many hinted wake-ups at once: one insert of their attempt records (ownership, as in
+        begin_attempt), one update per (claim batch, attempt) moving the won jobs queued → running and marking
+        them with this batch's token, one read of that token. Every filter is an equality the server can apply
+        before decoding (FerretDB), so the cost follows the batch, not the collection. A job that is not
+        where its hint says (requeued, re-claimed, another type, cancelled) takes the step-by-step path,
+        which names the exact reason."""
+        now = utc_now()
+        results: list[Job | BaseException | None] = [None] * len(requests)
+        records = [
+            {
+                "_id": attempt_record_id(r.job_id, r.hint.attempt),
+                "jobId": r.job_id,
+                "attempt": r.hint.attempt,
+                "worker": r.worker,
+                "startedAt": now,
+                "outcome": Outcome.RUNNING.value,
+                "leaseExpiresAt": r.lease_until,
+            }
+            for r in requests
+        ]
+        with _translate_errors():
+            taken = _insert_new(self._executions, records)
+            won = [i for i in range(len(requests)) if i not in taken]
+            token = uuid.uuid4().hex
+            groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
+            for i in won:
+                r = requests[i]
+                groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
+            for (claim, attempt, job_type, worker), members in groups.items():
+                guard = {
+                    "claimToken": claim,
+                    "status": Status.QUEUED.value,
+                    "attempts": attempt - 1,
+                    "jobType": job_type,
+                    "_id": {"$in": [ObjectId(requests[i].job_id) for i in members]},
+                }
+                lease_until = max(requests[i].lease_until for i in members)
+                fields = {**transitions.started(worker, now, lease_until), "startToken": token}
+                self._jobs.update_many(guard, _update(fields))
+            started = {str(d["_id"]): d for d in self._jobs.find({"startToken": token})} if won else {}
+            for i in won:
+                doc = started.get(requests[i].job_id)
+                if doc is not None:
+                    results[i] = _to_job(doc)
+                    continue
+                # Not queued for this attempt of this claim (or of another type): give the attempt back.
+                self._executions.delete_one({"_id": records[i]["_id"], "outcome": Outcome.RUNNING.value})
+                results[i] = self._start_in_steps(requests[i])
+            for i in taken:  # the record exists: the step-by-step path heals and names the reason
+                results[i] = self._start_in_steps(requests[i])
+        return [r for r in results if r is not None]
+
+    def _start_in_steps(self, request: _StartRequest) -> Job | BaseException:
+        try:
+            return start_in_steps(self, request.job_id, request.job_type, request.worker, request.lease_until)
+        except StoreError as exc:
+            return exc
+
     def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         with _translate_errors():
             for job in jobs:
@@ -286,7 +396,69 @@ class MongoJobStore:
                 )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._close_attempt(job, result.outcome, result.error, result.finishedAt, result.startedAt)
+        return self._finishes.submit(_FinishRequest(job, result))
+
+    def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
+        """Successes of running attempts are closed together (one insert of their outcomes, one update of their
+        records, one update per attempt number of their jobs); failures, timeouts and anything unusual are
+        closed one by one, as they need per-job backoff."""
+        results: list[Job | BaseException | None] = [None] * len(requests)
+        bulk = []
+        for i, request in enumerate(requests):
+            job, outcome = request.job, request.result.outcome
+            if outcome is Outcome.SUCCEEDED and job.claimedBy and job.status.value in ATTEMPT_ACTIVE:
+                bulk.append(i)
+            else:
+                results[i] = self._close_in_steps(request)
+        if bulk:
+            for i, result in zip(bulk, self._finish_successes([requests[i] for i in bulk]), strict=True):
+                results[i] = result
+        return results
+
+    def _finish_successes(self, requests: Sequence[_FinishRequest]) -> list[Job | None]:
+        jobs = [r.job for r in requests]
+        decisions = [
+            _decision(r.job, Outcome.SUCCEEDED, None, r.result.finishedAt, r.result.startedAt) for r in requests
+        ]
+        now = utc_now()
+        results: list[Job | None] = [None] * len(jobs)
+        with _translate_errors():
+            taken = _insert_new(self._outcomes, decisions)
+            won = [k for k in range(len(jobs)) if k not in taken]
+            for k in taken:  # decided before us (the reaper closed it as lost): re-apply that outcome
+                self._close_attempt(jobs[k], Outcome.SUCCEEDED, None, decisions[k]["at"], None)
+            by_worker = _group_ids((decisions[k] | {"worker": jobs[k].claimedBy} for k in won), "worker")
+            for worker, record_ids in by_worker.items():
+                self._executions.update_many(
+                    {"outcome": Outcome.RUNNING.value, "worker": worker, "_id": {"$in": record_ids}},
+                    {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
+                )
+            fields = transitions.attempt_closed(jobs[0], Outcome.SUCCEEDED, None, now)  # the same for every job
+            groups: dict[tuple[str, str | None, int], list[int]] = defaultdict(list)
+            for k in won:
+                groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts)].append(k)
+            for (status, worker, attempts), members in groups.items():
+                guard = {
+                    "status": status,
+                    "claimedBy": worker,
+                    "attempts": attempts,
+                    "_id": {"$in": [ObjectId(jobs[k].id) for k in members]},
+                }
+                if self._jobs.update_many(guard, _update(fields)).modified_count == len(members):
+                    for k in members:
+                        results[k] = jobs[k].evolve(status=Status.COMPLETED, updatedAt=now)
+                    continue
+                for k in members:  # some did not move (a write-back raced): apply one by one, idempotently
+                    doc = self._apply_decision(jobs[k], decisions[k])
+                    results[k] = _to_job(doc) if doc else self.get(jobs[k].id)
+        return results
+
+    def _close_in_steps(self, request: _FinishRequest) -> Job | BaseException | None:
+        result = request.result
+        try:
+            return self._close_attempt(request.job, result.outcome, result.error, result.finishedAt, result.startedAt)
+        except StoreError as exc:
+            return exc
 
     def _close_attempt(
         self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
@@ -295,35 +467,50 @@ class MongoJobStore:
         then complete its record and move the job. Those two writes are repeated by every later closer with
         the decided outcome, so a failure between the writes (or a write-back hiding them) is healed by the
         next sweep instead of stranding the job. Returns the moved job only to the closer that decided."""
-        record_id = attempt_record_id(job.id, job.next_attempt)
-        decided: Document = {"_id": record_id, "outcome": outcome.value, "error": error, "at": at, "startedAt": started}
+        decided = _decision(job, outcome, error, at, started)
         with _translate_errors():
             try:
                 self._outcomes.insert_one(decided)
                 won = True
             except DuplicateKeyError:
                 won = False
-                decided = self._outcomes.find_one({"_id": record_id}) or decided
-            outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
-            self._executions.update_one(
-                {"_id": record_id},
-                _update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
-            )
-            doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
-                _update(transitions.attempt_closed(job, outcome, error, at)),
-                return_document=ReturnDocument.AFTER,
-            )
+                decided = self._outcomes.find_one({"_id": decided["_id"]}) or decided
+            doc = self._apply_decision(job, decided)
         if not won:
             return None
         # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
         # all the same, and this closer, which decided it, gets the job as it is now.
         return _to_job(doc) if doc else self.get(job.id)
 
+    def _apply_decision(self, job: Job, decided: Document) -> Document | None:
+        """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
+        outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
+        self._executions.update_one(
+            {"_id": decided["_id"]},
+            _update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
+        )
+        return self._jobs.find_one_and_update(
+            {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
+            _update(transitions.attempt_closed(job, outcome, error, at)),
+            return_document=ReturnDocument.AFTER,
+        )
+
     def list_executions(self, job_id: str) -> list[Execution]:
+        """The records, completed from their decided outcomes (a batch close writes only the outcome's name
+        into the record; its times, duration and error live in the outcome document)."""
         with _translate_errors():
-            docs = self._executions.find({"jobId": job_id}).sort("attempt", ASCENDING)
-            return [_to_execution(d) for d in docs]
+            docs = list(self._executions.find({"jobId": job_id}).sort("attempt", ASCENDING))
+            decided = {d["_id"]: d for d in self._outcomes.find({"jobId": job_id})}
+        executions = []
+        for doc in docs:
+            outcome = decided.get(doc["_id"])
+            if outcome is not None and doc.get("finishedAt") is None:
+                result = transitions.attempt_result(
+                    Outcome(outcome["outcome"]), outcome.get("error"), outcome["at"], outcome.get("startedAt")
+                )
+                doc = {**doc, **result}
+            executions.append(_to_execution(doc))
+        return executions
 
     def redrive(self, job_id: str) -> Job:
         job = self.get(job_id)
@@ -356,10 +543,10 @@ class MongoJobStore:
         their lease whatever the job document says (see begin_attempt), each as of that attempt."""
         found: dict[tuple[str, int], Job] = {}
         with _translate_errors():
-            active = {"status": {"$in": list(ATTEMPT_ACTIVE)}, "leaseExpiresAt": {"$lt": now}}
-            for doc in self._jobs.find(active).limit(limit):
-                job = _to_job(doc)
-                found[(job.id, job.next_attempt)] = job
+            for status in ATTEMPT_ACTIVE:  # one equality query each: FerretDB filters `$in` only after decoding
+                for doc in self._jobs.find({"status": status, "leaseExpiresAt": {"$lt": now}}).limit(limit):
+                    job = _to_job(doc)
+                    found[(job.id, job.next_attempt)] = job
             stale = {"outcome": Outcome.RUNNING.value, "leaseExpiresAt": {"$lt": now}}
             for record in self._executions.find(stale).limit(limit):
                 key = (str(record["jobId"]), int(record["attempt"]))
@@ -374,13 +561,48 @@ class MongoJobStore:
         return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
 
 
+def pending_document(fields: transitions.Fields) -> Document:
+    """A job document to insert, with the due slot its claim will look for (everything that inserts jobs
+    into this store's collection, seeders included, goes through here)."""
+    return {**fields, "dueSlot": due_slot(fields.get("scheduledAt"), utc_now())}
+
+
 def _update(fields: transitions.Fields) -> Document:
-    """A transition's fields as an update document: UNSET fields are removed, the rest set."""
+    """A transition's fields as an update document: UNSET fields are removed, the rest set. A job that becomes
+    pending, or is moved in time, gets the due slot of its (new) scheduledAt."""
+    if fields.get("status") == Status.PENDING.value or "scheduledAt" in fields:
+        fields = {**fields, "dueSlot": due_slot(fields.get("scheduledAt"), utc_now())}
     update: Document = {"$set": {k: v for k, v in fields.items() if v is not transitions.UNSET}}
     removed = {k: "" for k, v in fields.items() if v is transitions.UNSET}
     if removed:
         update["$unset"] = removed
     return update
+
+
+def _decision(job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None) -> Document:
+    """The attempt-outcome document whose insert decides how attempt `job.next_attempt` ended."""
+    return {
+        "_id": attempt_record_id(job.id, job.next_attempt),
+        "jobId": job.id,
+        "outcome": outcome.value,
+        "error": error,
+        "at": at,
+        "startedAt": started,
+    }
+
+
+def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document]) -> set[int]:
+    """Insert documents keyed by unique ids in one call; return the positions that already existed."""
+    if not docs:
+        return set()
+    try:
+        collection.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(e.get("code") != DUPLICATE_KEY for e in errors) or not errors:
+            raise
+        return {int(e["index"]) for e in errors}
+    return set()
 
 
 def _to_execution(doc: Document) -> Execution:
@@ -404,6 +626,19 @@ def _due_runs(now: datetime, job_types: Collection[str]) -> Document:
         "scheduledAt": {"$lte": now},
         "jobType": {"$in": sorted(job_types)},
     }
+
+
+def _claim_order(doc: Document) -> tuple[int, datetime, Any]:
+    return (-int(doc.get("priority", 0)), doc["scheduledAt"], doc["_id"])
+
+
+def _group_ids(docs: Iterable[Document], *keys: str) -> dict[Any, list[Any]]:
+    """Document ids grouped by the values of `keys` (None when absent; a tuple for several keys)."""
+    groups: dict[Any, list[Any]] = defaultdict(list)
+    for doc in docs:
+        values = tuple(doc.get(k) for k in keys)
+        groups[values if len(keys) > 1 else values[0]].append(doc["_id"])
+    return groups
 
 
 def _queued(now: datetime, token: str) -> Document:

@@ -40,8 +40,10 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    StartHint,
     StoreUnavailable,
     TransitionRefused,
+    start_in_steps,
 )
 from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
 
@@ -94,7 +96,7 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
 )
 
-_JOB_COLUMNS: Final = frozenset(JOB_FIELDS | {"kind"})
+_JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken"}) | {"kind"})  # claim tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error"}
 )
@@ -285,7 +287,9 @@ class SqliteJobStore:
         assert row is not None, "the write lock was held since the job was read"
         return _to_job(row)
 
-    def claim_due(self, now: datetime, limit: int, job_types: Collection[str]) -> list[Job]:
+    def claim_due(
+        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
+    ) -> list[Job]:
         """One UPDATE over the first `limit` due runs in claim order: the write lock makes it a true
         compare-and-set, so two claimers never win the same job."""
         if limit <= 0 or not job_types:
@@ -300,7 +304,7 @@ class SqliteJobStore:
                         WHERE status = ? AND kind = ? AND scheduledAt <= ? AND jobType IN ({_marks(types)})
                         ORDER BY {_CLAIM_ORDER_SQL} LIMIT ?)
                     RETURNING *""",
-                [*set_params, Status.PENDING.value, KIND_RUN, _to_ms(now), *types, limit],
+                [*set_params, Status.PENDING.value, KIND_RUN, _to_ms(due_by or now), *types, limit],
             ).fetchall()
         # RETURNING gives rows in no particular order; the contract wants claim order.
         return sorted((_to_job(r) for r in rows), key=lambda j: (-j.priority, j.scheduledAt, j.id))
@@ -390,6 +394,11 @@ class SqliteJobStore:
         if row is None:
             raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} was recovered before it started")
         return _to_job(row)
+
+    def start_attempt(
+        self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
+    ) -> Job:
+        return start_in_steps(self, job_id, job_type, worker, lease_until)  # local and fast: no batching
 
     def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:

@@ -127,6 +127,11 @@ def running(now: datetime) -> Fields:
     return {"status": Status.RUNNING.value, "updatedAt": now}
 
 
+def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
+    """queued → running in one write: claimed and started together, by an executor with a free handler slot."""
+    return {**claimed(worker, now, lease_until), **running(now)}
+
+
 def attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Fields:
     """The job fields after attempt `job.next_attempt` ended with `outcome`: completed on success; otherwise
     attempts+1 and either pending again after the backoff, or dlq once the budget (since the last re-drive)

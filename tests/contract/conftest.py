@@ -114,16 +114,23 @@ class MongoHarness(Harness):
         calls = {"n": 0}
 
         class FailingJobs:
-            """The jobs collection, except that the first find_one_and_update loses the connection."""
+            """The jobs collection, except that the first conditional write (find_one_and_update, or update_many
+            for the store's batched writes) loses the connection."""
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(jobs, name)
 
-            def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+            def _fail_first(self, write: Any, *args: Any, **kwargs: Any) -> Any:
                 calls["n"] += 1
                 if calls["n"] == 1:
                     raise AutoReconnect("connection lost (injected)")
-                return jobs.find_one_and_update(*args, **kwargs)
+                return write(*args, **kwargs)
+
+            def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+                return self._fail_first(jobs.find_one_and_update, *args, **kwargs)
+
+            def update_many(self, *args: Any, **kwargs: Any) -> Any:
+                return self._fail_first(jobs.update_many, *args, **kwargs)
 
         with monkeypatch.context() as patch:
             patch.setattr(store, "_jobs", FailingJobs())

@@ -1,0 +1,90 @@
+"""Group commit: many threads' small writes of one kind become one bulk write.
+
+An executor runs each delivery on its own thread, and each thread makes the same few store calls. On a server
+where every round trip scans a collection (FerretDB 1.x cannot use indexes), one bulk call for the requests of
+32 threads costs about what one single call costs. A caller that finds no batch in flight runs one for every
+request queued so far; callers that arrive meanwhile queue up and the next of them runs the following batch.
+Nothing waits for a timer: with one caller the batch is that one request, under load batches grow by
+themselves (the classic group commit of databases' write-ahead logs).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+Request = TypeVar("Request")
+Result = TypeVar("Result")
+BatchFn = Callable[[Sequence[Request]], Sequence[Result | BaseException]]
+
+
+@dataclass(eq=False)
+class _Waiter(Generic[Request, Result]):
+    request: Request
+    wake: threading.Event = field(default_factory=threading.Event)
+    leads: bool = False  # woken to run the next batch rather than with its own result
+    result: Result | BaseException | None = None
+    done: bool = False
+
+
+class GroupCommit(Generic[Request, Result]):
+    def __init__(self, run_batch: BatchFn[Request, Result], max_batch: int = 256, in_flight: int = 1) -> None:
+        """`run_batch(requests)` returns one result or exception per request, in order. If it raises, every
+        request of that batch gets the exception. Up to `in_flight` batches run at once (on their callers'
+        threads): a second one overlaps the first one's round trips instead of waiting for them."""
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+        self._in_flight = in_flight
+        self._lock = threading.Lock()
+        self._queue: list[_Waiter[Request, Result]] = []
+        self._running = 0
+        self._leaders = 0  # callers told to run a batch that have not taken it yet
+
+    def submit(self, request: Request) -> Result:
+        waiter: _Waiter[Request, Result] = _Waiter(request)
+        with self._lock:
+            self._queue.append(waiter)
+            if self._running + self._leaders < self._in_flight:
+                waiter.leads = True
+                self._leaders += 1
+        while True:
+            if waiter.leads:  # checked first: a leader runs its batch even if another batch took its request
+                waiter.leads = False
+                self._run_one_batch()
+            if waiter.done:
+                break
+            waiter.wake.wait()
+            waiter.wake.clear()
+        if isinstance(waiter.result, BaseException):
+            raise waiter.result
+        return waiter.result  # type: ignore[return-value]  # done without exception: a Result
+
+    def _run_one_batch(self) -> None:
+        with self._lock:
+            self._leaders -= 1
+            self._running += 1
+            batch = self._queue[: self._max_batch]
+            del self._queue[: self._max_batch]
+        results: Sequence[Result | BaseException] = []
+        try:
+            if batch:
+                results = self._run_batch([w.request for w in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"batch function returned {len(results)} results for {len(batch)} requests")
+        except BaseException as exc:  # every caller of the batch learns why, none hangs
+            results = [exc] * len(batch)
+        for waiter, result in zip(batch, results, strict=True):
+            waiter.result = result
+            waiter.done = True
+            waiter.wake.set()
+        # Hand the next batch to a queued caller (it is waiting anyway), so no thread serves others forever.
+        with self._lock:
+            self._running -= 1
+            idle = [w for w in self._queue if not w.leads]
+            if idle and self._running + self._leaders < self._in_flight:
+                successor = idle[0]
+                successor.leads = True
+                self._leaders += 1
+                successor.wake.set()

@@ -1,0 +1,60 @@
+"""Due slots: which slot a run is written into, and which slots a claimer queries."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from shared.store.due_slots import FULL_SWEEP_S, LOOKBACK_SLOTS, MAX_SLOT_QUERIES, SLOT_S, SlotWindow, due_slot, slot_of
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_run_goes_to_the_slot_where_it_becomes_due_as_seen_when_written() -> None:
+    assert due_slot(None, NOW) == slot_of(NOW) == int(NOW.timestamp()) // SLOT_S
+    assert due_slot(NOW - timedelta(days=3), NOW) == slot_of(NOW)  # overdue: due from now on
+    later = NOW + timedelta(seconds=42.5)
+    assert due_slot(later, NOW) == slot_of(later) == slot_of(NOW) + 42 // SLOT_S
+
+
+def test_the_first_claim_sweeps_everything_then_only_the_current_slot_is_read() -> None:
+    window = SlotWindow(FakeClock())
+    assert window.plan(NOW) is None
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    assert window.plan(NOW + timedelta(milliseconds=100)) == [slot_of(NOW)]
+
+
+def test_a_new_slot_rereads_the_previous_ones_once() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    next_slot = NOW + timedelta(seconds=SLOT_S)
+    assert window.plan(next_slot) == list(range(slot_of(NOW) - LOOKBACK_SLOTS, slot_of(next_slot) + 1))
+    window.claimed(next_slot, full_sweep=False, left_behind=[])
+    assert window.plan(next_slot) == [slot_of(next_slot)]
+
+
+def test_runs_left_behind_keep_their_slot_in_the_window() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    later = NOW + timedelta(seconds=4 * SLOT_S)
+    window.claimed(later, full_sweep=False, left_behind=[slot_of(NOW), slot_of(later)])
+    assert window.plan(later) == list(range(slot_of(NOW), slot_of(later) + 1))
+
+
+def test_a_run_without_a_slot_a_wide_window_or_the_sweep_interval_mean_a_full_sweep() -> None:
+    clock = FakeClock()
+    window = SlotWindow(clock)
+    window.claimed(NOW, full_sweep=True, left_behind=[None])
+    assert window.plan(NOW) is None
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    assert window.plan(NOW + timedelta(seconds=MAX_SLOT_QUERIES * SLOT_S)) is None  # a backlog of slots
+    assert window.plan(NOW) is not None
+    clock.now += FULL_SWEEP_S
+    assert window.plan(NOW) is None

@@ -1,0 +1,99 @@
+"""GroupCommit: concurrent submissions become batches; every caller gets its own result or exception."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from shared.store.group_commit import GroupCommit
+from tests.support import wait_until
+
+CALLERS = 32
+
+
+def test_a_lone_call_is_a_batch_of_one() -> None:
+    batches: list[list[int]] = []
+
+    def double(requests: Sequence[int]) -> list[int | BaseException]:
+        batches.append(list(requests))
+        return [r * 2 for r in requests]
+
+    commit: GroupCommit[int, int] = GroupCommit(double)
+    assert [commit.submit(n) for n in (1, 2, 3)] == [2, 4, 6]
+    assert batches == [[1], [2], [3]]
+
+
+def test_concurrent_calls_are_batched_and_each_gets_its_own_result() -> None:
+    first_batch_running = threading.Event()
+    release_first_batch = threading.Event()
+    batches: list[list[int]] = []
+
+    def square(requests: Sequence[int]) -> list[int | BaseException]:
+        batches.append(list(requests))
+        if len(batches) == 1:  # hold the first batch until everyone else has queued behind it
+            first_batch_running.set()
+            release_first_batch.wait(30)
+        return [r * r for r in requests]
+
+    commit: GroupCommit[int, int] = GroupCommit(square, max_batch=10)
+    with ThreadPoolExecutor(CALLERS + 1) as pool:
+        first = pool.submit(commit.submit, 0)
+        assert first_batch_running.wait(30)
+        queued = threading.Barrier(CALLERS + 1)
+
+        def call(n: int) -> int:
+            queued.wait(30)
+            return commit.submit(n)
+
+        futures = [pool.submit(call, n) for n in range(1, CALLERS + 1)]
+        queued.wait(30)
+        # every caller is now inside submit or about to be; give the batch back once all have queued
+        wait_until(lambda: len(commit._queue) == CALLERS, 30, "every caller queued behind the first batch")
+        release_first_batch.set()
+        assert first.result(30) == 0
+        assert [f.result(30) for f in futures] == [n * n for n in range(1, CALLERS + 1)]
+    assert batches[0] == [0]
+    assert sorted(n for batch in batches[1:] for n in batch) == list(range(1, CALLERS + 1))
+    assert max(len(b) for b in batches[1:]) == 10  # capped at max_batch, and really batched
+    assert len(batches) == 1 + CALLERS // 10 + 1
+
+
+def test_per_request_exceptions_reach_only_their_caller_and_a_failed_batch_reaches_all() -> None:
+    def check(requests: Sequence[int]) -> list[int | BaseException]:
+        if 13 in requests:
+            raise RuntimeError("batch broke")
+        return [ValueError(f"bad {r}") if r < 0 else r for r in requests]
+
+    commit: GroupCommit[int, int] = GroupCommit(check)
+    assert commit.submit(5) == 5
+    with pytest.raises(ValueError, match="bad -1"):
+        commit.submit(-1)
+    with pytest.raises(RuntimeError, match="batch broke"):
+        commit.submit(13)
+    assert commit.submit(6) == 6  # a failed batch leaves the committer usable
+
+
+def test_a_batch_function_returning_the_wrong_number_of_results_fails_its_callers() -> None:
+    commit: GroupCommit[int, int] = GroupCommit(lambda requests: [])
+    with pytest.raises(RuntimeError, match="0 results for 1 requests"):
+        commit.submit(1)
+
+
+def test_with_two_in_flight_a_second_batch_runs_while_the_first_waits_on_its_round_trip() -> None:
+    both_running = threading.Barrier(2, timeout=30)
+    batches: list[list[int]] = []
+
+    def meet(requests: Sequence[int]) -> list[int | BaseException]:
+        batches.append(list(requests))
+        if len(batches) <= 2:
+            both_running.wait()  # only passes if the two first batches overlap
+        return list(requests)
+
+    commit: GroupCommit[int, int] = GroupCommit(meet, in_flight=2)
+    with ThreadPoolExecutor(CALLERS) as pool:
+        results = list(pool.map(commit.submit, range(CALLERS)))
+    assert results == list(range(CALLERS))
+    assert sorted(n for batch in batches for n in batch) == list(range(CALLERS))
