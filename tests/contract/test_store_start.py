@@ -7,6 +7,7 @@ batching changes nothing a caller can see: one winner per attempt, exact skip re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 
@@ -97,14 +98,14 @@ def test_duplicate_deliveries_of_a_claim_batch_start_each_job_exactly_once(harne
     jobs = claimed_batch(harness.store, 24)
     assert len(jobs) == 24
     stores = [harness.store, harness.open()]
-    calls = [
+    deliveries = [(j, copy) for j in jobs for copy in (0, 1)]
+    calls: list[Callable[[], Job]] = [
         partial(stores[copy].start_attempt, j.id, "noop", f"w{copy}", utc_now() + LEASE, hint(j))
-        for j in jobs
-        for copy in (0, 1)
+        for j, copy in deliveries
     ]
     outcomes = together(calls)
     for job in jobs:
-        mine = [o for c, o in zip(calls, outcomes, strict=True) if c.args[0] == job.id]
+        mine = [o for (j, _), o in zip(deliveries, outcomes, strict=True) if j.id == job.id]
         winners = [o for o in mine if isinstance(o, Job)]
         assert len(winners) == 1, mine
         assert all(isinstance(o, (AttemptTaken, TransitionRefused)) for o in mine if o is not winners[0]), mine

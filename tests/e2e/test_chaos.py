@@ -61,8 +61,11 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
     """Jobs with two attempts that both ran to an end (not closed as lost) and overlapped in time."""
     by_job: dict[str, list[tuple[datetime, datetime]]] = {}
     ran = [Outcome.SUCCEEDED.value, Outcome.FAILED.value, Outcome.TIMEOUT.value]
+    # A batched success writes only the outcome's name into the record; its end time is in attempt_outcomes.
+    ended = {d["_id"]: d["at"] for d in db["attempt_outcomes"].find({"outcome": {"$in": ran}})}
     for record in db["executions"].find({"outcome": {"$in": ran}}):
-        by_job.setdefault(str(record["jobId"]), []).append((record["startedAt"], record["finishedAt"]))  # type: ignore[arg-type]
+        finished = record.get("finishedAt") or ended[record["_id"]]
+        by_job.setdefault(str(record["jobId"]), []).append((record["startedAt"], finished))  # type: ignore[arg-type]
     bad = []
     for job_id, spans in by_job.items():
         spans.sort()
