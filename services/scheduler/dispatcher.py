@@ -61,7 +61,6 @@ class Dispatcher:
         result = TickResult()
         now = self._clock()
         result.spawned = self.spawn_template_runs(now)
-        self._warn_unknown_types(now)
         while term.trusted():
             jobs = self._claim(now)
             result.claimed += len(jobs)
@@ -73,6 +72,7 @@ class Dispatcher:
             if self._mode == "single" or len(jobs) < self._batch or result.failed:
                 break
             now = self._clock()
+        self._warn_unknown_types(now)  # after the claims: on FerretDB it reads every pending job
         return result
 
     def _claim(self, now: datetime) -> list[Job]:
