@@ -48,17 +48,17 @@ class SlotWindow:
         self._current: int | None = None  # the slot the last claim ran in
         self._next_full_sweep = 0.0
 
-    def plan(self, now: datetime) -> list[int] | None:
-        """The slots to query, oldest first, or None for a full sweep."""
-        current = slot_of(now)
+    def plan(self, now: datetime, due_by: datetime) -> list[int] | None:
+        """The slots to query for runs due by `due_by`, oldest first, or None for a full sweep."""
+        current, last = slot_of(now), slot_of(due_by)
         if self._open_from is None or self._clock() >= self._next_full_sweep:
             return None
-        first = min(self._open_from, current)
+        first = min(self._open_from, current)  # runs written "for now" land in the current slot
         if current != self._current:  # a new slot began: look back once for late writes
             first -= LOOKBACK_SLOTS
-        if current - first + 1 > MAX_SLOT_QUERIES:
+        if max(last, current) - first + 1 > MAX_SLOT_QUERIES:
             return None
-        return list(range(first, current + 1))
+        return list(range(first, max(last, current) + 1))
 
     def claimed(self, now: datetime, full_sweep: bool, left_behind: Iterable[int | None]) -> None:
         """After a claim: `left_behind` holds the slots of due runs it found but did not take (over its limit)."""

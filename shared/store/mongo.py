@@ -180,7 +180,7 @@ class MongoJobStore:
         two overlapping claimers may both win a document, which the executor's attempt record absorbs
         (invariant 2)."""
         due_by = due_by or now
-        slots = self._slots.plan(due_by)
+        slots = self._slots.plan(now, due_by)
         query = _due_runs(due_by, job_types)
         with _translate_errors():
             if slots is None:
@@ -189,7 +189,7 @@ class MongoJobStore:
                 found = [d for slot in slots for d in self._jobs.find({**query, "dueSlot": slot}, CLAIM_FIELDS)]
             found.sort(key=_claim_order)
             chosen = found[:limit]
-            self._slots.claimed(due_by, slots is None, (d.get("dueSlot") for d in found[limit:]))
+            self._slots.claimed(now, slots is None, (d.get("dueSlot") for d in found[limit:]))
             if not chosen:
                 return []
             token = uuid.uuid4().hex

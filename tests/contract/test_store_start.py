@@ -164,3 +164,15 @@ def test_runs_that_become_due_later_are_claimed_when_due(store: JobStore) -> Non
     assert [j.id for j in store.claim_due(now + timedelta(hours=4), 100, {"later"})] == [far.id]
     retried = claim_one(store, store.create(new(jobType="later")))
     assert retried.status is Status.QUEUED
+
+
+def test_a_claim_ahead_takes_jobs_due_within_the_lookahead_and_later_ones_for_now(store: JobStore) -> None:
+    now = utc_now()
+    soon = store.create(new(jobType="ahead", scheduledAt=now + timedelta(milliseconds=600)))
+    store.create(new(jobType="ahead", scheduledAt=now + timedelta(seconds=5)))
+    assert [j.id for j in store.claim_due(now, 100, {"ahead"}, due_by=now + timedelta(seconds=1))] == [soon.id]
+    immediate = store.create(new(jobType="ahead", scheduledAt=utc_now()))  # written after the claim ahead
+    later = now + timedelta(milliseconds=300)
+    claimed = store.claim_due(later, 100, {"ahead"}, due_by=later + timedelta(seconds=1))
+    assert [j.id for j in claimed] == [immediate.id]
+    assert claimed[0].queuedAt == later  # queued when claimed, not at the horizon

@@ -26,18 +26,18 @@ def test_a_run_goes_to_the_slot_where_it_becomes_due_as_seen_when_written() -> N
 
 def test_the_first_claim_sweeps_everything_then_only_the_current_slot_is_read() -> None:
     window = SlotWindow(FakeClock())
-    assert window.plan(NOW) is None
+    assert window.plan(NOW, NOW) is None
     window.claimed(NOW, full_sweep=True, left_behind=[])
-    assert window.plan(NOW + timedelta(milliseconds=100)) == [slot_of(NOW)]
+    assert window.plan(NOW + timedelta(milliseconds=100), NOW + timedelta(milliseconds=100)) == [slot_of(NOW)]
 
 
 def test_a_new_slot_rereads_the_previous_ones_once() -> None:
     window = SlotWindow(FakeClock())
     window.claimed(NOW, full_sweep=True, left_behind=[])
     next_slot = NOW + timedelta(seconds=SLOT_S)
-    assert window.plan(next_slot) == list(range(slot_of(NOW) - LOOKBACK_SLOTS, slot_of(next_slot) + 1))
+    assert window.plan(next_slot, next_slot) == list(range(slot_of(NOW) - LOOKBACK_SLOTS, slot_of(next_slot) + 1))
     window.claimed(next_slot, full_sweep=False, left_behind=[])
-    assert window.plan(next_slot) == [slot_of(next_slot)]
+    assert window.plan(next_slot, next_slot) == [slot_of(next_slot)]
 
 
 def test_runs_left_behind_keep_their_slot_in_the_window() -> None:
@@ -45,16 +45,28 @@ def test_runs_left_behind_keep_their_slot_in_the_window() -> None:
     window.claimed(NOW, full_sweep=True, left_behind=[])
     later = NOW + timedelta(seconds=4 * SLOT_S)
     window.claimed(later, full_sweep=False, left_behind=[slot_of(NOW), slot_of(later)])
-    assert window.plan(later) == list(range(slot_of(NOW), slot_of(later) + 1))
+    assert window.plan(later, later) == list(range(slot_of(NOW), slot_of(later) + 1))
+
+
+def test_a_claim_ahead_reads_from_the_current_slot_to_the_lookahead_slot() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    ahead = NOW + timedelta(seconds=2 * SLOT_S)
+    assert window.plan(NOW, ahead) == list(range(slot_of(NOW), slot_of(ahead) + 1))
 
 
 def test_a_run_without_a_slot_a_wide_window_or_the_sweep_interval_mean_a_full_sweep() -> None:
     clock = FakeClock()
     window = SlotWindow(clock)
     window.claimed(NOW, full_sweep=True, left_behind=[None])
-    assert window.plan(NOW) is None
+    assert window.plan(NOW, NOW) is None
     window.claimed(NOW, full_sweep=True, left_behind=[])
-    assert window.plan(NOW + timedelta(seconds=MAX_SLOT_QUERIES * SLOT_S)) is None  # a backlog of slots
-    assert window.plan(NOW) is not None
+    assert (
+        window.plan(
+            NOW + timedelta(seconds=MAX_SLOT_QUERIES * SLOT_S), NOW + timedelta(seconds=MAX_SLOT_QUERIES * SLOT_S)
+        )
+        is None
+    )  # a backlog of slots
+    assert window.plan(NOW, NOW) is not None
     clock.now += FULL_SWEEP_S
-    assert window.plan(NOW) is None
+    assert window.plan(NOW, NOW) is None
