@@ -142,9 +142,14 @@ class EtcdElector:
 
     def _wait_for_vacancy(self, stop: threading.Event) -> None:
         try:
-            self._client.watch_once(self._key, timeout=min(self._ttl_s, 5))
+            # Watch from just after the holder's last write: a resignation that lands before the watch is
+            # registered is still delivered (watching from "now" missed it and waited for the timeout, 5 s).
+            held, meta = self._client.get(self._key)
+            if held is None:
+                return  # vacant already: campaign again at once
+            self._client.watch_once(self._key, timeout=min(self._ttl_s, 5), start_revision=meta.mod_revision + 1)
         except WatchTimedOut:
-            pass  # re-check: a delete may have happened before the watch started
+            pass  # re-check
         except (*ETCD_ERRORS, AttributeError):
             # AttributeError: etcd3 0.12's watch_once reads `.events` off the gRPC error it received when the
             # server went away. Whatever failed, wait a moment and campaign again.

@@ -180,7 +180,9 @@ class MongoJobStore:
         two overlapping claimers may both win a document, which the executor's attempt record absorbs
         (invariant 2)."""
         due_by = due_by or now
-        slots = self._slots.plan(now, due_by)
+        # Slots up to the wall clock at least: a run written (or released) after `now` was taken sits in the
+        # slot of its write, and is due all the same when its scheduledAt <= due_by.
+        slots = self._slots.plan(now, max(due_by, utc_now()))
         query = _due_runs(due_by, job_types)
         with _translate_errors():
             if slots is None:

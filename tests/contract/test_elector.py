@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import etcd3
 import pytest
@@ -60,6 +61,53 @@ def test_only_one_etcd_node_leads_and_the_standby_wins_after_resign(etcd_endpoin
             second = standby.result(timeout=10)
         assert second is not None
         assert second.token > first.token
+    finally:
+        stop.set()
+        a.close()
+        b.close()
+
+
+@pytest.mark.integration
+def test_a_resignation_before_the_standby_watches_is_still_seen(
+    etcd_endpoints: str, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader resigns between the standby's look at the key and its watch: the watch, which starts from
+    the revision the standby saw, delivers the delete instead of timing out."""
+    key = etcd_prefix + "leader"
+    a, b = (EtcdElector(etcd_endpoints, key, name, ttl_s=30) for name in ("a", "b"))
+    stop = threading.Event()
+    watches: list[str] = []
+    real_get, real_watch = b._client.get, b._client.watch_once
+
+    def get_then_resign(*args: Any, **kwargs: Any) -> Any:
+        seen = real_get(*args, **kwargs)
+        if seen[0] is not None and not watches:
+            a.resign()  # lands before the standby's watch is registered
+        return seen
+
+    def watch(*args: Any, **kwargs: Any) -> Any:
+        try:
+            event = real_watch(*args, **kwargs)
+        except etcd3.exceptions.WatchTimedOut:
+            watches.append("timed out")
+            raise
+        watches.append(type(event).__name__)
+        return event
+
+    monkeypatch.setattr(b._client, "get", get_then_resign)
+    monkeypatch.setattr(b._client, "watch_once", watch)
+    try:
+        first = a.campaign(stop)
+        assert first is not None
+        with ThreadPoolExecutor(1) as pool:
+            standby = pool.submit(b.campaign, stop)
+            try:
+                second = standby.result(timeout=30)
+            finally:
+                stop.set()  # on failure, let the standby give up instead of campaigning forever
+        assert second is not None
+        assert second.token > first.token
+        assert watches == ["DeleteEvent"]
     finally:
         stop.set()
         a.close()

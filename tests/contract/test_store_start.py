@@ -176,3 +176,13 @@ def test_a_claim_ahead_takes_jobs_due_within_the_lookahead_and_later_ones_for_no
     claimed = store.claim_due(later, 100, {"ahead"}, due_by=later + timedelta(seconds=1))
     assert [j.id for j in claimed] == [immediate.id]
     assert claimed[0].queuedAt == later  # queued when claimed, not at the horizon
+
+
+def test_a_claim_with_an_earlier_clock_still_takes_jobs_released_since(store: JobStore) -> None:
+    """The clock a claim is given may be older than the writes it must see (a released job)."""
+    now = utc_now() - timedelta(seconds=2)  # older than every release below, by more than a due slot
+    job = store.create(new(jobType="stale-clock"))
+    for _ in range(3):
+        [claimed] = store.claim_due(now, 10, {"stale-clock"})
+        assert claimed.id == job.id
+        store.release([claimed])
