@@ -42,7 +42,7 @@ class Settings:
     claim_timeout: timedelta = timedelta(minutes=5)
     reaper_interval: timedelta = timedelta(seconds=30)
     job_timeout: timedelta = timedelta(minutes=5)
-    executor_concurrency: int = 32
+    executor_concurrency: int = 64
     log_level: str = "INFO"
 
     @classmethod

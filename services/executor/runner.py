@@ -17,12 +17,13 @@ from datetime import timedelta
 
 from services.executor.worker import Worker
 from shared.bus.base import BadMessage, Delivery, Subscription, Wakeup
-from shared.model import parse_time, utc_now
-from shared.store.base import JobStore, StoreError
+from shared.model import Job, parse_time, utc_now
+from shared.store.base import AttemptResult, JobStore, StoreError
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
 PAUSE_AFTER_S = 10.0
+RECORD_BACKLOG_PER_SLOT = 4  # outcomes waiting to be written, per handler slot, before slots are held
 MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
 
 
@@ -55,6 +56,8 @@ class Executor:
         self._concurrency = concurrency
         self._lease = lease
         self._slots = threading.Semaphore(concurrency)
+        self._record_room = threading.Semaphore(RECORD_BACKLOG_PER_SLOT * concurrency)
+        self._recorders = ThreadPoolExecutor(concurrency, thread_name_prefix="record")
         self.stop = stop or threading.Event()
 
     def run(self) -> None:
@@ -101,17 +104,36 @@ class Executor:
                 extra={"action": "executor_draining", "held": len(held)},
             )
             pool.shutdown(wait=True)
+            self._recorders.shutdown(wait=True)
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
     def _handle(self, delivery: Delivery) -> None:
+        """Start and run on a handler slot; the slot is freed as soon as the handler returns and the outcome
+        is written by a recorder thread (recorders' writes are batched together), after which the delivery is
+        acknowledged. At most RECORD_BACKLOG outcomes wait to be written: past that, slots are held."""
+        job, result = None, None
         try:
-            self._worker.process(delivery)
+            job = self._worker.start(delivery)
+            result = self._worker.run(job) if job is not None else None
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
             log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})
-        finally:
+        if job is None or result is None:
             self._subscription.ack(delivery)
             self._slots.release()
+            return
+        self._record_room.acquire()
+        self._slots.release()
+        self._recorders.submit(self._record, delivery, job, result)
+
+    def _record(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
+        try:
+            self._worker.record(job, result)
+        except Exception:  # as in _handle: the reaper closes an attempt whose outcome was never written
+            log.exception("recording failed", extra={"action": "delivery_error", "offset": delivery.offset})
+        finally:
+            self._subscription.ack(delivery)
+            self._record_room.release()
 
     def _heartbeat(self) -> None:
         interval = max(self._lease.total_seconds() / 3, 0.5)

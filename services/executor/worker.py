@@ -2,8 +2,9 @@
 
 start the attempt (the store loads the job, skips unless it is queued for this type, claims the attempt by
 inserting `<jobId>:<n>` — a duplicate means someone else owns it — and moves it to running; many deliveries'
-starts become one bulk write on MongoDB) → handler under its timeout → record the
-one outcome (completed, retry with backoff, or dlq) → acknowledge the message.
+starts become one bulk write on MongoDB) → run the handler under its timeout → record the one outcome
+(completed, retry with backoff, or dlq) → acknowledge the message. The three steps are separate so that the
+runner can free the handler slot before the outcome is written.
 Every skip and every failure of our own is logged and counted; none ends the process.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from services.executor.attempt import run_handler
 from shared import metrics
@@ -31,6 +33,7 @@ from shared.store.base import (
 )
 
 log = logging.getLogger("jobsched.executor")
+T = TypeVar("T")
 STORE_RETRY_S = (0.5, 1, 2, 4, 8, 15)  # then give up: the reaper returns the job
 
 
@@ -65,43 +68,56 @@ class Worker:
 
     def process(self, delivery: Delivery) -> None:
         """Handle one delivery completely; the caller acknowledges it afterwards, whatever happened."""
+        job = self.start(delivery)
+        if job is not None:
+            self.record(job, self.run(job))
+
+    def start(self, delivery: Delivery) -> Job | None:
+        """Start the delivery's attempt: the running job, or None when the delivery is skipped (logged and
+        counted) or the store stayed unavailable (the reaper returns the job)."""
         try:
             wakeup = Wakeup.decode(delivery.value)
         except BadMessage as exc:
             self._skip("bad_message", error=str(exc))
-            return
+            return None
+        return self._retrying(lambda: self._start(wakeup), wakeup.jobId)
+
+    def record(self, job: Job, result: AttemptResult) -> None:
+        """Record the attempt's outcome (retrying while the store is unavailable, then leaving the attempt to
+        the reaper, which closes it as lost)."""
+        self._retrying(lambda: self._finish(job, result), job.id)
+
+    def _retrying(self, step: Callable[[], T], job_id: str) -> T | None:
         for pause in (*STORE_RETRY_S, None):
             try:
-                self._process(wakeup)
-                return
+                return step()
             except StoreUnavailable as exc:
                 if pause is None:
                     log.error(
                         "store unavailable; leaving the job to the reaper",
-                        extra={"action": "store_unavailable", "jobId": wakeup.jobId, "error": str(exc)},
+                        extra={"action": "store_unavailable", "jobId": job_id, "error": str(exc)},
                     )
-                    return
+                    return None
                 time.sleep(pause)
+        return None
 
-    def _process(self, wakeup: Wakeup) -> None:
+    def _start(self, wakeup: Wakeup) -> Job | None:
         lease_until = utc_now() + self._lease
         hint = StartHint(wakeup.claim, wakeup.attempt) if wakeup.claim and wakeup.attempt else None
         try:
-            job = self._store.start_attempt(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
+            return self._store.start_attempt(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
         except JobNotFound:
             self._skip("unknown_job", jobId=wakeup.jobId)
-            return
         except TransitionRefused as refused:
             # another type; or cancelled, finished, running elsewhere, back to pending: not this delivery's attempt
             reason = "wrong_type" if refused.job.jobType != self._job_type else f"status_{refused.job.status.value}"
             self._skip(reason, jobId=wakeup.jobId)
-            return
         except AttemptTaken:
             self._skip("duplicate", jobId=wakeup.jobId)
-            return
-        self._run(job)
+        return None
 
-    def _run(self, job: Job) -> None:
+    def run(self, job: Job) -> AttemptResult:
+        """Run the handler of a started attempt under its timeout; never raises for the handler's sake."""
         timeout_s = job.timeoutSeconds or self._default_timeout.total_seconds()
         started = utc_now()
         ctx = HandlerContext(
@@ -125,7 +141,7 @@ class Worker:
                 self._running.pop(job.id, None)
         finished = utc_now()
         metrics.EXECUTOR_HANDLER_SECONDS.labels(self._job_type).observe((finished - started).total_seconds())
-        self._finish(job, AttemptResult(outcome=outcome, startedAt=started, finishedAt=finished, error=error))
+        return AttemptResult(outcome=outcome, startedAt=started, finishedAt=finished, error=error)
 
     def _finish(self, job: Job, result: AttemptResult) -> None:
         updated = self._store.finish_attempt(job, result)
