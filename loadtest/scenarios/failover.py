@@ -64,8 +64,12 @@ def hand_over(store: MongoJobStore, leader: Service, standby: Service, signum: i
     wait_until(queued, timeout_s, "the new leader to dispatch", interval_s=0.01)
     seconds = time.monotonic() - stopped_at
     leader.process.wait(60)
-    if standby.metric("scheduler_jobs_claimed_total") != (claimed_before or 0) + 1:
-        raise RuntimeError("the job after the handover was not dispatched by the new leader")
+    # The claim's counter moves just after the job reads back as queued: wait for it, then insist on it.
+    expected = (claimed_before or 0) + 1
+    try:
+        wait_until(lambda: standby.metric("scheduler_jobs_claimed_total") == expected, 10, "the claim counter")
+    except TimeoutError:
+        raise RuntimeError("the job after the handover was not dispatched by the new leader") from None
     return seconds
 
 
