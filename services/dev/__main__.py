@@ -76,9 +76,7 @@ def main() -> None:
     bus.ensure_topics(job_types)
     stop = threading.Event()
 
-    dispatcher = Dispatcher(
-        store, bus, job_types, batch=settings.claim_batch, mode=settings.claim_mode, lookahead=settings.claim_lookahead
-    )
+    dispatcher = Dispatcher.from_settings(store, bus, job_types, settings)
     scheduler = Scheduler(
         SingleNodeElector(), dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds()
     )

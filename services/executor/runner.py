@@ -111,7 +111,8 @@ class Executor:
     def _handle(self, delivery: Delivery) -> None:
         """Start and run on a handler slot; the slot is freed as soon as the handler returns and the outcome
         is written by a recorder thread (recorders' writes are batched together), after which the delivery is
-        acknowledged. At most RECORD_BACKLOG outcomes wait to be written: past that, slots are held."""
+        acknowledged. At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are
+        held."""
         job, result = None, None
         try:
             job = self._worker.start(delivery)

@@ -25,9 +25,7 @@ def main() -> None:
         settings.etcd_endpoints, settings.election_key, node_id, ttl_s=int(settings.lease_ttl.total_seconds())
     )
     job_types = registry.names()
-    dispatcher = Dispatcher(
-        store, bus, job_types, batch=settings.claim_batch, mode=settings.claim_mode, lookahead=settings.claim_lookahead
-    )
+    dispatcher = Dispatcher.from_settings(store, bus, job_types, settings)
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 
     on_termination(scheduler.request_stop)

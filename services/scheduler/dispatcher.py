@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
+from shared.config import Settings
 from shared.cron import Schedule, ScheduleError
 from shared.election.base import Term
 from shared.model import Job, format_time, utc_now
@@ -56,6 +57,18 @@ class Dispatcher:
         self._lookahead = lookahead
         self._clock = clock
         self._next_unknown_check = 0.0
+
+    @classmethod
+    def from_settings(cls, store: JobStore, bus: Bus, job_types: Collection[str], settings: Settings) -> Dispatcher:
+        """The dispatcher as CLAIM_BATCH, CLAIM_MODE and CLAIM_LOOKAHEAD configure it."""
+        return cls(
+            store,
+            bus,
+            job_types,
+            batch=settings.claim_batch,
+            mode=settings.claim_mode,
+            lookahead=settings.claim_lookahead,
+        )
 
     def tick(self, term: Term) -> TickResult:
         result = TickResult()

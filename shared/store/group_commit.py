@@ -30,31 +30,28 @@ class _Waiter(Generic[Request, Result]):
 
 
 class GroupCommit(Generic[Request, Result]):
-    def __init__(self, run_batch: BatchFn[Request, Result], max_batch: int = 256, in_flight: int = 1) -> None:
+    def __init__(self, run_batch: BatchFn[Request, Result], max_batch: int = 256) -> None:
         """`run_batch(requests)` returns one result or exception per request, in order. If it raises, every
-        request of that batch gets the exception. Up to `in_flight` batches run at once (on their callers'
-        threads): a second one overlaps the first one's round trips instead of waiting for them."""
+        request of that batch gets the exception. One batch runs at a time (a second one in flight was
+        measured slower on FerretDB: 135 against ~165 jobs/s)."""
         self._run_batch = run_batch
         self._max_batch = max_batch
-        self._in_flight = in_flight
         self._lock = threading.Lock()
         self._queue: list[_Waiter[Request, Result]] = []
-        self._running = 0
-        self._leaders = 0  # callers told to run a batch that have not taken it yet
+        self._busy = False  # a caller is running a batch, or has been told to run the next one
 
     def submit(self, request: Request) -> Result:
         waiter: _Waiter[Request, Result] = _Waiter(request)
         with self._lock:
             self._queue.append(waiter)
-            if self._running + self._leaders < self._in_flight:
-                waiter.leads = True
-                self._leaders += 1
-        while True:
-            if waiter.leads:  # checked first: a leader runs its batch even if another batch took its request
+            waiter.leads = not self._busy
+            self._busy = True
+        # A leader is always the head of the queue, so its own request is in the batch it runs.
+        while not waiter.done:
+            if waiter.leads:
                 waiter.leads = False
                 self._run_one_batch()
-            if waiter.done:
-                break
+                continue
             waiter.wake.wait()
             waiter.wake.clear()
         if isinstance(waiter.result, BaseException):
@@ -63,14 +60,11 @@ class GroupCommit(Generic[Request, Result]):
 
     def _run_one_batch(self) -> None:
         with self._lock:
-            self._leaders -= 1
-            self._running += 1
             batch = self._queue[: self._max_batch]
             del self._queue[: self._max_batch]
-        results: Sequence[Result | BaseException] = []
+        results: Sequence[Result | BaseException]
         try:
-            if batch:
-                results = self._run_batch([w.request for w in batch])
+            results = self._run_batch([w.request for w in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(batch)} requests")
         except BaseException as exc:  # every caller of the batch learns why, none hangs
@@ -79,12 +73,10 @@ class GroupCommit(Generic[Request, Result]):
             waiter.result = result
             waiter.done = True
             waiter.wake.set()
-        # Hand the next batch to a queued caller (it is waiting anyway), so no thread serves others forever.
+        # Hand the next batch to the head of the queue (it is waiting anyway), so no thread serves others forever.
         with self._lock:
-            self._running -= 1
-            idle = [w for w in self._queue if not w.leads]
-            if idle and self._running + self._leaders < self._in_flight:
-                successor = idle[0]
-                successor.leads = True
-                self._leaders += 1
-                successor.wake.set()
+            if self._queue:
+                self._queue[0].leads = True
+                self._queue[0].wake.set()
+            else:
+                self._busy = False

@@ -81,8 +81,7 @@ class MongoJobStore:
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
         self._slots = SlotWindow()
-        # Executors call these from one thread per delivery; concurrent calls become bulk writes, two batches
-        # of a kind at a time so that one's round trips overlap the other's.
+        # Executors call these from one thread per delivery; concurrent calls become bulk writes.
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
@@ -175,7 +174,7 @@ class MongoJobStore:
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
     ) -> list[Job]:
         """Find the due runs (by due slot, see due_slots.py), take the first `limit` in claim order, flip them
-        with one guarded update_many per slot, then re-read which ones carry this call's claim token: those
+        with one guarded update_many per (slot, priority), then re-read which ones carry this call's claim token: those
         are the ones won, in claim order. Each document is still updated atomically on MongoDB; on FerretDB
         two overlapping claimers may both win a document, which the executor's attempt record absorbs
         (invariant 2)."""
@@ -202,7 +201,7 @@ class MongoJobStore:
                     guard["dueSlot"] = slot
                 self._jobs.update_many(guard, {"$set": _queued(now, token)})
             won = [_to_job(d) for d in self._jobs.find({"claimToken": token})]
-        return sorted(won, key=lambda j: (-j.priority, j.scheduledAt, j.id))
+        return sorted(won, key=transitions.claim_order)
 
     def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
         with _translate_errors():
@@ -267,7 +266,11 @@ class MongoJobStore:
         # Unlike SQLite, the record and the job cannot change in one transaction here, so the record carries
         # its own lease (extended by heartbeats): if the claim below never lands, or a non-atomic write-back
         # hides it, the reaper still finds and closes the attempt (expired_attempts).
-        record = {"_id": record_id, **transitions.attempt_started(job, worker, now), "leaseExpiresAt": lease_until}
+        record = {
+            "_id": record_id,
+            **transitions.attempt_started(job.id, attempt, worker, now),
+            "leaseExpiresAt": lease_until,
+        }
         with _translate_errors():
             try:
                 self._executions.insert_one(record)
@@ -338,11 +341,7 @@ class MongoJobStore:
         records = [
             {
                 "_id": attempt_record_id(r.job_id, r.hint.attempt),
-                "jobId": r.job_id,
-                "attempt": r.hint.attempt,
-                "worker": r.worker,
-                "startedAt": now,
-                "outcome": Outcome.RUNNING.value,
+                **transitions.attempt_started(r.job_id, r.hint.attempt, r.worker, now),
                 "leaseExpiresAt": r.lease_until,
             }
             for r in requests

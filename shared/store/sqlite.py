@@ -307,7 +307,7 @@ class SqliteJobStore:
                 [*set_params, Status.PENDING.value, KIND_RUN, _to_ms(due_by or now), *types, limit],
             ).fetchall()
         # RETURNING gives rows in no particular order; the contract wants claim order.
-        return sorted((_to_job(r) for r in rows), key=lambda j: (-j.priority, j.scheduledAt, j.id))
+        return sorted((_to_job(r) for r in rows), key=transitions.claim_order)
 
     def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
         claimed = self.claim_due(now, 1, job_types)
@@ -367,7 +367,7 @@ class SqliteJobStore:
         attempt = job.next_attempt
         record_id = attempt_record_id(job.id, attempt)
         now = utc_now()
-        record = {"id": record_id, **transitions.attempt_started(job, worker, now)}
+        record = {"id": record_id, **transitions.attempt_started(job.id, attempt, worker, now)}
         try:
             with self._write() as conn:
                 if _insert_unique(conn, "executions", record) is None:

@@ -153,6 +153,11 @@ def redriven(job: Job, now: datetime) -> Fields:
     return {"status": Status.PENDING.value, "attemptBase": job.attempts, "scheduledAt": now, "updatedAt": now}
 
 
+def claim_order(job: Job) -> tuple[int, datetime, str]:
+    """The order claims hand jobs out in: priority desc, then scheduledAt asc (then id, for a total order)."""
+    return (-job.priority, job.scheduledAt, job.id)
+
+
 # --- preconditions shared by the stores' read-then-write operations ---------------------------------------
 
 
@@ -169,11 +174,11 @@ def check_redrivable(job: Job) -> None:
 # --- execution records (one per attempt, `<jobId>:<n>`) -------------------------------------------------
 
 
-def attempt_started(job: Job, worker: str, now: datetime) -> Fields:
-    """The record an executor inserts to own attempt `job.next_attempt` (the id is added by the store)."""
+def attempt_started(job_id: str, attempt: int, worker: str, now: datetime) -> Fields:
+    """The record an executor inserts to own attempt `attempt` of the job (the id is added by the store)."""
     return {
-        "jobId": job.id,
-        "attempt": job.next_attempt,
+        "jobId": job_id,
+        "attempt": attempt,
         "worker": worker,
         "startedAt": now,
         "outcome": Outcome.RUNNING.value,

@@ -80,20 +80,3 @@ def test_a_batch_function_returning_the_wrong_number_of_results_fails_its_caller
     commit: GroupCommit[int, int] = GroupCommit(lambda requests: [])
     with pytest.raises(RuntimeError, match="0 results for 1 requests"):
         commit.submit(1)
-
-
-def test_with_two_in_flight_a_second_batch_runs_while_the_first_waits_on_its_round_trip() -> None:
-    both_running = threading.Barrier(2, timeout=30)
-    batches: list[list[int]] = []
-
-    def meet(requests: Sequence[int]) -> list[int | BaseException]:
-        batches.append(list(requests))
-        if len(batches) <= 2:
-            both_running.wait()  # only passes if the two first batches overlap
-        return list(requests)
-
-    commit: GroupCommit[int, int] = GroupCommit(meet, in_flight=2)
-    with ThreadPoolExecutor(CALLERS) as pool:
-        results = list(pool.map(commit.submit, range(CALLERS)))
-    assert results == list(range(CALLERS))
-    assert sorted(n for batch in batches for n in batch) == list(range(CALLERS))
