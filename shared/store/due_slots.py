@@ -7,19 +7,20 @@ filters `status = pending` decodes every pending job, future ones too (1.2 s wit
 the number of the SLOT_S-long time slot in which it becomes due as seen at that moment, i.e. the slot of
 max(scheduledAt, now). A run written for the past lands in the current slot, one for later in its own.
 
-A claim queries, each by equality, the slots from the oldest one that may still hold due unclaimed runs up to
-the current one (in steady state: the current slot only). When a new slot begins it also re-reads the
-previous slot (runs that fell due after its last claim) and LOOKBACK_SLOTS before it (writes that landed
-late). A full sweep (the plain range query) runs at the first claim, every FULL_SWEEP_S, and whenever the
-window grows past MAX_SLOT_QUERIES slots (a backlog): it finds anything the window could miss (a write
-delayed by more than LOOKBACK_SLOTS * SLOT_S, clocks further apart than that, a document without a slot).
+A claim queries, each by equality, the slots where the previous claim left due runs (over its limit) and the
+current one (in steady state: the current slot only). When a new slot begins it also re-reads the previous
+slot (runs that fell due after its last claim) and LOOKBACK_SLOTS before it (writes that landed late). Passed
+slots with runs left in them are answered from the claimer's backlog cache (claim_lanes.py) without a query.
+A full sweep (the plain range query) runs at the first claim, every FULL_SWEEP_S, and whenever more than
+MAX_SLOT_QUERIES slots would need a query: it finds anything the window could miss (a write delayed by more
+than LOOKBACK_SLOTS * SLOT_S, clocks further apart than that, a document without a slot).
 On MongoDB proper the same queries use the `claim_slots` index.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from typing import Final
 
@@ -44,21 +45,25 @@ class SlotWindow:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._open_from: int | None = None  # None: unknown, sweep everything
+        self._behind: set[int] | None = None  # slots where the last claim left due runs; None: unknown, sweep
         self._current: int | None = None  # the slot the last claim ran in
         self._next_full_sweep = 0.0
 
-    def plan(self, now: datetime, due_by: datetime) -> list[int] | None:
-        """The slots to query for runs due by `due_by`, oldest first, or None for a full sweep."""
+    def plan(self, now: datetime, due_by: datetime, cached: Collection[int] = ()) -> list[int] | None:
+        """The slots to query for runs due by `due_by`, oldest first, or None for a full sweep. Slots in
+        `cached` are answered without a query (claim_lanes.BacklogCache) and do not count towards the limit."""
         current, last = slot_of(now), slot_of(due_by)
-        if self._open_from is None or self._clock() >= self._next_full_sweep:
+        if self._behind is None or self._current is None or self._clock() >= self._next_full_sweep:
             return None
-        first = min(self._open_from, current)  # runs written "for now" land in the current slot
-        if current != self._current:  # a new slot began: look back once for late writes
-            first -= LOOKBACK_SLOTS
-        if max(last, current) - first + 1 > MAX_SLOT_QUERIES:
+        first = current
+        if current != self._current:  # a new slot began: re-read the last one, and look back for late writes
+            first = min(self._current, current) - LOOKBACK_SLOTS
+        # A slot between these that the last claim left nothing in holds no due run: its runs were due then
+        # (they are older than the slot it ran in), and no writer puts new runs into a passed slot.
+        slots = self._behind.union(range(first, max(last, current) + 1))
+        if sum(1 for slot in slots if slot not in cached) > MAX_SLOT_QUERIES:
             return None
-        return list(range(first, max(last, current) + 1))
+        return sorted(slots)
 
     def claimed(self, now: datetime, full_sweep: bool, left_behind: Iterable[int | None]) -> None:
         """After a claim: `left_behind` holds the slots of due runs it found but did not take (over its limit)."""
@@ -66,8 +71,5 @@ class SlotWindow:
         if full_sweep:
             self._next_full_sweep = self._clock() + FULL_SWEEP_S
         slots = set(left_behind)
-        if None in slots:  # runs without a slot can only be found by sweeping
-            self._open_from = None
-            return
-        # The current slot stays open: runs in it keep falling due until it ends.
-        self._open_from = min((s for s in slots if s is not None), default=self._current)
+        # runs without a slot can only be found by sweeping
+        self._behind = None if None in slots else {s for s in slots if s is not None}

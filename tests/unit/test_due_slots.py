@@ -40,12 +40,29 @@ def test_a_new_slot_rereads_the_previous_ones_once() -> None:
     assert window.plan(next_slot, next_slot) == [slot_of(next_slot)]
 
 
-def test_runs_left_behind_keep_their_slot_in_the_window() -> None:
+def test_runs_left_behind_keep_their_slot_in_the_window_and_the_slots_between_are_skipped() -> None:
     window = SlotWindow(FakeClock())
     window.claimed(NOW, full_sweep=True, left_behind=[])
     later = NOW + timedelta(seconds=4 * SLOT_S)
     window.claimed(later, full_sweep=False, left_behind=[slot_of(NOW), slot_of(later)])
-    assert window.plan(later, later) == list(range(slot_of(NOW), slot_of(later) + 1))
+    assert window.plan(later, later) == [slot_of(NOW), slot_of(later)]
+
+
+def test_a_long_backlog_is_read_from_the_cache_not_swept() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    later = NOW + timedelta(seconds=3 * MAX_SLOT_QUERIES * SLOT_S)
+    behind = list(range(slot_of(NOW), slot_of(NOW) + 2 * MAX_SLOT_QUERIES))
+    window.claimed(later, full_sweep=False, left_behind=behind)
+    assert window.plan(later, later) is None  # too many slots to query one by one
+    assert window.plan(later, later, cached=behind) == [*behind, slot_of(later)]
+
+
+def test_a_claim_that_took_several_slots_rereads_the_slot_it_ran_in() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[])
+    later = NOW + timedelta(seconds=3 * SLOT_S)
+    assert window.plan(later, later) == list(range(slot_of(NOW) - LOOKBACK_SLOTS, slot_of(later) + 1))
 
 
 def test_a_claim_ahead_reads_from_the_current_slot_to_the_lookahead_slot() -> None:
