@@ -139,9 +139,14 @@ pg_start() {
       --encoding=UTF8 --locale=C --no-sync >/dev/null)
   fi
   # Test server: fsync/synchronous_commit/full_page_writes off trade crash safety for speed. TCP on loopback only.
+  # Autovacuum as job queues on PostgreSQL tune it (every job document is rewritten ~3 times and FerretDB scans
+  # whole tables, so dead rows slow every query): a 15,000-job drain ran at 223.6 / 247.0 jobs/s with the
+  # defaults and 247.7-271.6 jobs/s (4 runs) with these.
   (cd / && start_bg "$PG_NAME" runuser -u postgres -- "$PG_BIN/postgres" -D "$PG_DATA" -p "$PG_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories= \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200)
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+    -c autovacuum_naptime=1s -c autovacuum_vacuum_cost_delay=0 \
+    -c autovacuum_vacuum_scale_factor=0.05 -c autovacuum_vacuum_insert_scale_factor=0.05)
   wait_ready "$PG_NAME" 60 pg_ready
   if [ "$(pg_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'")" != 1 ]; then
     pg_psql -d postgres -c "CREATE DATABASE ferretdb"

@@ -54,6 +54,10 @@ class Harness:
         """Overwrite a job's status behind the store's back (what FerretDB's whole-document write-back does)."""
         raise NotImplementedError
 
+    def age_writes(self, job_type: str, seconds: int) -> None:
+        """Make the pending runs of `job_type` look written `seconds` earlier (MongoDB: their due slots move
+        back, so they sit in slots that have passed, as a backlog does). Nothing to age on SQLite."""
+
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[None]:
         """While active, the store's next conditional write to a job fails as if the database went away:
         the write that moves the job after its attempt's ownership (record or outcome) was decided."""
@@ -105,6 +109,9 @@ class MongoHarness(Harness):
 
     def force_status(self, job_id: str, status: Status) -> None:
         self.db["jobs"].update_one({"_id": ObjectId(job_id)}, {"$set": {"status": status.value}})
+
+    def age_writes(self, job_type: str, seconds: int) -> None:
+        self.db["jobs"].update_many({"jobType": job_type, "status": "pending"}, {"$inc": {"dueSlot": -seconds}})
 
     @contextmanager
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

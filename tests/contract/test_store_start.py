@@ -7,6 +7,7 @@ batching changes nothing a caller can see: one winner per attempt, exact skip re
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -186,3 +187,23 @@ def test_a_claim_with_an_earlier_clock_still_takes_jobs_released_since(store: Jo
         [claimed] = store.claim_due(now, 10, {"stale-clock"})
         assert claimed.id == job.id
         store.release([claimed])
+
+
+def test_a_deep_backlog_is_claimed_once_each_in_priority_order_over_many_claims(harness: Harness) -> None:
+    """A backlog in passed slots (MongoDB: read once and kept by the claimer, claimed lane by lane): across
+    many small claims every run is claimed exactly once, higher priorities first; a run cancelled meanwhile is
+    never claimed and one written meanwhile is."""
+    store = harness.store
+    urgent = [store.create(new(jobType="backlog", priority=5)) for _ in range(30)]
+    bulk = [store.create(new(jobType="backlog")) for _ in range(370)]
+    harness.age_writes("backlog", seconds=30)
+    claims = [store.claim_due(utc_now(), 20, {"backlog"})]
+    cancelled = store.cancel(bulk[-1].id)
+    late = store.create(new(jobType="backlog"))
+    while claimed := store.claim_due(utc_now(), 20, {"backlog"}):
+        claims.append(claimed)
+    order = [job for claim in claims for job in claim]
+    counts = Counter(job.id for job in order)
+    assert set(counts) == {j.id for j in [*urgent, *bulk, late] if j.id != cancelled.id}
+    assert set(counts.values()) == {1}
+    assert [job.priority for job in order] == sorted((job.priority for job in order), reverse=True)
