@@ -111,20 +111,20 @@ class BacklogCache:
         self._types: frozenset[str] = frozenset()
 
     def slots(self, job_types: Collection[str]) -> frozenset[int]:
-        return frozenset(self._slots) if frozenset(job_types) == self._types else frozenset()
+        return frozenset(self._slots) if self._serves(job_types) else frozenset()
 
     def get(self, slot: int, job_types: Collection[str]) -> list[Document] | None:
-        if frozenset(job_types) != self._types:
-            return None
-        return self._slots.get(slot)
+        return self._slots.get(slot) if self._serves(job_types) else None
 
     def keep(self, slot: int, docs: list[Document], job_types: Collection[str]) -> None:
         """Remember the complete candidate list of a closed slot (dropped when over capacity)."""
-        types = frozenset(job_types)
-        if types != self._types:
-            self._slots, self._types = {}, types
-        if sum(len(d) for d in self._slots.values()) + len(docs) <= self._capacity:
+        if not self._serves(job_types):
+            self._slots, self._types = {}, frozenset(job_types)
+        if len(self) + len(docs) <= self._capacity:
             self._slots[slot] = docs
+
+    def _serves(self, job_types: Collection[str]) -> bool:
+        return frozenset(job_types) == self._types
 
     def rebuild(self, found: Iterable[Document], closed_below: int, job_types: Collection[str]) -> None:
         """After a full sweep: every closed slot's candidates are among `found`."""

@@ -210,8 +210,11 @@ class MongoJobStore:
             token = uuid.uuid4().hex
             for group in groups:
                 # equalities the server can filter on before decoding: slot, priority (and lane) narrow the update
-                guard: Document = {"status": Status.PENDING.value, "priority": group.priority}
-                guard["_id"] = {"$in": group.ids}
+                guard: Document = {
+                    "status": Status.PENDING.value,
+                    "priority": group.priority,
+                    "_id": {"$in": group.ids},
+                }
                 if group.slot is not None:
                     guard["dueSlot"] = group.slot
                 if group.lane is not None:
