@@ -28,8 +28,10 @@ from __future__ import annotations
 import random
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
+
+from shared.store.due_slots import SlotWindow
 
 LANES: Final = 32
 QUERY_COST_IN_DOCS: Final = 200  # one more update's scan ≈ decoding this many documents (FerretDB, measured)
@@ -102,40 +104,34 @@ def _lane_pick(group: Sequence[Document], quota: int) -> dict[int | None, list[A
 
 
 class BacklogCache:
-    """Candidates of slots that can receive no new runs, complete per slot, in claim order. One claimer's
-    memory (a new leader starts with a full sweep); valid for one set of job types."""
+    """Candidates of slots that can receive no new runs, complete per slot, in claim order. Part of one
+    claimer's memory (ClaimerMemory: one set of job types; a new leader starts with a full sweep)."""
 
     def __init__(self, capacity: int = MAX_CACHED) -> None:
         self._capacity = capacity
         self._slots: dict[int, list[Document]] = {}
-        self._types: frozenset[str] = frozenset()
 
-    def slots(self, job_types: Collection[str]) -> frozenset[int]:
-        return frozenset(self._slots) if self._serves(job_types) else frozenset()
+    def slots(self) -> frozenset[int]:
+        return frozenset(self._slots)
 
-    def get(self, slot: int, job_types: Collection[str]) -> list[Document] | None:
-        return self._slots.get(slot) if self._serves(job_types) else None
+    def get(self, slot: int) -> list[Document] | None:
+        return self._slots.get(slot)
 
-    def keep(self, slot: int, docs: list[Document], job_types: Collection[str]) -> None:
+    def keep(self, slot: int, docs: list[Document]) -> None:
         """Remember the complete candidate list of a closed slot (dropped when over capacity)."""
-        if not self._serves(job_types):
-            self._slots, self._types = {}, frozenset(job_types)
         if len(self) + len(docs) <= self._capacity:
             self._slots[slot] = docs
 
-    def _serves(self, job_types: Collection[str]) -> bool:
-        return frozenset(job_types) == self._types
-
-    def rebuild(self, found: Iterable[Document], closed_below: int, job_types: Collection[str]) -> None:
+    def rebuild(self, found: Iterable[Document], closed_below: int) -> None:
         """After a full sweep: every closed slot's candidates are among `found`."""
-        self._slots, self._types = {}, frozenset(job_types)
+        self._slots = {}
         by_slot: dict[int, list[Document]] = defaultdict(list)
         for doc in found:
             slot = doc.get("dueSlot")
             if slot is not None and slot < closed_below:
                 by_slot[slot].append(doc)
         for slot, docs in sorted(by_slot.items()):
-            self.keep(slot, docs, job_types)
+            self.keep(slot, docs)
 
     def settle(self, left: Iterable[Document]) -> None:
         """After a claim: cached slots keep only the candidates the claim left; emptied slots are dropped."""
@@ -148,6 +144,22 @@ class BacklogCache:
 
     def __len__(self) -> int:
         return sum(len(d) for d in self._slots.values())
+
+
+@dataclass
+class ClaimerMemory:
+    """What one claimer remembers between claims (which slots may hold due runs, the backlog's candidates),
+    valid only for the job types it was built for: claims of other types never looked at these types' runs,
+    so a claim with another set of types starts a fresh memory, which begins with a full sweep."""
+
+    job_types: frozenset[str]
+    window: SlotWindow = field(default_factory=SlotWindow)
+    backlog: BacklogCache = field(default_factory=BacklogCache)
+
+    def serving(self, job_types: Collection[str]) -> ClaimerMemory:
+        """This memory if it was built for `job_types`, else a fresh one for them."""
+        types = frozenset(job_types)
+        return self if types == self.job_types else ClaimerMemory(types)
 
 
 class ClaimDocs:

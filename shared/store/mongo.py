@@ -36,8 +36,8 @@ from shared.store.base import (
     TransitionRefused,
     start_in_steps,
 )
-from shared.store.claim_lanes import BacklogCache, ClaimDocs, new_lane, plan_claim
-from shared.store.due_slots import LOOKBACK_SLOTS, SlotWindow, due_slot, slot_of
+from shared.store.claim_lanes import BacklogCache, ClaimDocs, ClaimerMemory, new_lane, plan_claim
+from shared.store.due_slots import LOOKBACK_SLOTS, due_slot, slot_of
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
@@ -81,8 +81,7 @@ class MongoJobStore:
         self._jobs: MongoCollection[Document] = self._db["jobs"]
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
-        self._slots = SlotWindow()
-        self._backlog = BacklogCache()
+        self._claimer = ClaimerMemory(frozenset())
         # Executors call these from one thread per delivery; concurrent calls become bulk writes.
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
@@ -198,13 +197,15 @@ class MongoJobStore:
         wall = utc_now()
         # Slots up to the wall clock at least: a run written (or released) after `now` was taken sits in the
         # slot of its write, and is due all the same when its scheduledAt <= due_by.
-        slots = self._slots.plan(now, max(due_by, wall), self._backlog.slots(job_types))
+        memory = self._claimer = self._claimer.serving(job_types)
+        slots = memory.window.plan(now, max(due_by, wall), memory.backlog.slots())
         with _translate_errors():
-            found = self._candidates(_due_runs(due_by, job_types), slots, job_types, slot_of(wall) - LOOKBACK_SLOTS)
+            query = _due_runs(due_by, job_types)
+            found = self._candidates(query, slots, memory.backlog, slot_of(wall) - LOOKBACK_SLOTS)
             found.sort(key=_claim_order)
             groups, left = plan_claim(found, limit)
-            self._slots.claimed(now, slots is None, (d.get("dueSlot") for d in left))
-            self._backlog.settle(left)
+            memory.window.claimed(now, slots is None, (d.get("dueSlot") for d in left))
+            memory.backlog.settle(left)
             if not groups:
                 return []
             token = uuid.uuid4().hex
@@ -224,22 +225,22 @@ class MongoJobStore:
         return sorted(won, key=transitions.claim_order)
 
     def _candidates(
-        self, query: Document, slots: list[int] | None, job_types: Collection[str], closed_below: int
+        self, query: Document, slots: list[int] | None, backlog: BacklogCache, closed_below: int
     ) -> list[Document]:
         """The due runs of `slots` (None: of every slot); slots before `closed_below` come from the backlog
         cache when it has them, and are cached when read."""
         if slots is None:
             found = list(self._jobs.find(query, CLAIM_FIELDS))
-            self._backlog.rebuild(found, closed_below, job_types)
+            backlog.rebuild(found, closed_below)
             return found
         found = []
         for slot in slots:
             closed = slot < closed_below
-            cached = self._backlog.get(slot, job_types) if closed else None
+            cached = backlog.get(slot) if closed else None
             if cached is None:
                 cached = list(self._jobs.find({**query, "dueSlot": slot}, CLAIM_FIELDS))
                 if closed:
-                    self._backlog.keep(slot, cached, job_types)
+                    backlog.keep(slot, cached)
             found.extend(cached)
         return found
 

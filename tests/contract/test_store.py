@@ -291,6 +291,16 @@ def test_claim_due_filters_by_job_types(store: JobStore, line: dict[str, Job]) -
     assert len(store.claim_due(utc_now(), 10, {"noop", "other"})) == len(CLAIM_ORDER)
 
 
+def test_a_claim_for_other_job_types_finds_runs_the_claims_before_it_did_not_look_for(store: JobStore) -> None:
+    # The claimer remembers which slots may hold due runs; that memory says nothing about types it was not
+    # asked for. Claiming "as of" a few seconds ahead puts the claim's slots past the run's (a run written
+    # now sits in the current slot), as a claim a second or two after the write would.
+    job = store.create(new(jobType="asked-second"))
+    ahead = utc_now() + timedelta(seconds=5)
+    assert store.claim_due(ahead, 10, {"asked-first"}) == []
+    assert [j.id for j in store.claim_due(ahead, 10, {"asked-second"})] == [job.id]
+
+
 def test_claim_next_takes_one_job_at_a_time_in_claim_order(store: JobStore, line: dict[str, Job]) -> None:
     names = {job.id: name for name, job in line.items()}
     claimed: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.store.claim_lanes import LANES, BacklogCache, ClaimDocs, plan_claim
+from shared.store.claim_lanes import LANES, BacklogCache, ClaimDocs, ClaimerMemory, plan_claim
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 Doc = dict[str, Any]
@@ -67,28 +67,35 @@ def test_higher_priorities_are_taken_whole_before_a_lower_one_is_touched() -> No
     assert all(d["priority"] == 0 for d in left)
 
 
-def test_the_backlog_cache_answers_only_for_its_job_types_and_keeps_what_claims_leave() -> None:
+def test_the_backlog_cache_keeps_what_claims_leave() -> None:
     cache = BacklogCache()
     old, older = candidates(5, slot=90), candidates(3, slot=80)
-    cache.keep(90, old, {"noop"})
-    cache.keep(80, older, {"noop"})
-    assert cache.slots({"noop"}) == {80, 90}
-    assert cache.get(90, {"other"}) is None
-    assert cache.slots({"other"}) == frozenset()
+    cache.keep(90, old)
+    cache.keep(80, older)
+    assert cache.slots() == {80, 90}
     cache.settle([*old[3:], {"_id": "fresh", "dueSlot": 101}])  # slot 80 emptied; 101 was never cached
-    assert cache.slots({"noop"}) == {90}
-    assert cache.get(90, {"noop"}) == old[3:]
-    cache.keep(70, candidates(1, slot=70), {"email"})  # other types: the old lists no longer apply
-    assert cache.slots({"noop"}) == frozenset()
-    assert cache.slots({"email"}) == {70}
+    assert cache.slots() == {90}
+    assert cache.get(90) == old[3:]
+    assert cache.get(80) is None
 
 
 def test_the_backlog_cache_is_rebuilt_from_a_sweep_with_passed_slots_only_and_within_capacity() -> None:
     cache = BacklogCache(capacity=10)
     found = [*candidates(4, slot=90), *candidates(8, slot=95), *candidates(2, slot=99)]
-    cache.rebuild(found, closed_below=98, job_types={"noop"})
-    assert cache.slots({"noop"}) == {90}  # 95 would exceed the capacity (a slot is kept whole or not at all)
+    cache.rebuild(found, closed_below=98)
+    assert cache.slots() == {90}  # 95 would exceed the capacity (a slot is kept whole or not at all)
     assert len(cache) == 4
+
+
+def test_a_claimer_memory_serves_only_its_job_types() -> None:
+    memory = ClaimerMemory(frozenset({"noop"}))
+    memory.backlog.keep(90, candidates(2, slot=90))
+    assert memory.serving(["noop"]) is memory
+    other = memory.serving({"noop", "email"})  # claims of {"noop"} never looked at email's runs
+    assert other is not memory
+    assert other.job_types == {"noop", "email"}
+    assert other.backlog.slots() == frozenset()
+    assert other.window.plan(datetime.now(UTC), datetime.now(UTC)) is None  # a fresh memory starts with a sweep
 
 
 def test_claim_docs_are_read_once_per_claim_and_handed_out_once() -> None:
