@@ -16,9 +16,10 @@ measures make a deep slot cost what its claimed part costs:
   claim takes only part of a (slot, priority) group, it takes whole lanes of the group (the lanes holding its
   oldest runs first) and guards each lane's update by lane equality, so the server decodes about the runs
   taken instead of the whole group: with 20,000 runs in one slot, one lane of ~625 per 500 claimed. It does
-  so only when the estimate says that is cheaper (each extra update costs a scan, worth QUERY_COST_IN_DOCS
-  decodes). The price: inside one (slot, priority) group taken in part, runs are claimed lane by lane rather
-  than strictly by scheduledAt; priority order and slot order are kept.
+  so only when the estimate says that saves at least one more query's cost (each extra update costs a scan,
+  worth QUERY_COST_IN_DOCS decodes), i.e. for groups of a few hundred runs and more. The price: inside such a
+  deep (slot, priority) group taken in part, runs are claimed lane by lane rather than strictly by
+  scheduledAt; priority order and slot order are kept, and smaller groups are claimed strictly oldest first.
 
 On MongoDB proper both are harmless: the cache saves index reads, lanes cost an extra update or two.
 """
@@ -82,7 +83,8 @@ def plan_claim(found: Sequence[Document], limit: int) -> tuple[list[ClaimGroup],
 
 def _lane_pick(group: Sequence[Document], quota: int) -> dict[int | None, list[Any]] | None:
     """`quota` ids of `group` from as few lanes as possible (lanes in the order of their oldest run), or None
-    when one update of the whole group is cheaper, or some run has no lane (written before lanes)."""
+    when that does not save at least one query's cost over one update of the whole group, or some run has no
+    lane (written before lanes)."""
     lanes: dict[int, list[Any]] = {}
     for doc in group:
         lane = doc.get("lane")
@@ -98,7 +100,10 @@ def _lane_pick(group: Sequence[Document], quota: int) -> dict[int | None, list[A
         picked[lane] = ids[:left]
         decoded += len(ids)
         left -= len(picked[lane])
-    if len(picked) * QUERY_COST_IN_DOCS + decoded >= QUERY_COST_IN_DOCS + len(group):
+    # Lanes bend the age order inside the group, so they must save at least one query's worth of decoding:
+    # a small group (the usual case: a second's worth of due runs) is always claimed strictly oldest first.
+    by_lanes, whole = len(picked) * QUERY_COST_IN_DOCS + decoded, QUERY_COST_IN_DOCS + len(group)
+    if by_lanes + QUERY_COST_IN_DOCS > whole:
         return None
     return picked
 

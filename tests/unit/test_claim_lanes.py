@@ -53,6 +53,12 @@ def test_a_shallow_group_stays_one_update_when_lanes_would_cost_more() -> None:
     assert [d["_id"] for d in left] == [d["_id"] for d in found[500:]]
 
 
+def test_a_small_group_is_claimed_strictly_oldest_first_even_when_one_lane_would_decode_less() -> None:
+    found = candidates(12, lanes=4)  # lane 0 holds runs 0, 4, 8: it alone would serve a claim of 3
+    groups, _ = plan_claim(found, 3)
+    assert [(g.lane, g.ids) for g in groups] == [(None, [d["_id"] for d in found[:3]])]
+
+
 def test_runs_without_a_lane_are_claimed_in_strict_order() -> None:
     found = candidates(20_000, lanes=None)
     groups, _ = plan_claim(found, 500)
