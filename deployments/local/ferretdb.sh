@@ -151,6 +151,8 @@ pg_start() {
   if [ "$(pg_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'")" != 1 ]; then
     pg_psql -d postgres -c "CREATE DATABASE ferretdb"
   fi
+  # GIN indexes that FerretDB 1.x's pushed-down equalities can use (why and which: the file's header)
+  pg_psql -d ferretdb -f "$LOCAL_DIR/ferretdb-pg-indexes.sql" >/dev/null
 }
 
 pg_stop() {

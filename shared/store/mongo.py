@@ -320,7 +320,7 @@ class MongoJobStore:
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
-                _update(transitions.claimed(worker, now, lease_until)),
+                _update({**transitions.claimed(worker, now, lease_until), "startToken": transitions.UNSET}),
                 return_document=ReturnDocument.AFTER,
             )
             if doc is None:
@@ -380,19 +380,20 @@ class MongoJobStore:
         where its hint says (requeued, re-claimed, another type, cancelled) takes the step-by-step path,
         which names the exact reason."""
         now = utc_now()
+        token = uuid.uuid4().hex
         results: list[Job | BaseException | None] = [None] * len(requests)
         records = [
             {
                 "_id": attempt_record_id(r.job_id, r.hint.attempt),
                 **transitions.attempt_started(r.job_id, r.hint.attempt, r.worker, now),
                 "leaseExpiresAt": r.lease_until,
+                "startToken": token,
             }
             for r in requests
         ]
         with _translate_errors():
             taken = _insert_new(self._executions, records)
             won = [i for i in range(len(requests)) if i not in taken]
-            token = uuid.uuid4().hex
             started: dict[str, Document] = {}
             unsure: list[str] = []
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
@@ -480,23 +481,28 @@ class MongoJobStore:
             won = [k for k in range(len(jobs)) if k not in taken]
             for k in taken:  # decided before us (the reaper closed it as lost): re-apply that outcome
                 self._close_attempt(jobs[k], Outcome.SUCCEEDED, None, decisions[k]["at"], None)
-            by_worker = _group_ids((decisions[k] | {"worker": jobs[k].claimedBy} for k in won), "worker")
-            for worker, record_ids in by_worker.items():
-                self._executions.update_many(
-                    {"outcome": Outcome.RUNNING.value, "worker": worker, "_id": {"$in": record_ids}},
-                    {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
-                )
+            # Narrowed by worker and start batch: the server decodes that batch's records and jobs, not all of
+            # the worker's running ones (FerretDB).
+            batches = (decisions[k] | {"worker": jobs[k].claimedBy, "startToken": jobs[k].startToken} for k in won)
+            for (worker, start_token), record_ids in _group_ids(batches, "worker", "startToken").items():
+                record_guard = {"outcome": Outcome.RUNNING.value, "worker": worker, "_id": {"$in": record_ids}}
+                if start_token is not None:
+                    record_guard["startToken"] = start_token
+                # times and duration: in the outcome document
+                self._executions.update_many(record_guard, {"$set": {"outcome": Outcome.SUCCEEDED.value}})
             fields = transitions.attempt_closed(jobs[0], Outcome.SUCCEEDED, None, now)  # the same for every job
-            groups: dict[tuple[str, str | None, int], list[int]] = defaultdict(list)
+            groups: dict[tuple[str, str | None, int, str | None], list[int]] = defaultdict(list)
             for k in won:
-                groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts)].append(k)
-            for (status, worker, attempts), members in groups.items():
+                groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts, jobs[k].startToken)].append(k)
+            for (status, worker, attempts, start_token), members in groups.items():
                 guard = {
                     "status": status,
                     "claimedBy": worker,
                     "attempts": attempts,
                     "_id": {"$in": [ObjectId(jobs[k].id) for k in members]},
                 }
+                if start_token is not None:
+                    guard["startToken"] = start_token
                 if self._jobs.update_many(guard, _update(fields)).modified_count == len(members):
                     for k in members:
                         results[k] = jobs[k].evolve(status=Status.COMPLETED, updatedAt=now)

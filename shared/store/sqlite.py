@@ -96,7 +96,7 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
 )
 
-_JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken"}) | {"kind"})  # claim tokens: MongoDB only
+_JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error"}
 )
