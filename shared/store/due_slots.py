@@ -12,8 +12,11 @@ current one (in steady state: the current slot only). When a new slot begins it 
 slot (runs that fell due after its last claim) and LOOKBACK_SLOTS before it (writes that landed late). Passed
 slots with runs left in them are answered from the claimer's backlog cache (claim_lanes.py) without a query.
 A full sweep (the plain range query) runs at the first claim, every FULL_SWEEP_S, and whenever more than
-MAX_SLOT_QUERIES slots would need a query: it finds anything the window could miss (a write delayed by more
-than LOOKBACK_SLOTS * SLOT_S, clocks further apart than that, a document without a slot).
+MAX_SLOT_QUERIES slots would need a query and those queries are not measured to cost less than the last sweep
+did: it finds anything the window could miss (a write delayed by more than LOOKBACK_SLOTS * SLOT_S, clocks
+further apart than that, a document without a slot). The measured exception matters where a sweep is slow:
+with 100,000 future jobs on FerretDB a sweep takes seconds, so the next claim's window already spans more than
+MAX_SLOT_QUERIES slots; without it, that claim would sweep again, and every claim after it.
 On MongoDB proper the same queries use the `claim_slots` index.
 """
 
@@ -48,6 +51,8 @@ class SlotWindow:
         self._behind: set[int] | None = None  # slots where the last claim left due runs; None: unknown, sweep
         self._current: int | None = None  # the slot the last claim ran in
         self._next_full_sweep = 0.0
+        self._sweep_s: float | None = None  # how long the last full sweep's read took
+        self._slot_query_s: float | None = None  # how long one slot query takes (moving average)
 
     def plan(self, now: datetime, due_by: datetime, cached: Collection[int] = ()) -> list[int] | None:
         """The slots to query for runs due by `due_by`, oldest first, or None for a full sweep. Slots in
@@ -61,15 +66,34 @@ class SlotWindow:
         # A slot between these that the last claim left nothing in holds no due run: its runs were due then
         # (they are older than the slot it ran in), and no writer puts new runs into a passed slot.
         slots = self._behind.union(range(first, max(last, current) + 1))
-        if sum(1 for slot in slots if slot not in cached) > MAX_SLOT_QUERIES:
+        queries = sum(1 for slot in slots if slot not in cached)
+        if queries > MAX_SLOT_QUERIES and not self._cheaper_than_a_sweep(queries):
             return None
         return sorted(slots)
 
-    def claimed(self, now: datetime, full_sweep: bool, left_behind: Iterable[int | None]) -> None:
-        """After a claim: `left_behind` holds the slots of due runs it found but did not take (over its limit)."""
+    def _cheaper_than_a_sweep(self, queries: int) -> bool:
+        if self._sweep_s is None or self._slot_query_s is None:
+            return False
+        return queries * self._slot_query_s < self._sweep_s
+
+    def claimed(
+        self,
+        now: datetime,
+        full_sweep: bool,
+        left_behind: Iterable[int | None],
+        read_s: float = 0.0,
+        queries: int = 0,
+    ) -> None:
+        """After a claim: `left_behind` holds the slots of due runs it found but did not take (over its limit);
+        `read_s` is how long reading the candidates took, with `queries` slot queries (or the full sweep)."""
         self._current = slot_of(now)
         if full_sweep:
             self._next_full_sweep = self._clock() + FULL_SWEEP_S
+            self._sweep_s = read_s
+        elif queries:
+            per_query = read_s / queries
+            previous = self._slot_query_s
+            self._slot_query_s = per_query if previous is None else 0.8 * previous + 0.2 * per_query
         slots = set(left_behind)
         # runs without a slot can only be found by sweeping
         self._behind = None if None in slots else {s for s in slots if s is not None}

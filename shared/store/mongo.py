@@ -9,6 +9,7 @@ ownership is therefore an insert into a unique index: idempotency keys on `jobs`
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -201,10 +202,12 @@ class MongoJobStore:
         slots = memory.window.plan(now, max(due_by, wall), memory.backlog.slots())
         with _translate_errors():
             query = _due_runs(due_by, job_types)
-            found = self._candidates(query, slots, memory.backlog, slot_of(wall) - LOOKBACK_SLOTS)
+            read_started = time.perf_counter()
+            found, queries = self._candidates(query, slots, memory.backlog, slot_of(wall) - LOOKBACK_SLOTS)
+            read_s = time.perf_counter() - read_started
             found.sort(key=_claim_order)
             groups, left = plan_claim(found, limit)
-            memory.window.claimed(now, slots is None, (d.get("dueSlot") for d in left))
+            memory.window.claimed(now, slots is None, (d.get("dueSlot") for d in left), read_s, queries)
             memory.backlog.settle(left)
             if not groups:
                 return []
@@ -226,23 +229,24 @@ class MongoJobStore:
 
     def _candidates(
         self, query: Document, slots: list[int] | None, backlog: BacklogCache, closed_below: int
-    ) -> list[Document]:
-        """The due runs of `slots` (None: of every slot); slots before `closed_below` come from the backlog
-        cache when it has them, and are cached when read."""
+    ) -> tuple[list[Document], int]:
+        """The due runs of `slots` (None: of every slot) and how many slot queries that took; slots before
+        `closed_below` come from the backlog cache when it has them, and are cached when read."""
         if slots is None:
             found = list(self._jobs.find(query, CLAIM_FIELDS))
             backlog.rebuild(found, closed_below)
-            return found
-        found = []
+            return found, 0
+        found, queries = [], 0
         for slot in slots:
             closed = slot < closed_below
             cached = backlog.get(slot) if closed else None
             if cached is None:
                 cached = list(self._jobs.find({**query, "dueSlot": slot}, CLAIM_FIELDS))
+                queries += 1
                 if closed:
                     backlog.keep(slot, cached)
             found.extend(cached)
-        return found
+        return found, queries
 
     def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
         with _translate_errors():

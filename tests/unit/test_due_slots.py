@@ -87,3 +87,16 @@ def test_a_run_without_a_slot_a_wide_window_or_the_sweep_interval_mean_a_full_sw
     assert window.plan(NOW, NOW) is not None
     clock.now += FULL_SWEEP_S
     assert window.plan(NOW, NOW) is None
+
+
+def test_past_the_query_limit_slot_queries_win_when_measured_cheaper_than_the_last_sweep() -> None:
+    window = SlotWindow(FakeClock())
+    window.claimed(NOW, full_sweep=True, left_behind=[], read_s=11.0)  # a sweep of a deep future backlog
+    later = NOW + timedelta(seconds=12 * SLOT_S)  # that slow claim widened the window past the limit
+    assert window.plan(later, later) is None  # no measure of a slot query yet
+    window.claimed(NOW, full_sweep=False, left_behind=[], read_s=0.02, queries=4)  # 5 ms per slot query
+    wide = window.plan(later, later)
+    assert wide is not None
+    assert len(wide) > MAX_SLOT_QUERIES
+    window.claimed(NOW, full_sweep=True, left_behind=[], read_s=0.05)  # a cheap sweep (small backlog)
+    assert window.plan(later, later) is None  # 15 queries of 5 ms cost more than that sweep
