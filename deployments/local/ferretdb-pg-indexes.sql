@@ -12,6 +12,8 @@
 -- rare or unselective queries use (status, tenantId, ...) are left out. Measured, FERRETDB.md.
 -- This is a property of the local stand-in: MongoDB proper uses the indexes ensure_schema creates.
 
+SET client_min_messages = warning;  -- "does not exist, skipping" on a new cluster is expected
+
 CREATE OR REPLACE FUNCTION jobsched_index_collection(tbl regclass) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   k text;
