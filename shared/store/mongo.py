@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -485,28 +485,26 @@ class MongoJobStore:
             won = [k for k in range(len(jobs)) if k not in taken]
             for k in taken:  # decided before us (the reaper closed it as lost): re-apply that outcome
                 self._close_attempt(jobs[k], Outcome.SUCCEEDED, None, decisions[k]["at"], None)
-            # Narrowed by worker and start batch: the server decodes that batch's records and jobs, not all of
-            # the worker's running ones (FerretDB).
-            batches = (decisions[k] | {"worker": jobs[k].claimedBy, "startToken": jobs[k].startToken} for k in won)
-            for (worker, start_token), record_ids in _group_ids(batches, "worker", "startToken").items():
-                record_guard = {"outcome": Outcome.RUNNING.value, "worker": worker, "_id": {"$in": record_ids}}
-                if start_token is not None:
-                    record_guard["startToken"] = start_token
-                # times and duration: in the outcome document
-                self._executions.update_many(record_guard, {"$set": {"outcome": Outcome.SUCCEEDED.value}})
             fields = transitions.attempt_closed(jobs[0], Outcome.SUCCEEDED, None, now)  # the same for every job
             groups: dict[tuple[str, str | None, int, str | None], list[int]] = defaultdict(list)
             for k in won:
                 groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts, jobs[k].startToken)].append(k)
             for (status, worker, attempts, start_token), members in groups.items():
+                # Narrowed by worker and start batch: the server decodes that batch's records and jobs, not all
+                # of the worker's running ones (FerretDB).
+                batch = {"startToken": start_token} if start_token is not None else {}
+                record_ids = [decisions[k]["_id"] for k in members]
+                self._executions.update_many(
+                    {"outcome": Outcome.RUNNING.value, "worker": worker, **batch, "_id": {"$in": record_ids}},
+                    {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
+                )
                 guard = {
                     "status": status,
                     "claimedBy": worker,
                     "attempts": attempts,
+                    **batch,
                     "_id": {"$in": [ObjectId(jobs[k].id) for k in members]},
                 }
-                if start_token is not None:
-                    guard["startToken"] = start_token
                 if self._jobs.update_many(guard, _update(fields)).modified_count == len(members):
                     for k in members:
                         results[k] = jobs[k].evolve(status=Status.COMPLETED, updatedAt=now)
@@ -712,15 +710,6 @@ def _due_runs(now: datetime, job_types: Collection[str]) -> Document:
 
 def _claim_order(doc: Document) -> tuple[int, datetime, Any]:
     return (-int(doc.get("priority", 0)), doc["scheduledAt"], doc["_id"])
-
-
-def _group_ids(docs: Iterable[Document], *keys: str) -> dict[Any, list[Any]]:
-    """Document ids grouped by the values of `keys` (None when absent; a tuple for several keys)."""
-    groups: dict[Any, list[Any]] = defaultdict(list)
-    for doc in docs:
-        values = tuple(doc.get(k) for k in keys)
-        groups[values if len(keys) > 1 else values[0]].append(doc["_id"])
-    return groups
 
 
 def _queued(now: datetime, token: str) -> Document:
