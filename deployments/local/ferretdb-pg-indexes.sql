@@ -8,6 +8,8 @@
 --   claimToken  the executor's start guard and its one read per claim batch, the scheduler's re-read of a claim
 --   startToken  the guards that close a start batch's attempts (jobs and attempt records)
 --   dueSlot     the scheduler's due-slot queries (shared/store/due_slots.py)
+--   kind        the scheduler's look for due recurring templates at every tick: `kind = template` is rare, so
+--               the index answers it; without it that query scanned every job ever kept, twice a second
 -- Every index costs on each write (a rewritten document gets new entries in all of them), so keys that only
 -- rare or unselective queries use (status, tenantId, ...) are left out. Measured, FERRETDB.md.
 -- This is a property of the local stand-in: MongoDB proper uses the indexes ensure_schema creates.
@@ -18,7 +20,7 @@ CREATE OR REPLACE FUNCTION jobsched_index_collection(tbl regclass) RETURNS void 
 DECLARE
   k text;
 BEGIN
-  FOREACH k IN ARRAY ARRAY['_id', 'claimToken', 'startToken', 'dueSlot'] LOOP
+  FOREACH k IN ARRAY ARRAY['_id', 'claimToken', 'startToken', 'dueSlot', 'kind'] LOOP
     EXECUTE format(
       'CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb->%L) jsonb_path_ops)',
       left(split_part(tbl::text, '.', 2) || '_gin_' || lower(k), 63), tbl, k

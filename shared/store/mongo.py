@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,6 +88,7 @@ class MongoJobStore:
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
         self._claim_docs = ClaimDocs()
+        self._record_writer = ThreadPoolExecutor(1, thread_name_prefix="record-writes")
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -100,6 +102,7 @@ class MongoJobStore:
         return cls(client, database)
 
     def close(self) -> None:
+        self._record_writer.shutdown(wait=True)
         self._client.close()
 
     def ensure_schema(self) -> None:
@@ -119,6 +122,9 @@ class MongoJobStore:
     def _create_query_indexes(self) -> None:
         self._jobs.create_index([("status", ASCENDING), *CLAIM_ORDER], name="claim_order")
         self._jobs.create_index([("status", ASCENDING), ("dueSlot", ASCENDING)], name="claim_slots")
+        self._jobs.create_index(
+            [("kind", ASCENDING), ("status", ASCENDING), ("scheduledAt", ASCENDING)], name="due_templates"
+        )
         self._jobs.create_index("claimToken", name="claim_batches")
         self._jobs.create_index("startToken", name="start_batches")
         self._jobs.create_index(
@@ -489,14 +495,20 @@ class MongoJobStore:
             groups: dict[tuple[str, str | None, int, str | None], list[int]] = defaultdict(list)
             for k in won:
                 groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts, jobs[k].startToken)].append(k)
+            record_writes = []
             for (status, worker, attempts, start_token), members in groups.items():
                 # Narrowed by worker and start batch: the server decodes that batch's records and jobs, not all
-                # of the worker's running ones (FerretDB).
+                # of the worker's running ones (FerretDB). The records are written beside the jobs, on a second
+                # connection: the outcome is decided already, both writes are idempotent, and a close batch is
+                # a chain of round trips that the executor's next outcomes wait for.
                 batch = {"startToken": start_token} if start_token is not None else {}
                 record_ids = [decisions[k]["_id"] for k in members]
-                self._executions.update_many(
-                    {"outcome": Outcome.RUNNING.value, "worker": worker, **batch, "_id": {"$in": record_ids}},
-                    {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
+                record_writes.append(
+                    self._record_writer.submit(
+                        self._executions.update_many,
+                        {"outcome": Outcome.RUNNING.value, "worker": worker, **batch, "_id": {"$in": record_ids}},
+                        {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
+                    )
                 )
                 guard = {
                     "status": status,
@@ -512,6 +524,8 @@ class MongoJobStore:
                 for k in members:  # some did not move (a write-back raced): apply one by one, idempotently
                     doc = self._apply_decision(jobs[k], decisions[k])
                     results[k] = _to_job(doc) if doc else self.get(jobs[k].id)
+            for write in record_writes:
+                write.result()  # its failure is the batch's (StoreUnavailable when the server is gone)
         return results
 
     def _close_in_steps(self, request: _FinishRequest) -> Job | BaseException | None:

@@ -27,12 +27,17 @@ def plan_node(db: Database[Doc], query: Doc) -> str | None:
 def test_hot_equality_keys_are_answered_by_an_index_and_other_keys_by_a_scan(mongo_db: Database[Doc]) -> None:
     jobs = mongo_db["jobs"]
     jobs.insert_many(
-        [{"claimToken": f"c{n // 10}", "startToken": f"s{n // 10}", "dueSlot": n // 10, "n": n} for n in range(DOCS)]
+        [
+            {"claimToken": f"c{n // 10}", "startToken": f"s{n // 10}", "dueSlot": n // 10, "kind": "run", "n": n}
+            for n in range(DOCS)
+        ]
     )
+    jobs.insert_one({"kind": "template", "n": -1})
     some_id = jobs.find_one({"n": 7})["_id"]  # type: ignore[index]
     control = plan_node(mongo_db, {"n": 7})
     if control is None:  # pointed at MongoDB or FerretDB on SQLite (README, Tests): nothing of this applies
         pytest.skip("not FerretDB on PostgreSQL: the stand-in's PostgreSQL indexes do not exist here")
     assert control == "Seq Scan"  # no index: the control
-    for hot in ({"_id": some_id}, {"claimToken": "c7"}, {"startToken": "s7"}, {"dueSlot": 7}):
+    hot_keys = ({"_id": some_id}, {"claimToken": "c7"}, {"startToken": "s7"}, {"dueSlot": 7}, {"kind": "template"})
+    for hot in hot_keys:
         assert plan_node(mongo_db, {**hot, "n": 70}) == "Bitmap Heap Scan", hot
