@@ -11,7 +11,8 @@ A claim queries, each by equality, the slots where the previous claim left due r
 current one (in steady state: the current slot only). When a new slot begins it also re-reads the previous
 slot (runs that fell due after its last claim) and LOOKBACK_SLOTS before it (writes that landed late). Passed
 slots with runs left in them are answered from the claimer's backlog cache (claim_lanes.py) without a query.
-A full sweep (the plain range query) runs at the first claim, every FULL_SWEEP_S, and whenever more than
+A full sweep (the plain range query) runs at the first claim, every FULL_SWEEP_S (longer when sweeps are slow:
+at most SWEEP_SHARE of the claimer's time goes to them), and whenever more than
 MAX_SLOT_QUERIES slots would need a query and those queries are not measured to cost less than the last sweep
 did: it finds anything the window could miss (a write delayed by more than LOOKBACK_SLOTS * SLOT_S, clocks
 further apart than that, a document without a slot). The measured exception matters where a sweep is slow:
@@ -31,6 +32,9 @@ SLOT_S: Final = 1
 LOOKBACK_SLOTS: Final = 2
 MAX_SLOT_QUERIES: Final = 12
 FULL_SWEEP_S: Final = 60.0
+# A sweep reads every pending run, future ones included: on FerretDB ~11 s for 100,000 of them, so at one a
+# minute the sweep alone would keep a core busy. Sweeps are spaced so that they take at most this share.
+SWEEP_SHARE: Final = 0.05
 
 
 def slot_of(moment: datetime) -> int:
@@ -88,7 +92,7 @@ class SlotWindow:
         `read_s` is how long reading the candidates took, with `queries` slot queries (or the full sweep)."""
         self._current = slot_of(now)
         if full_sweep:
-            self._next_full_sweep = self._clock() + FULL_SWEEP_S
+            self._next_full_sweep = self._clock() + max(FULL_SWEEP_S, read_s / SWEEP_SHARE)
             self._sweep_s = read_s
         elif queries:
             per_query = read_s / queries

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.store.due_slots import FULL_SWEEP_S, LOOKBACK_SLOTS, MAX_SLOT_QUERIES, SLOT_S, SlotWindow, due_slot, slot_of
+from shared.store.due_slots import (
+    FULL_SWEEP_S,
+    LOOKBACK_SLOTS,
+    MAX_SLOT_QUERIES,
+    SLOT_S,
+    SWEEP_SHARE,
+    SlotWindow,
+    due_slot,
+    slot_of,
+)
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -100,3 +109,13 @@ def test_past_the_query_limit_slot_queries_win_when_measured_cheaper_than_the_la
     assert len(wide) > MAX_SLOT_QUERIES
     window.claimed(NOW, full_sweep=True, left_behind=[], read_s=0.05)  # a cheap sweep (small backlog)
     assert window.plan(later, later) is None  # 15 queries of 5 ms cost more than that sweep
+
+
+def test_slow_sweeps_are_spaced_to_take_at_most_their_share_of_the_time() -> None:
+    clock = FakeClock()
+    window = SlotWindow(clock)
+    window.claimed(NOW, full_sweep=True, left_behind=[], read_s=11.0)  # 100,000 future runs on FerretDB
+    clock.now += FULL_SWEEP_S
+    assert window.plan(NOW, NOW) is not None  # a fast sweep would be due again; this one is not yet
+    clock.now += 11.0 / SWEEP_SHARE - FULL_SWEEP_S
+    assert window.plan(NOW, NOW) is None
