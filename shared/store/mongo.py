@@ -5,6 +5,12 @@ without re-checking the filter, so conditional updates there are best effort. Ev
 ownership is therefore an insert into a unique index: idempotency keys on `jobs`, attempt records
 `<jobId>:<attempt>` on `executions` (DESIGN.md, invariants). It also avoids what FerretDB rejects:
 `projection=` on find_one_and_update, partial and TTL indexes.
+
+Collections: `jobs`; `executions`, one record per attempt, inserted when it starts (ownership and history);
+`attempt_outcomes`, one per decided attempt (its insert decides the one outcome); `attempt_leases`, one per
+attempt in an executor's hands, deleted when it is closed, so that the reaper reads only live attempts. A
+success does not rewrite its record (the history reads its end from the outcome): on FerretDB an update costs
+about what three inserts and a delete do.
 """
 
 from __future__ import annotations
@@ -83,12 +89,14 @@ class MongoJobStore:
         self._jobs: MongoCollection[Document] = self._db["jobs"]
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
+        self._leases: MongoCollection[Document] = self._db["attempt_leases"]
         self._claimer = ClaimerMemory(frozenset())
         # Executors call these from one thread per delivery; concurrent calls become bulk writes.
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
         self._claim_docs = ClaimDocs()
-        self._record_writer = ThreadPoolExecutor(1, thread_name_prefix="record-writes")
+        # Writes made beside a batch's job update, on connections of their own (a lease's insert or delete).
+        self._side_writes = ThreadPoolExecutor(2, thread_name_prefix="side-writes")
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -102,7 +110,7 @@ class MongoJobStore:
         return cls(client, database)
 
     def close(self) -> None:
-        self._record_writer.shutdown(wait=True)
+        self._side_writes.shutdown(wait=True)
         self._client.close()
 
     def ensure_schema(self) -> None:
@@ -132,7 +140,7 @@ class MongoJobStore:
             name="tenant_listing",
         )
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
-        self._executions.create_index([("outcome", ASCENDING), ("leaseExpiresAt", ASCENDING)], name="leases")
+        self._leases.create_index("leaseExpiresAt", name="lease_expiry")
 
     def ping(self) -> None:
         with _translate_errors():
@@ -314,20 +322,17 @@ class MongoJobStore:
         attempt = job.next_attempt
         record_id = attempt_record_id(job.id, attempt)
         now = utc_now()
-        # Unlike SQLite, the record and the job cannot change in one transaction here, so the record carries
-        # its own lease (extended by heartbeats): if the claim below never lands, or a non-atomic write-back
+        # Unlike SQLite, the record and the job cannot change in one transaction here, so the attempt gets a
+        # lease of its own (extended by heartbeats): if the claim below never lands, or a non-atomic write-back
         # hides it, the reaper still finds and closes the attempt (expired_attempts).
-        record = {
-            "_id": record_id,
-            **transitions.attempt_started(job.id, attempt, worker, now),
-            "leaseExpiresAt": lease_until,
-        }
+        record = {"_id": record_id, **_record(job.id, attempt, worker, now, lease_until)}
         with _translate_errors():
             try:
                 self._executions.insert_one(record)
             except DuplicateKeyError as exc:
                 self._heal_from_ledger(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
+            _insert_leases(self._leases, [_lease(record)])
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
                 _update({**transitions.claimed(worker, now, lease_until), "startToken": transitions.UNSET}),
@@ -336,7 +341,7 @@ class MongoJobStore:
             if doc is None:
                 # The job moved on (cancelled, re-pended, finished) before the claim: the attempt never
                 # started, so give it back for a delivery that matches the job's real state.
-                self._executions.delete_one({"_id": record_id, "outcome": Outcome.RUNNING.value})
+                self._give_back(record_id)
         if doc is None:
             raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
         return _to_job(doc)
@@ -346,16 +351,23 @@ class MongoJobStore:
         non-atomic write-back on a Mongo-compatible server put back an older state, the ledger wins: a
         cancelled attempt makes the job cancelled again, a decided one re-applies its outcome. Without this
         the job would be re-dispatched and refused forever. (On MongoDB proper this finds nothing to fix.)"""
-        record = self._executions.find_one({"_id": attempt_record_id(job.id, attempt)})
+        record_id = attempt_record_id(job.id, attempt)
+        record = self._executions.find_one({"_id": record_id})
         if record is None:
             return
+        now = utc_now()
         if record.get("outcome") == Outcome.CANCELLED.value:
             self._jobs.update_one(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
-                _update(transitions.cancelled(utc_now())),
+                _update(transitions.cancelled(now)),
             )
-        elif self._outcomes.find_one({"_id": attempt_record_id(job.id, attempt)}) is not None:
-            self._close_attempt(job, Outcome.LOST, None, utc_now(), None)  # re-applies the decided outcome
+        elif self._outcomes.find_one({"_id": record_id}) is not None:
+            self._close_attempt(job, Outcome.LOST, None, now, None)  # re-applies the decided outcome
+        elif record.get("leaseExpiresAt", now) < now and self._leases.find_one({"_id": record_id}) is None:
+            # Its executor stopped between the record's insert and its lease's, and the record's own lease
+            # (the first one, never extended) has run out: no reaper will find it, so close it here.
+            reason = f"attempt {attempt} lost: its executor stopped before the attempt had a lease"
+            self._close_attempt(job, Outcome.LOST, reason, now, None)
 
     def mark_running(self, job: Job) -> Job:
         with _translate_errors():
@@ -395,8 +407,7 @@ class MongoJobStore:
         records = [
             {
                 "_id": attempt_record_id(r.job_id, r.hint.attempt),
-                **transitions.attempt_started(r.job_id, r.hint.attempt, r.worker, now),
-                "leaseExpiresAt": r.lease_until,
+                **_record(r.job_id, r.hint.attempt, r.worker, now, r.lease_until),
                 "startToken": token,
             }
             for r in requests
@@ -404,6 +415,9 @@ class MongoJobStore:
         with _translate_errors():
             taken = _insert_new(self._executions, records)
             won = [i for i in range(len(requests)) if i not in taken]
+            # The leases of the attempts won are written beside the jobs' update (a crash between the record and
+            # its lease is healed at the next delivery, see _heal_from_ledger).
+            leases = self._side_writes.submit(_insert_leases, self._leases, [_lease(records[i]) for i in won])
             started: dict[str, Document] = {}
             unsure: list[str] = []
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
@@ -429,17 +443,25 @@ class MongoJobStore:
                 unsure.extend(ids)
             if unsure:
                 started.update((str(d["_id"]), d) for d in self._jobs.find({"startToken": token}))
+            leases.result()
             for i in won:
                 doc = started.get(requests[i].job_id)
                 if doc is not None:
                     results[i] = _to_job(doc)
                     continue
                 # Not queued for this attempt of this claim (or of another type): give the attempt back.
-                self._executions.delete_one({"_id": records[i]["_id"], "outcome": Outcome.RUNNING.value})
+                self._give_back(records[i]["_id"])
                 results[i] = self._start_in_steps(requests[i])
             for i in taken:  # the record exists: the step-by-step path heals and names the reason
                 results[i] = self._start_in_steps(requests[i])
         return [r for r in results if r is not None]
+
+    def _give_back(self, record_id: str) -> None:
+        """Undo the start of an attempt that never ran, lease first: a record left without its lease is
+        closed as lost once its first lease has run out (_heal_from_ledger), a lease left without its record
+        would be recovered by the reaper as an attempt that ran."""
+        self._leases.delete_one({"_id": record_id})
+        self._executions.delete_one({"_id": record_id, "outcome": Outcome.RUNNING.value})
 
     def _start_in_steps(self, request: _StartRequest) -> Job | BaseException:
         try:
@@ -454,9 +476,8 @@ class MongoJobStore:
                     {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}},
                     {"$set": {"leaseExpiresAt": lease_until}},
                 )
-                self._executions.update_one(
-                    {"_id": attempt_record_id(job.id, job.next_attempt), "outcome": Outcome.RUNNING.value},
-                    {"$set": {"leaseExpiresAt": lease_until}},
+                self._leases.update_one(
+                    {"_id": attempt_record_id(job.id, job.next_attempt)}, {"$set": {"leaseExpiresAt": lease_until}}
                 )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
@@ -464,7 +485,7 @@ class MongoJobStore:
 
     def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
         """Successes of running attempts are closed together (one insert of their outcomes, one update of their
-        records, one update per attempt number of their jobs); failures, timeouts and anything unusual are
+        jobs and one delete of their leases per start batch); failures, timeouts and anything unusual are
         closed one by one, as they need per-job backoff."""
         results: list[Job | BaseException | None] = [None] * len(requests)
         bulk = []
@@ -480,6 +501,7 @@ class MongoJobStore:
         return results
 
     def _finish_successes(self, requests: Sequence[_FinishRequest]) -> list[Job | None]:
+        """The records are left as they are: the history completes them from the outcomes (list_executions)."""
         jobs = [r.job for r in requests]
         decisions = [
             _decision(r.job, Outcome.SUCCEEDED, None, r.result.finishedAt, r.result.startedAt) for r in requests
@@ -495,20 +517,16 @@ class MongoJobStore:
             groups: dict[tuple[str, str | None, int, str | None], list[int]] = defaultdict(list)
             for k in won:
                 groups[(jobs[k].status.value, jobs[k].claimedBy, jobs[k].attempts, jobs[k].startToken)].append(k)
-            record_writes = []
+            lease_deletes = []
             for (status, worker, attempts, start_token), members in groups.items():
-                # Narrowed by worker and start batch: the server decodes that batch's records and jobs, not all
-                # of the worker's running ones (FerretDB). The records are written beside the jobs, on a second
-                # connection: the outcome is decided already, both writes are idempotent, and a close batch is
-                # a chain of round trips that the executor's next outcomes wait for.
+                # Narrowed by worker and start batch: the server decodes that batch's leases and jobs, not all
+                # of the worker's running ones (FerretDB). The leases are deleted beside the jobs' update, on a
+                # second connection: the outcome is decided already, and should the update fail after its
+                # lease is gone, the job's own lease still brings the reaper (expired_attempts).
                 batch = {"startToken": start_token} if start_token is not None else {}
-                record_ids = [decisions[k]["_id"] for k in members]
-                record_writes.append(
-                    self._record_writer.submit(
-                        self._executions.update_many,
-                        {"outcome": Outcome.RUNNING.value, "worker": worker, **batch, "_id": {"$in": record_ids}},
-                        {"$set": {"outcome": Outcome.SUCCEEDED.value}},  # times and duration: in the outcome
-                    )
+                lease_ids = [decisions[k]["_id"] for k in members]
+                lease_deletes.append(
+                    self._side_writes.submit(self._leases.delete_many, {**batch, "_id": {"$in": lease_ids}})
                 )
                 guard = {
                     "status": status,
@@ -524,8 +542,8 @@ class MongoJobStore:
                 for k in members:  # some did not move (a write-back raced): apply one by one, idempotently
                     doc = self._apply_decision(jobs[k], decisions[k])
                     results[k] = _to_job(doc) if doc else self.get(jobs[k].id)
-            for write in record_writes:
-                write.result()  # its failure is the batch's (StoreUnavailable when the server is gone)
+            for delete in lease_deletes:
+                delete.result()  # its failure is the batch's (StoreUnavailable when the server is gone)
         return results
 
     def _close_in_steps(self, request: _FinishRequest) -> Job | BaseException | None:
@@ -564,11 +582,14 @@ class MongoJobStore:
             {"_id": decided["_id"]},
             _update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
         )
-        return self._jobs.find_one_and_update(
+        doc = self._jobs.find_one_and_update(
             {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
             _update(transitions.attempt_closed(job, outcome, error, at)),
             return_document=ReturnDocument.AFTER,
         )
+        # Last: a lease left by a failure before this point brings the reaper back to finish the work.
+        self._leases.delete_one({"_id": decided["_id"]})
+        return doc
 
     def list_executions(self, job_id: str) -> list[Execution]:
         """The records, completed from their decided outcomes (a batch close writes only the outcome's name
@@ -614,17 +635,16 @@ class MongoJobStore:
         return int(result.modified_count)
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
-        """Claimed/running jobs whose lease ran out, and the jobs of attempt records still `running` past
-        their lease whatever the job document says (see begin_attempt), each as of that attempt."""
+        """Claimed/running jobs whose lease ran out, and the jobs of attempt leases that ran out whatever the job
+        document says (see begin_attempt), each as of that attempt."""
         found: dict[tuple[str, int], Job] = {}
         with _translate_errors():
             for status in ATTEMPT_ACTIVE:  # one equality query each: FerretDB filters `$in` only after decoding
                 for doc in self._jobs.find({"status": status, "leaseExpiresAt": {"$lt": now}}).limit(limit):
                     job = _to_job(doc)
                     found[(job.id, job.next_attempt)] = job
-            stale = {"outcome": Outcome.RUNNING.value, "leaseExpiresAt": {"$lt": now}}
-            for record in self._executions.find(stale).limit(limit):
-                key = (str(record["jobId"]), int(record["attempt"]))
+            for lease in self._leases.find({"leaseExpiresAt": {"$lt": now}}).limit(limit):
+                key = (str(lease["jobId"]), int(lease["attempt"]))
                 if key in found or not ObjectId.is_valid(key[0]):
                     continue
                 owner = self._jobs.find_one({"_id": ObjectId(key[0])})
@@ -697,6 +717,27 @@ def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document])
             raise
         return {int(e["index"]) for e in errors}
     return set()
+
+
+def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: datetime) -> Document:
+    """An attempt's execution record; it keeps the attempt's first lease, which only _heal_from_ledger reads
+    (heartbeats extend the attempt's lease document)."""
+    return {**transitions.attempt_started(job_id, attempt, worker, now), "leaseExpiresAt": lease_until}
+
+
+def _lease(record: Document) -> Document:
+    """The lease of the attempt whose record this is, under the same id; the reaper reads only leases."""
+    lease = {k: record[k] for k in ("_id", "jobId", "attempt", "worker", "leaseExpiresAt")}
+    if "startToken" in record:
+        lease["startToken"] = record["startToken"]
+    return lease
+
+
+def _insert_leases(leases: MongoCollection[Document], docs: Sequence[Document]) -> None:
+    """Insert attempts' leases; one left by an earlier start of the same attempt (whose give-back stopped
+    half-way) is overwritten, so that the attempt's lease is the one its current owner heartbeats."""
+    for i in sorted(_insert_new(leases, docs)):
+        leases.replace_one({"_id": docs[i]["_id"]}, docs[i], upsert=True)
 
 
 def _to_execution(doc: Document) -> Execution:

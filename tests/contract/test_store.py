@@ -21,9 +21,11 @@ from typing import Any, TypeVar
 import pytest
 from bson import ObjectId
 from pymongo.database import Database
+from pymongo.errors import AutoReconnect
 
 from shared.backoff import retry_delay
 from shared.model import TERMINAL, Job, Outcome, Status, run_key, utc_now
+from shared.store import mongo as mongo_module
 from shared.store.base import (
     AttemptResult,
     AttemptTaken,
@@ -31,6 +33,7 @@ from shared.store.base import (
     JobNotFound,
     JobStore,
     NewJob,
+    StartHint,
     StoreUnavailable,
     TransitionRefused,
 )
@@ -1000,6 +1003,94 @@ def test_a_finished_attempt_undone_by_a_write_back_is_healed_from_the_ledger(
     assert (stale.status, stale.attempts) == (Status.QUEUED, 0)
     with pytest.raises(AttemptTaken):
         store.begin_attempt(stale, "w2", utc_now() + LEASE)
+    assert reload(store, job).status is Status.COMPLETED
+    assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.SUCCEEDED]
+
+
+@pytest.mark.integration
+def test_leases_are_held_only_by_attempts_in_an_executors_hands(
+    mongo_harness: Harness, mongo_db: Database[dict[str, object]]
+) -> None:
+    """MongoDB: an attempt's lease document exists from its start to its close, batched or one by one, so the
+    reaper reads live attempts only; the history of a success that did not rewrite its record is complete."""
+    store = mongo_harness.store
+    for _ in range(6):
+        store.create(new(jobType="leased"))
+    jobs = store.claim_due(utc_now(), 10, {"leased"})
+    started = together(
+        [
+            partial(store.start_attempt, j.id, "leased", "w1", utc_now() + LEASE, StartHint(j.claimToken or "", 1))
+            for j in jobs
+        ]
+    )
+    runs = [s for s in started if isinstance(s, Job)]
+    assert len(runs) == 6, started
+    assert {str(d["_id"]) for d in mongo_db["attempt_leases"].find({})} == {f"{j.id}:1" for j in jobs}
+    outcomes = [Outcome.FAILED, *[Outcome.SUCCEEDED] * 5]
+    together(
+        [
+            partial(store.finish_attempt, r, result(o, duration=timedelta(milliseconds=3)))
+            for r, o in zip(runs, outcomes, strict=True)
+        ]
+    )
+    assert mongo_db["attempt_leases"].count_documents({}) == 0
+    for run, outcome in zip(runs, outcomes, strict=True):
+        [record] = store.list_executions(run.id)
+        assert (record.outcome, record.durationMs, record.worker) == (outcome, 3.0, "w1")
+        assert record.startedAt is not None
+        assert record.finishedAt is not None
+
+
+@pytest.mark.integration
+def test_an_attempt_whose_executor_stopped_before_its_lease_is_closed_by_a_later_delivery(
+    mongo_harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant 1: the executor inserted the attempt's record and stopped before its lease was written (and so
+    before the job was claimed). No reaper sees such an attempt; a later delivery closes it as lost, once the
+    record's first lease has run out (before that, its owner may still be writing)."""
+    store = mongo_harness.store
+    job, ahead = queued(store), queued(store)
+
+    def stop(*args: Any) -> None:
+        raise AutoReconnect("executor stopped (injected)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mongo_module, "_insert_leases", stop)
+        for stopped, lease_until in ((job, utc_now() - timedelta(seconds=1)), (ahead, utc_now() + LEASE)):
+            with pytest.raises(StoreUnavailable):
+                store.begin_attempt(stopped, "w1", lease_until)
+    assert store.expired_attempts(utc_now() + timedelta(hours=1), 10) == []
+    with pytest.raises(AttemptTaken):
+        store.begin_attempt(ahead, "w2", utc_now() + LEASE)
+    assert (reload(store, ahead).status, [e.outcome for e in store.list_executions(ahead.id)]) == (
+        Status.QUEUED,
+        [Outcome.RUNNING],
+    )
+    with pytest.raises(AttemptTaken):
+        store.begin_attempt(job, "w2", utc_now() + LEASE)
+    healed = reload(store, job)
+    assert (healed.status, healed.attempts) == (Status.PENDING, 1)
+    assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.LOST]
+    assert drive_to_the_end(store, job).status is Status.COMPLETED
+
+
+@pytest.mark.integration
+def test_a_lease_left_behind_by_a_finished_attempt_is_cleared_by_the_reaper_without_a_change(
+    mongo_harness: Harness, mongo_db: Database[dict[str, object]]
+) -> None:
+    """A close that stopped before deleting its lease: the reaper finds the lease once it runs out, finds the
+    outcome decided, and only removes the lease."""
+    store = mongo_harness.store
+    job = running(store)
+    done = store.finish_attempt(job, result(Outcome.SUCCEEDED))
+    assert done is not None
+    assert done.status is Status.COMPLETED
+    lease = {"_id": f"{job.id}:1", "jobId": job.id, "attempt": 1, "worker": "w1", "leaseExpiresAt": utc_now()}
+    mongo_db["attempt_leases"].insert_one(lease)
+    [expired] = store.expired_attempts(utc_now() + timedelta(seconds=1), 10)
+    assert (expired.id, expired.next_attempt) == (job.id, 1)
+    assert store.recover_attempt(expired, "lost") is None
+    assert mongo_db["attempt_leases"].count_documents({}) == 0
     assert reload(store, job).status is Status.COMPLETED
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.SUCCEEDED]
 

@@ -61,11 +61,12 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
     """Jobs with two attempts that both ran to an end (not closed as lost) and overlapped in time."""
     by_job: dict[str, list[tuple[datetime, datetime]]] = {}
     ran = [Outcome.SUCCEEDED.value, Outcome.FAILED.value, Outcome.TIMEOUT.value]
-    # A batched success writes only the outcome's name into the record; its end time is in attempt_outcomes.
-    ended = {d["_id"]: d["at"] for d in db["attempt_outcomes"].find({"outcome": {"$in": ran}})}
-    for record in db["executions"].find({"outcome": {"$in": ran}}):
-        finished = record.get("finishedAt") or ended[record["_id"]]
-        by_job.setdefault(str(record["jobId"]), []).append((record["startedAt"], finished))  # type: ignore[arg-type]
+    # A record keeps its start; how and when the attempt ended is its decided outcome (a batched success does
+    # not rewrite its record).
+    started = {d["_id"]: d["startedAt"] for d in db["executions"].find({}, {"startedAt": 1})}
+    for outcome in db["attempt_outcomes"].find({"outcome": {"$in": ran}}):
+        span = (started[outcome["_id"]], outcome["at"])
+        by_job.setdefault(str(outcome["jobId"]), []).append(span)  # type: ignore[arg-type]
     bad = []
     for job_id, spans in by_job.items():
         spans.sort()
@@ -128,13 +129,13 @@ def test_nothing_is_lost_when_everything_crashes(
     drain_s = time.monotonic() - started
 
     statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({}, {"status": 1}))
-    outcomes = Counter(str(d["outcome"]) for d in mongo_db["executions"].find({}, {"outcome": 1}))
+    outcomes = Counter(str(d["outcome"]) for d in mongo_db["attempt_outcomes"].find({}, {"outcome": 1}))
     assert statuses == {"completed": statuses["completed"], "dlq": statuses["dlq"]}
     assert sum(statuses.values()) == JOBS
     assert overlapping_attempts(mongo_db) == []
     completed_twice = [
         d["_id"]
-        for d in mongo_db["executions"].aggregate(
+        for d in mongo_db["attempt_outcomes"].aggregate(
             [
                 {"$match": {"outcome": Outcome.SUCCEEDED.value}},
                 {"$group": {"_id": "$jobId", "n": {"$sum": 1}}},
