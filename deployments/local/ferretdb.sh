@@ -6,6 +6,7 @@
 # Environment:
 #   FERRETDB_PORT     listen port on 127.0.0.1 (default 27018)
 #   FERRETDB_BACKEND  sqlite | postgresql (default postgresql: faster claims, see FERRETDB.md)
+#   FERRETDB_GOGC     the Go garbage collector target of the FerretDB process (default 400, see cmd_start)
 #   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 55432)
 #
 # The binary is built from the Go module proxy via the tools module in ./ferretdb (go.mod + go.sum) and cached
@@ -211,7 +212,10 @@ cmd_start() {
       ;;
   esac
   echo "$FDB_BACKEND" >"$FDB_RUN/backend"
-  start_bg ferretdb env DO_NOT_TRACK=1 "$bin" "${args[@]}" --listen-addr="127.0.0.1:$FDB_PORT" \
+  # GOGC 400 (Go's default is 100): FerretDB allocates a fresh decoded document for every row a query returns,
+  # and its garbage collector took ~12 % of its CPU (pprof). At 400 a 10,000-job drain cost FerretDB 37-39 s of
+  # CPU instead of 45-50 s (same-hour runs), with the resident set still under 100 MB after the run.
+  start_bg ferretdb env DO_NOT_TRACK=1 GOGC="${FERRETDB_GOGC:-400}" "$bin" "${args[@]}" --listen-addr="127.0.0.1:$FDB_PORT" \
     --debug-addr=- --state-dir=- --telemetry=disable --log-level=warn
   wait_ready ferretdb 60 ferretdb_ready
   log "ready in $(( $(now_ms) - t0 )) ms ($FDB_BACKEND backend, pid $(cat "$(pid_file ferretdb)"), $(mongo_uri))"
