@@ -592,8 +592,8 @@ class MongoJobStore:
         return doc
 
     def list_executions(self, job_id: str) -> list[Execution]:
-        """The records, completed from their decided outcomes (a batch close writes only the outcome's name
-        into the record; its times, duration and error live in the outcome document)."""
+        """The records, completed from their decided outcomes (a batched success leaves its record as it was
+        inserted; its end, duration and error live in the outcome document)."""
         with _translate_errors():
             docs = list(self._executions.find({"jobId": job_id}).sort("attempt", ASCENDING))
             decided = {d["_id"]: d for d in self._outcomes.find({"jobId": job_id})}

@@ -1,0 +1,52 @@
+"""`jobsched dev` as a real process, for the tests that need the whole product without a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from shared.model import format_time, utc_now
+from tests.support import ServiceProcess, free_port, wait_until
+
+# Point every server variable at nothing: the embedded mode must not need any of them.
+NO_SERVERS = {"MONGO_URI": "mongodb://127.0.0.1:1/", "KAFKA_BROKERS": "127.0.0.1:1", "ETCD_ENDPOINTS": "127.0.0.1:1"}
+
+
+class Dev:
+    def __init__(self, tmp_path: Path) -> None:
+        self.db = tmp_path / "jobsched.db"
+        self.port = free_port()
+        self.tmp_path = tmp_path
+        self.runs: list[ServiceProcess] = []
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
+
+    def start(self) -> ServiceProcess:
+        env = {**NO_SERVERS, "JOBSCHED_DB": str(self.db), "API_PORT": str(self.port), "SCHEDULER_TICK": "100ms"}
+        process = ServiceProcess("dev", env, self.tmp_path, f"dev-{len(self.runs)}")
+        self.runs.append(process)
+        wait_until(lambda: self._ready(process), 60, "jobsched dev to answer /readyz")
+        return process
+
+    def _ready(self, process: ServiceProcess) -> bool:
+        assert process.process.poll() is None, process.log_text()[-3000:]
+        try:
+            return self.http.get("/readyz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def create(self, key: str, job_type: str = "noop", payload: dict[str, Any] | None = None) -> str:
+        body = {
+            "idempotencyKey": key,
+            "tenantId": "dev",
+            "jobType": job_type,
+            "payload": payload or {},
+            "scheduledAt": format_time(utc_now()),
+        }
+        response = self.http.post("/jobs", json=body)
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])
+
+    def statuses(self) -> list[str]:
+        return [j["status"] for j in self.http.get("/jobs", params={"tenantId": "dev", "limit": "5000"}).json()]
