@@ -15,7 +15,7 @@ import platform
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -48,18 +48,23 @@ class Run:
     label: str
     jobs: int
     seconds: float
+    # CPU milliseconds per job, where measured (loadtest/cpu.py): "machine", "own_processes"
+    cpu_ms_per_job: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
         return self.jobs / self.seconds if self.seconds else 0.0
 
     def figures(self) -> Figures:
-        return {
+        figures: Figures = {
             "jobs_per_s": round(self.rate, 1),
             "jobs": self.jobs,
             "seconds": round(self.seconds, 2),
             "setting": self.label,
         }
+        if self.cpu_ms_per_job:
+            figures["cpu_ms_per_job"] = self.cpu_ms_per_job
+        return figures
 
 
 def ratio(better_when_higher: bool, ours: float, baseline: float) -> float:
@@ -99,6 +104,9 @@ def report(
     value = ratio(True, ours.rate, reference.rate)
     for run in (ours, reference):
         print(f"{run.label:<60} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
+        if run.cpu_ms_per_job:
+            cpu = ", ".join(f"{where} {ms} ms" for where, ms in run.cpu_ms_per_job.items())
+            print(f"{'':<60} CPU per job: {cpu}")
     print(f"ratio (jobsched / baseline): {value:.1f}x")
     return envelope(
         scenario,

@@ -23,6 +23,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.benchkit import Run, setting_label
+from loadtest.cpu import CpuWindow, process_cpu_s
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = Path(tempfile.gettempdir()) / "jobsched-bench"
@@ -127,34 +128,46 @@ def count_until(count: Callable[[], int], target: int, started: float, time_box_
     return done, time.monotonic() - started
 
 
-@contextmanager
-def pipeline(uri: str, brokers: str, database: str, env: dict[str, str]) -> Iterator[Callable[[], int]]:
-    """A scheduler and a noop executor as processes on `database`; yields a function that counts the completed
-    jobs (and fails if either process died).
+class Pipeline:
+    """A scheduler and a noop executor running on one database."""
 
-    The count is the executor's executor_jobs_processed_total (raised once the job is written completed), not
-    a count query: on FerretDB a count decodes every matching document, and polling it took a third of the
-    server's CPU away from the run being measured."""
+    def __init__(self, services: list[Service]) -> None:
+        self._services = services
+
+    def completed(self) -> int:
+        """The jobs completed so far (and a failure if either process died).
+
+        The count is the executor's executor_jobs_processed_total (raised once the job is written completed),
+        not a count query: on FerretDB a count decodes every matching document, and polling it took a third of
+        the server's CPU away from the run being measured."""
+        for service in self._services:
+            service.check_alive()
+        return int(self._services[1].metric("executor_jobs_processed_total") or 0)
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU the two processes have used so far, or None where that cannot be read."""
+        used = [process_cpu_s(service.process.pid) for service in self._services]
+        return None if None in used else sum(u for u in used if u is not None)
+
+
+@contextmanager
+def pipeline(uri: str, brokers: str, database: str, env: dict[str, str]) -> Iterator[Pipeline]:
+    """The scheduler and the noop executor as processes on `database`, stopped on exit."""
     common = pipeline_env(uri, brokers, database, env)
     with running(
         lambda: Service("scheduler", common),
         lambda: Service("executor", common, "--type", "noop", name="executor-noop"),
     ) as services:
-
-        def completed() -> int:
-            for service in services:
-                service.check_alive()
-            return int(services[1].metric("executor_jobs_processed_total") or 0)
-
-        yield completed
+        yield Pipeline(services)
 
 
 def run_pipeline(
     uri: str, brokers: str, database: str, count: int, env: dict[str, str], time_box_s: float | None
 ) -> Run:
     """The pipeline on `database` (already seeded): time from its start until `count` jobs are completed (or
-    the time box ends)."""
-    started = time.monotonic()
-    with pipeline(uri, brokers, database, env) as completed:
-        done, elapsed = count_until(completed, count, started, time_box_s)
-    return Run(setting_label(env), done, elapsed)
+    the time box ends), and the CPU per job (the machine's, and the two processes')."""
+    started, cpu = time.monotonic(), CpuWindow()
+    with pipeline(uri, brokers, database, env) as pipe:
+        done, elapsed = count_until(pipe.completed, count, started, time_box_s)
+        cpu_per_job = cpu.per_job(done, pipe.cpu_seconds())
+    return Run(setting_label(env), done, elapsed, cpu_per_job)

@@ -68,9 +68,9 @@ def measure_lateness(
     def check_lag(first_due: datetime) -> None:  # a chunk inserted after its first job was due skews the result
         seed_lag_ms[0] = max(seed_lag_ms[0], (utc_now() - first_due).total_seconds() * 1000)
 
-    with scratch_database(uri) as database, pipeline(uri, brokers, database, env) as completed:
+    with scratch_database(uri) as database, pipeline(uri, brokers, database, env) as pipe:
         seed_due_jobs(uri, database, 1, "noop")  # warm-up: the leader is elected and the executor consumes
-        wait_until(lambda: completed() >= 1, 120, "the warm-up job to complete")
+        wait_until(lambda: pipe.completed() >= 1, 120, "the warm-up job to complete")
         first_due = utc_now() + timedelta(seconds=LEAD_S)
         seed_jobs(
             uri,
@@ -82,7 +82,7 @@ def measure_lateness(
             before_chunk=check_lag,
         )
         time_box_s = (first_due - utc_now()).total_seconds() + window_s + settle_s
-        count_until(completed, total + 1, time.monotonic(), time_box_s)
+        count_until(pipe.completed, total + 1, time.monotonic(), time_box_s)
         ended = utc_now()
         scheduled, queued, started = read_times(uri, database)
     values, censored = lateness_ms(scheduled, started, ended)

@@ -3,7 +3,10 @@ pending to completed through a scheduler and a noop executor (the `drain` measur
 BackgroundScheduler with a MongoDBJobStore on the same FerretDB (a database unique to the run), N date-trigger
 jobs due now added and persisted (`start(paused=True)`), the default ThreadPoolExecutor (10 workers), a no-op
 function counting its runs; timed from `resume()` until every job has run. misfire_grace_time=None, since
-with the default (1 s) APScheduler skips every job it reaches more than a second late instead of running it."""
+with the default (1 s) APScheduler skips every job it reaches more than a second late instead of running it.
+Both sides also report CPU per job: the machine's (store and broker included) and their own processes'
+(jobsched's scheduler and executor from their start; APScheduler's, which runs in this process, from
+`resume()` until its store is empty)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from pymongo import MongoClient
 
 from loadtest.benchkit import Run, Scenario, drop_database, report, unique_name
+from loadtest.cpu import CpuWindow, process_cpu_s
 from loadtest.procs import count_until
 from loadtest.scenarios.drain import measure_drain
 
@@ -63,12 +67,15 @@ def measure_apscheduler(uri: str, count: int, time_box_s: float) -> tuple[Run, d
         persisting = time.monotonic()
         scheduler.start(paused=True)
         persisted_s = time.monotonic() - persisting
-        started = time.monotonic()
+        started, cpu, own_before = time.monotonic(), CpuWindow(), process_cpu_s(os.getpid())
         scheduler.resume()
         done, elapsed = count_until(lambda: RAN.value, count, started, time_box_s)
         # Jobs run while the scheduler's loop is still deleting the ones it submitted: let it finish (timed
         # apart) rather than close the store under it.
         _, emptied_s = count_until(lambda: count - len(scheduler.get_jobs()), count, started, time_box_s)
+        own_after = process_cpu_s(os.getpid())  # APScheduler runs in this process (this loop mostly sleeps)
+        own_s = own_after - own_before if own_before is not None and own_after is not None else None
+        cpu_per_job = cpu.per_job(done, own_s)
     finally:
         if scheduler.running:
             # APScheduler 3.x wakes its loop after closing the store on shutdown, which then logs one "Error
@@ -81,7 +88,7 @@ def measure_apscheduler(uri: str, count: int, time_box_s: float) -> tuple[Run, d
                 quiet.setLevel(level)
         drop_database(uri, database)
     label = f"APScheduler {apscheduler.__version__}: MongoDBJobStore, ThreadPoolExecutor(10)"
-    return Run(label, done, elapsed), {
+    return Run(label, done, elapsed, cpu_per_job), {
         "persist_seconds": round(persisted_s, 2),
         "store_empty_seconds": round(emptied_s, 2),
     }

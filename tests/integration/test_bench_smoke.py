@@ -26,13 +26,20 @@ TINY: dict[str, list[str]] = {
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
     "dispatch": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
-    "drain": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "drain": ["jobsched.jobs_per_s", "baseline.jobs_per_s", "jobsched.cpu_ms_per_job.machine"],
     "embedded": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
     # (jobsched's lateness may be 0 ms: wake-ups claimed ahead of time are started on the due millisecond)
     "lateness": ["baseline.lateness_ms.p99", "jobsched.started"],
     "api": ["jobsched.requests_per_s", "baseline.requests_per_s", "jobsched.open_loop.ack_ms.p99"],
     "failover": ["jobsched.kill9_s.p50", "jobsched.sigterm_s.p50", "baseline.kill9_s"],
-    "peer": ["jobsched.jobs_per_s", "baseline.jobs_per_s"],
+    "peer": [
+        "jobsched.jobs_per_s",
+        "baseline.jobs_per_s",
+        "jobsched.cpu_ms_per_job.machine",
+        "jobsched.cpu_ms_per_job.own_processes",
+        "baseline.cpu_ms_per_job.machine",
+        "baseline.cpu_ms_per_job.own_processes",
+    ],
     "backlog": ["jobsched.claim_due_ms.200", "baseline.claim_next_ms.200", "jobsched.sqlite.claim_due_ms.200"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import math
+import os
 from datetime import UTC, datetime, timedelta
 
 from loadtest.benchkit import Run, ratio
+from loadtest.cpu import CpuWindow, machine_busy_s, process_cpu_s
 from loadtest.scenarios.backlog import growth, series, verdict
 from loadtest.scenarios.failover import spread
 from loadtest.scenarios.lateness import gaps_ms, lateness_ms
@@ -24,6 +26,23 @@ def test_run_rate_and_figures() -> None:
     assert run.rate == 250.0
     assert run.figures() == {"jobs_per_s": 250.0, "jobs": 500, "seconds": 2.0, "setting": "defaults"}
     assert Run("none", 0, 0.0).rate == 0.0
+    measured = Run("defaults", 500, 2.0, {"machine": 6.5, "own_processes": 1.3}).figures()
+    assert measured["cpu_ms_per_job"] == {"machine": 6.5, "own_processes": 1.3}
+
+
+def test_cpu_per_job_counts_the_work_done_in_its_window() -> None:
+    pid = os.getpid()
+    own_before = process_cpu_s(pid)
+    assert own_before is not None
+    window = CpuWindow()
+    while (process_cpu_s(pid) or 0.0) - own_before < 0.2:  # burn 0.2 s of CPU in this process
+        sum(range(10_000))
+    own = (process_cpu_s(pid) or 0.0) - own_before
+    figures = window.per_job(100, own)
+    assert figures["own_processes"] == round(own * 1000 / 100, 2)
+    assert figures["machine"] >= figures["own_processes"] * 0.9  # the machine ran at least this process
+    assert window.per_job(0, own) == {}
+    assert (machine_busy_s() or 0.0) > 0
 
 
 def test_lateness_counts_unstarted_jobs_as_lower_bounds() -> None:

@@ -1,0 +1,52 @@
+"""CPU time spent during a benchmark run, per job, from Linux's /proc: on the whole machine (every process: the
+store, the broker, the system under test, the benchmark itself) and in the system's own processes. A throughput
+figure says how fast; these say what each job cost and where, which is what compares two designs on a machine
+whose speed varies from day to day. Where /proc is missing the figures are left out."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROC = Path("/proc")
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds all cores have spent busy since boot (user, nice, system, interrupts; not idle, I/O wait or
+    time stolen by the hypervisor)."""
+    try:
+        first = (PROC / "stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in first[1:8])
+    return (user + nice + system + irq + softirq) / TICKS_PER_S
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) of a live process."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    after_name = stat.rsplit(")", 1)[1].split()
+    return (int(after_name[11]) + int(after_name[12])) / TICKS_PER_S
+
+
+@dataclass
+class CpuWindow:
+    """The machine's busy CPU from this window's creation until per_job() is asked."""
+
+    started: float | None = field(default_factory=machine_busy_s)
+
+    def per_job(self, jobs: int, own_s: float | None) -> dict[str, float]:
+        """Milliseconds per job: `machine` (everything that ran meanwhile) and `own_processes` (`own_s`, the CPU
+        of the processes of the system measured); empty when no job ran or /proc is missing."""
+        ended = machine_busy_s()
+        if jobs <= 0 or self.started is None or ended is None:
+            return {}
+        figures = {"machine": round((ended - self.started) * 1000 / jobs, 2)}
+        if own_s is not None:
+            figures["own_processes"] = round(own_s * 1000 / jobs, 2)
+        return figures
