@@ -146,8 +146,13 @@ class Pipeline:
 
     def cpu_seconds(self) -> float | None:
         """The CPU the two processes have used so far, or None where that cannot be read."""
-        used = [process_cpu_s(service.process.pid) for service in self._services]
-        return None if None in used else sum(u for u in used if u is not None)
+        total = 0.0
+        for service in self._services:
+            used = process_cpu_s(service.process.pid)
+            if used is None:
+                return None
+            total += used
+        return total
 
 
 @contextmanager

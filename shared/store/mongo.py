@@ -332,7 +332,7 @@ class MongoJobStore:
             except DuplicateKeyError as exc:
                 self._heal_from_ledger(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
-            _insert_leases(self._leases, [_lease(record)])
+            _insert_new(self._leases, [_lease(record)])
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
                 _update({**transitions.claimed(worker, now, lease_until), "startToken": transitions.UNSET}),
@@ -417,7 +417,7 @@ class MongoJobStore:
             won = [i for i in range(len(requests)) if i not in taken]
             # The leases of the attempts won are written beside the jobs' update (a crash between the record and
             # its lease is healed at the next delivery, see _heal_from_ledger).
-            leases = self._side_writes.submit(_insert_leases, self._leases, [_lease(records[i]) for i in won])
+            leases = self._side_writes.submit(_insert_new, self._leases, [_lease(records[i]) for i in won])
             started: dict[str, Document] = {}
             unsure: list[str] = []
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
@@ -726,18 +726,13 @@ def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: 
 
 
 def _lease(record: Document) -> Document:
-    """The lease of the attempt whose record this is, under the same id; the reaper reads only leases."""
+    """The lease of the attempt whose record this is, under the same id; the reaper reads only leases. Only the
+    start that inserted the record inserts its lease (a give-back deletes the lease before the record), so a
+    lease never exists already when it is inserted."""
     lease = {k: record[k] for k in ("_id", "jobId", "attempt", "worker", "leaseExpiresAt")}
     if "startToken" in record:
         lease["startToken"] = record["startToken"]
     return lease
-
-
-def _insert_leases(leases: MongoCollection[Document], docs: Sequence[Document]) -> None:
-    """Insert attempts' leases; one left by an earlier start of the same attempt (whose give-back stopped
-    half-way) is overwritten, so that the attempt's lease is the one its current owner heartbeats."""
-    for i in sorted(_insert_new(leases, docs)):
-        leases.replace_one({"_id": docs[i]["_id"]}, docs[i], upsert=True)
 
 
 def _to_execution(doc: Document) -> Execution:

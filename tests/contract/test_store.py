@@ -25,7 +25,6 @@ from pymongo.errors import AutoReconnect
 
 from shared.backoff import retry_delay
 from shared.model import TERMINAL, Job, Outcome, Status, run_key, utc_now
-from shared.store import mongo as mongo_module
 from shared.store.base import (
     AttemptResult,
     AttemptTaken,
@@ -37,6 +36,7 @@ from shared.store.base import (
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 from tests.contract.conftest import Harness
 
@@ -1049,13 +1049,21 @@ def test_an_attempt_whose_executor_stopped_before_its_lease_is_closed_by_a_later
     before the job was claimed). No reaper sees such an attempt; a later delivery closes it as lost, once the
     record's first lease has run out (before that, its owner may still be writing)."""
     store = mongo_harness.store
+    assert isinstance(store, MongoJobStore)
     job, ahead = queued(store), queued(store)
+    leases = store._leases
 
-    def stop(*args: Any) -> None:
-        raise AutoReconnect("executor stopped (injected)")
+    class StoppedBeforeTheLease:
+        """The leases collection, except that inserting one loses the connection."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(leases, name)
+
+        def insert_many(self, *args: Any, **kwargs: Any) -> Any:
+            raise AutoReconnect("executor stopped (injected)")
 
     with monkeypatch.context() as patch:
-        patch.setattr(mongo_module, "_insert_leases", stop)
+        patch.setattr(store, "_leases", StoppedBeforeTheLease())
         for stopped, lease_until in ((job, utc_now() - timedelta(seconds=1)), (ahead, utc_now() + LEASE)):
             with pytest.raises(StoreUnavailable):
                 store.begin_attempt(stopped, "w1", lease_until)
