@@ -30,9 +30,15 @@ from shared.store.transitions import KIND_RUN
 Figures = dict[str, Any]
 REFERENCE_BATCH = 20
 REFERENCE_TICK_S = 0.5
-# The reference setting of every pipeline scenario: one findOneAndUpdate per job, 20 per 500 ms tick, one
-# handler at a time.
-REFERENCE_ENV = {"CLAIM_MODE": "single", "CLAIM_BATCH": "20", "SCHEDULER_TICK": "500ms", "EXECUTOR_CONCURRENCY": "1"}
+# The reference setting of every pipeline scenario: one findOneAndUpdate per job (REFERENCE_CLAIMS, read by
+# loadtest.procs: the scheduler runs under loadtest.reference), 20 per 500 ms tick, one handler at a time.
+REFERENCE_CLAIMS = "BENCH_CLAIMS"
+REFERENCE_ENV = {
+    REFERENCE_CLAIMS: "single",
+    "CLAIM_BATCH": "20",
+    "SCHEDULER_TICK": "500ms",
+    "EXECUTOR_CONCURRENCY": "1",
+}
 
 
 @dataclass(frozen=True)

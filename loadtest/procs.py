@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest.benchkit import Run, setting_label
+from loadtest.benchkit import REFERENCE_CLAIMS, Run, setting_label
 from loadtest.cpu import CpuWindow, process_cpu_s
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,9 @@ class Service:
         LOG_DIR.mkdir(exist_ok=True)
         self.log_path = LOG_DIR / f"{self.name}-{uuid.uuid4().hex[:6]}.log"
         command = ["-m", f"services.{module}", *args]
+        env = dict(env)
+        if env.pop(REFERENCE_CLAIMS, None) == "single" and module in ("scheduler", "dev"):
+            command = ["-m", "loadtest.reference", module, *args]
         if profile_dir := os.environ.get(PROFILE_ENV):
             command = ["-m", "loadtest.profiled", str(Path(profile_dir) / f"{self.log_path.stem}.prof"), *command[1:]]
         with self.log_path.open("wb") as log:

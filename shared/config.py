@@ -34,7 +34,6 @@ class Settings:
     metrics_port: int = 9100
     scheduler_tick: timedelta = timedelta(milliseconds=500)
     claim_batch: int = 500
-    claim_mode: str = "batch"
     # Batch claims take runs due within this much ahead; executors hold such a wake-up until its time, so a
     # run starts on time although claims happen only every SCHEDULER_TICK (0: claim only what is due).
     claim_lookahead: timedelta = timedelta(seconds=1)
@@ -64,7 +63,6 @@ class Settings:
             metrics_port=reader.integer("METRICS_PORT", cls.metrics_port, minimum=0),
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
-            claim_mode=reader.choice("CLAIM_MODE", cls.claim_mode, ("batch", "single")),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),
             queued_timeout=reader.duration("QUEUED_TIMEOUT", cls.queued_timeout),
             claim_timeout=reader.duration("CLAIM_TIMEOUT", cls.claim_timeout),

@@ -1,6 +1,6 @@
 """`backlog`: does the cost of a claim grow with the number of FUTURE jobs pending? DUE due jobs plus 1k, 10k
-and 100k (SIZES) future ones; for each size: the time of one batch claim_due of DUE jobs (jobsched; median of
-REPEAT) and of one claim_next (the reference's findOneAndUpdate; median of SINGLES), in ms per claim, on the
+and 100k (SIZES) future ones; for each size: the time of one batch claim (claim_due_jobs) of DUE jobs (jobsched;
+median of REPEAT) and of one claim_next (the reference's findOneAndUpdate; median of SINGLES), in ms per claim, on the
 MongoDB-compatible store of MONGO_URI and on the SQLite store for comparison. Claimed jobs are released back
 to pending between measurements, so every claim sees the same due set."""
 
@@ -19,10 +19,11 @@ from typing import Any
 from pymongo import MongoClient
 
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, seed_jobs, seed_sqlite, store_kind
+from loadtest.reference import ClaimNext, MongoClaimNext, store_claim_next
 from shared.model import utc_now
 from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
-from shared.store.mongo import _due_runs as claim_filter  # the exact filter of both claims
+from shared.store.mongo import due_runs_filter as claim_filter  # the exact filter of both claims
 from shared.store.sqlite import SqliteJobStore
 
 JOB_TYPES = ("noop",)
@@ -30,31 +31,33 @@ GROWS_FACTOR = 2.0  # a claim this many times slower at the largest backlog than
 Seeder = Callable[[int, Callable[[int], datetime], str], None]
 
 
-def claim_times(store: JobStore, due: int, repeat: int, singles: int) -> Figures:
-    """Median ms of one claim_due(limit=due) and of one claim_next."""
+def claim_times(store: JobStore, claim_next: ClaimNext, due: int, repeat: int, singles: int) -> Figures:
+    """Median ms of one claim_due_jobs(limit=due) and of one claim_next."""
     now = utc_now()
     batch_ms = []
     for _ in range(repeat):
         started = time.perf_counter()
-        jobs = store.claim_due(now, due, JOB_TYPES)
+        jobs = store.claim_due_jobs(now, due, JOB_TYPES)
         batch_ms.append((time.perf_counter() - started) * 1000)
         if len(jobs) != due:
-            raise RuntimeError(f"claim_due returned {len(jobs)} jobs, expected the {due} due ones")
-        store.release(jobs)
+            raise RuntimeError(f"claim_due_jobs returned {len(jobs)} jobs, expected the {due} due ones")
+        store.release_claims(jobs)
     single_ms = []
     claimed = []
     for _ in range(singles):
         started = time.perf_counter()
-        job = store.claim_next(now, JOB_TYPES)
+        job = claim_next(now, JOB_TYPES)
         single_ms.append((time.perf_counter() - started) * 1000)
         if job is None:
             raise RuntimeError("claim_next found no due job")
         claimed.append(job)
-    store.release(claimed)
+    store.release_claims(claimed)
     return {"claim_due_ms": statistics.median(batch_ms), "claim_next_ms": statistics.median(single_ms)}
 
 
-def sweep(store: JobStore, seed: Seeder, sizes: list[int], due: int, repeat: int, singles: int) -> dict[int, Figures]:
+def sweep(
+    store: JobStore, claim_next: ClaimNext, seed: Seeder, sizes: list[int], due: int, repeat: int, singles: int
+) -> dict[int, Figures]:
     """Seed `due` due jobs, then grow the future backlog size by size, measuring claims at each."""
     now = utc_now()
     seed(due, lambda n: now - timedelta(seconds=due - n), "due")
@@ -64,7 +67,7 @@ def sweep(store: JobStore, seed: Seeder, sizes: list[int], due: int, repeat: int
     for size in sorted(sizes):
         seed(size - have, future_at(future + timedelta(seconds=have)), f"future{size}")
         have = size
-        results[size] = claim_times(store, due, repeat, singles)
+        results[size] = claim_times(store, claim_next, due, repeat, singles)
     return results
 
 
@@ -76,14 +79,16 @@ def mongo_sweep(uri: str, args: argparse.Namespace) -> tuple[dict[int, Figures],
     """The sweep on MONGO_URI, and the server's plan of the claim query at the largest backlog."""
     with scratch_database(uri) as database:
         store = MongoJobStore.connect(uri, database)
+        claim_next = MongoClaimNext(uri, database)
         try:
 
             def seed(count: int, at: Callable[[int], datetime], prefix: str) -> None:
                 seed_jobs(uri, database, count, at, key_prefix=prefix)
 
-            results = sweep(store, seed, args.sizes, args.due, args.repeat, args.singles)
+            results = sweep(store, claim_next, seed, args.sizes, args.due, args.repeat, args.singles)
             plan = claim_plan(uri, database)
         finally:
+            claim_next.close()
             store.close()
     return results, plan
 
@@ -116,7 +121,7 @@ def sqlite_sweep(args: argparse.Namespace) -> dict[int, Figures]:
         store = SqliteJobStore(path, durable=False)
         try:
             store.ensure_schema()
-            return sweep(store, seed, args.sizes, args.due, args.repeat, args.singles)
+            return sweep(store, store_claim_next(store), seed, args.sizes, args.due, args.repeat, args.singles)
         finally:
             store.close()
 

@@ -24,6 +24,7 @@ from loadtest.benchkit import (
     seed_due_jobs,
 )
 from loadtest.procs import count_until
+from loadtest.reference import MongoClaimNext, ReferenceDispatcher
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.leader import Scheduler
 from shared.bus.kafka import KafkaBus
@@ -45,15 +46,20 @@ def count_queued(uri: str, database: str) -> int:
 
 
 def measure_dispatch(
-    uri: str, brokers: str, count: int, *, mode: str, batch: int, tick_s: float, time_box_s: float | None
+    uri: str, brokers: str, count: int, *, reference: bool, batch: int, tick_s: float, time_box_s: float | None
 ) -> Run:
     with scratch_database(uri) as database:
         seed_due_jobs(uri, database, count)
         store = MongoJobStore.connect(uri, database)
         bus = KafkaBus(brokers, partitions=6, topic_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
+        claim_next = MongoClaimNext(uri, database)
         try:
             bus.ensure_topics(["noop"])
-            dispatcher = Dispatcher(store, bus, ["noop"], batch=batch, mode=mode)
+            dispatcher = (
+                ReferenceDispatcher(store, bus, ["noop"], batch=batch, claim=claim_next)
+                if reference
+                else Dispatcher(store, bus, ["noop"], batch=batch)
+            )
             scheduler = Scheduler(SingleNodeElector(), dispatcher, bus, ["noop"], tick_s=tick_s)
             # Progress from this process's own counter, not count queries that would load the measured store.
             before = claimed_so_far()
@@ -66,8 +72,10 @@ def measure_dispatch(
             scheduler.request_stop()
             thread.join(30)
         finally:
+            claim_next.close()
             bus.close()
             store.close()
+    mode = "single" if reference else "batch"
     return Run(f"{mode} batch={batch} tick={tick_s * 1000:.0f}ms", queued, elapsed)
 
 
@@ -78,12 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
-    ours = measure_dispatch(uri, brokers, args.jobs, mode="batch", batch=args.batch, tick_s=0.5, time_box_s=None)
+    ours = measure_dispatch(uri, brokers, args.jobs, reference=False, batch=args.batch, tick_s=0.5, time_box_s=None)
     reference = measure_dispatch(
         uri,
         brokers,
         args.jobs,
-        mode="single",
+        reference=True,
         batch=REFERENCE_BATCH,
         tick_s=REFERENCE_TICK_S,
         time_box_s=args.reference_seconds,

@@ -1,7 +1,8 @@
 """`embedded`: N due noop jobs drained by `python -m services.dev`, the whole product in one process on its
 SQLite store (JOBSCHED_DB in a temporary folder, seeded through SqliteJobStore before the process starts):
 jobs/s from the process start until every job is completed, as configured vs the reference setting
-(CLAIM_MODE=single CLAIM_BATCH=20 SCHEDULER_TICK=500ms EXECUTOR_CONCURRENCY=1), the reference time-boxed."""
+(single claims, CLAIM_BATCH=20 SCHEDULER_TICK=500ms EXECUTOR_CONCURRENCY=1, see loadtest/reference.py), the
+reference time-boxed."""
 
 from __future__ import annotations
 

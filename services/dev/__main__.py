@@ -26,7 +26,7 @@ from services.api.app import create_app
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.reaper import sweeper
-from services.scheduler.dispatcher import Dispatcher
+from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
 from shared.bus.memory import MemoryBus
 from shared.config import Settings
@@ -55,7 +55,7 @@ def lock_database(path: Path) -> IO[str]:
 def resume(store: JobStore) -> None:
     """After a restart nothing of the previous process is alive: its in-memory wake-ups are gone and its
     handlers are dead. Re-pend queued jobs and close their attempts now instead of after the timeouts."""
-    requeued = store.requeue_stale_queued(FAR_FUTURE)
+    requeued = store.release_stale_claims(FAR_FUTURE)
     recovered = 0
     while stale := store.expired_attempts(FAR_FUTURE, 500):
         recovered += sum(store.recover_attempt(job, "jobsched dev restarted while it ran") is not None for job in stale)
@@ -63,7 +63,8 @@ def resume(store: JobStore) -> None:
         log.info("resumed", extra={"action": "dev_resumed", "requeued": requeued, "recovered": recovered})
 
 
-def main() -> None:
+def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
+    """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
     settings = Settings.from_env()
     configure_logging("dev", settings.log_level)
     path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()
@@ -76,7 +77,7 @@ def main() -> None:
     bus.ensure_topics(job_types)
     stop = threading.Event()
 
-    dispatcher = Dispatcher.from_settings(store, bus, job_types, settings)
+    dispatcher = make_dispatcher(store, bus, job_types, settings)
     scheduler = Scheduler(
         SingleNodeElector(), dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds()
     )

@@ -143,6 +143,6 @@ class Executor:
             if not running:
                 continue
             try:
-                self._store.heartbeat(running, utc_now() + self._lease)
+                self._store.extend_leases(running, utc_now() + self._lease)
             except StoreError as exc:
                 log.warning("heartbeat failed", extra={"action": "heartbeat_failed", "error": str(exc)})

@@ -30,7 +30,7 @@ class SweepResult:
 
 def sweep(store: JobStore, *, queued_timeout: timedelta) -> SweepResult:
     now = utc_now()
-    result = SweepResult(requeued=store.requeue_stale_queued(now - queued_timeout))
+    result = SweepResult(requeued=store.release_stale_claims(now - queued_timeout))
     if result.requeued:
         metrics.REAPER_RECOVERED.labels("queued").inc(result.requeued)
         log.warning("stale queued jobs back to pending", extra={"action": "reaped_queued", "count": result.requeued})

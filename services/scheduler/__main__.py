@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from services.scheduler.dispatcher import Dispatcher
+from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
@@ -15,7 +15,8 @@ from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, connect_store, on_termination
 
 
-def main() -> None:
+def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
+    """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
     settings = Settings.from_env()
     configure_logging("scheduler", settings.log_level)
     node_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
@@ -25,7 +26,7 @@ def main() -> None:
         settings.etcd_endpoints, settings.election_key, node_id, ttl_s=int(settings.lease_ttl.total_seconds())
     )
     job_types = registry.names()
-    dispatcher = Dispatcher.from_settings(store, bus, job_types, settings)
+    dispatcher = make_dispatcher(store, bus, job_types, settings)
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 
     on_termination(scheduler.request_stop)

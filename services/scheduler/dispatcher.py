@@ -31,6 +31,9 @@ TEMPLATES_PER_TICK = 500
 UNKNOWN_TYPES_CHECK_S = 300.0
 
 
+DispatcherFactory = Callable[[JobStore, Bus, Collection[str], Settings], "Dispatcher"]
+
+
 @dataclass
 class TickResult:
     claimed: int = 0
@@ -40,6 +43,9 @@ class TickResult:
 
 
 class Dispatcher:
+    # Keep claiming within a tick while batches come back full (a backlog drains at once).
+    drains_backlog = True
+
     def __init__(
         self,
         store: JobStore,
@@ -47,32 +53,21 @@ class Dispatcher:
         job_types: Collection[str],
         *,
         batch: int,
-        mode: str = "batch",
         lookahead: timedelta = timedelta(0),
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        if mode not in ("batch", "single"):
-            raise ValueError(f"unknown claim mode {mode!r}")
         self._store = store
         self._bus = bus
         self._job_types = frozenset(job_types)
         self._batch = batch
-        self._mode = mode
         self._lookahead = lookahead
         self._clock = clock
         self._next_unknown_check = 0.0
 
     @classmethod
     def from_settings(cls, store: JobStore, bus: Bus, job_types: Collection[str], settings: Settings) -> Dispatcher:
-        """The dispatcher as CLAIM_BATCH, CLAIM_MODE and CLAIM_LOOKAHEAD configure it."""
-        return cls(
-            store,
-            bus,
-            job_types,
-            batch=settings.claim_batch,
-            mode=settings.claim_mode,
-            lookahead=settings.claim_lookahead,
-        )
+        """The dispatcher as CLAIM_BATCH and CLAIM_LOOKAHEAD configure it."""
+        return cls(store, bus, job_types, batch=settings.claim_batch, lookahead=settings.claim_lookahead)
 
     def tick(self, term: Term) -> TickResult:
         result = TickResult()
@@ -85,29 +80,20 @@ class Dispatcher:
                 published = self._publish(jobs, term)
                 result.published += published
                 result.failed += len(jobs) - published
-            # The reference mode claims one batch per tick; batch mode keeps going while batches come back full.
-            if self._mode == "single" or len(jobs) < self._batch or result.failed:
+            if not self.drains_backlog or len(jobs) < self._batch or result.failed:
                 break
             now = self._clock()
         self._warn_unknown_types(now)  # after the claims: on FerretDB it reads every pending job
         return result
 
     def _claim(self, now: datetime) -> list[Job]:
-        if self._mode == "batch":
-            return self._store.claim_due(now, self._batch, self._job_types, due_by=now + self._lookahead)
-        jobs = []
-        for _ in range(self._batch):
-            job = self._store.claim_next(now, self._job_types)
-            if job is None:
-                break
-            jobs.append(job)
-        return jobs
+        return self._store.claim_due_jobs(now, self._batch, self._job_types, due_by=now + self._lookahead)
 
     def _publish(self, jobs: list[Job], term: Term) -> int:
         for job in jobs:
             metrics.SCHEDULER_JOBS_CLAIMED.labels(job.jobType).inc()
         if not term.trusted():
-            self._store.release(jobs)  # a deposed leader must not publish
+            self._store.release_claims(jobs)  # a deposed leader must not publish
             return 0
         now = self._clock()
         wakeups = [
@@ -130,7 +116,7 @@ class Dispatcher:
                 "wake-ups not delivered; jobs back to pending",
                 extra={"action": "dispatch_failed", "count": len(failed)},
             )
-            self._store.release(failed)
+            self._store.release_claims(failed)
         return len(jobs) - len(failed_ids)
 
     def spawn_template_runs(self, now: datetime) -> int:

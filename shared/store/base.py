@@ -1,7 +1,8 @@
 """The JobStore seam: every component's only way to read or change job state.
 
-Methods are named after the transitions they make; each docstring is the contract that every
-implementation (MongoDB, SQLite) must meet and that tests/contract checks. Ownership is decided by
+Methods are named after the outcome a caller asks for (claim due jobs, start an attempt, finish it, recover
+it...), never after a store's internal steps; each docstring is the contract that every implementation
+(MongoDB, SQLite) must meet and that tests/contract checks. Ownership is decided by
 inserts into unique keys (idempotency keys, attempt records), which are atomic on every store; conditional
 updates move statuses.
 """
@@ -88,6 +89,11 @@ class NewJob:
 
 
 class JobStore(Protocol):
+    """What the API, the scheduler, the executors and the reaper ask of the job store, one method per outcome.
+
+    How a store gets there (one write or several, batched with concurrent callers or not) is its own affair;
+    these docstrings are what every implementation guarantees and what tests/contract checks."""
+
     def ensure_schema(self) -> None:
         """Create collections/tables and indexes; idempotent, called at every start-up."""
 
@@ -96,6 +102,8 @@ class JobStore(Protocol):
 
     def ping(self) -> None:
         """Return if the store answers, raise StoreUnavailable otherwise."""
+
+    # --- jobs, as the API sees them ----------------------------------------------------------------------
 
     def create(self, new: NewJob) -> Job:
         """Insert a pending job. Raise DuplicateJob if its idempotencyKey exists (atomic under races)."""
@@ -106,6 +114,9 @@ class JobStore(Protocol):
     def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         """A tenant's jobs, newest createdAt first, optionally one status only, at most `limit`."""
 
+    def list_executions(self, job_id: str) -> list[Execution]:
+        """The job's attempt records, oldest first."""
+
     def cancel(self, job_id: str) -> Job:
         """pending|queued → cancelled, and return the cancelled job.
 
@@ -114,21 +125,24 @@ class JobStore(Protocol):
         TransitionRefused when the job has started or finished.
         """
 
-    def claim_due(
+    def redrive(self, job_id: str) -> Job:
+        """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
+        Raise JobNotFound, or TransitionRefused for any other status."""
+
+    # --- the scheduler ------------------------------------------------------------------------------------
+
+    def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
     ) -> list[Job]:
         """pending → queued (queuedAt = now) for up to `limit` runs due by `due_by` (scheduledAt <= due_by,
         default now: a claim ahead of time) of these job types, in claim order: priority desc, then
         scheduledAt asc. Templates are never claimed. Returns the jobs this call won, in claim order."""
 
-    def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
-        """The reference's claim: one due run, pending → queued, with a single findOneAndUpdate."""
+    def release_claims(self, jobs: Sequence[Job]) -> None:
+        """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""
 
     def due_job_types(self, now: datetime) -> set[str]:
         """The job types of due pending runs (to warn about types no executor handles)."""
-
-    def release(self, jobs: Sequence[Job]) -> None:
-        """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
         """Recurring templates that are pending with scheduledAt <= now, earliest first."""
@@ -144,26 +158,20 @@ class JobStore(Protocol):
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""
 
-    # --- executor ---------------------------------------------------------------------------------------
-
-    def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
-        """Claim attempt `job.next_attempt` by inserting its record `<id>:<n>`, then queued → claimed with
-        claimedBy/claimedAt/leaseExpiresAt. Raise AttemptTaken when the record exists (a duplicate delivery,
-        a second executor, or a cancellation: then the job's status is made `cancelled` again)."""
-
-    def mark_running(self, job: Job) -> Job:
-        """claimed → running for the attempt `job` was claimed for."""
+    # --- an executor --------------------------------------------------------------------------------------
 
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
-        """What an executor does with a wake-up whose handler can start now: load the job, claim its next
-        attempt (begin_attempt's record insert decides ownership) and move it queued → running with
-        claimedBy/claimedAt/leaseExpiresAt, possibly in one write. `hint` lets a store batch concurrent calls.
-        Raise JobNotFound, TransitionRefused when the job is not queued or not of `job_type`, AttemptTaken as
-        begin_attempt."""
+        """Start the next attempt of a job whose wake-up an executor received and whose handler can run now:
+        claim the attempt by inserting its record `<id>:<n>` (the insert decides ownership), and move the job
+        queued → running with claimedBy/claimedAt/leaseExpiresAt. `hint` (what the wake-up said) lets a store
+        batch concurrent calls; the job is always started as it is now, whatever the hint says.
+        Raise JobNotFound; TransitionRefused when the job is not queued or not of `job_type`; AttemptTaken
+        when the attempt's record exists (a duplicate delivery, a second executor, or a cancellation: then the
+        job's status is made `cancelled` again)."""
 
-    def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+    def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
@@ -172,33 +180,16 @@ class JobStore(Protocol):
         spent. Return the updated job, or None when the attempt's outcome was already decided (the reaper
         closed it as lost): a late result never overwrites a newer attempt."""
 
-    def list_executions(self, job_id: str) -> list[Execution]:
-        """The job's attempt records, oldest first."""
+    # --- the reaper ---------------------------------------------------------------------------------------
 
-    def redrive(self, job_id: str) -> Job:
-        """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
-        Raise JobNotFound, or TransitionRefused for any other status."""
-
-    # --- reaper -----------------------------------------------------------------------------------------
-
-    def requeue_stale_queued(self, queued_before: datetime) -> int:
+    def release_stale_claims(self, queued_before: datetime) -> int:
         """queued → pending for jobs queued before the cutoff (their wake-up was lost); return how many."""
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
-        """claimed/running jobs whose lease (leaseExpiresAt, extended by heartbeats) ran out before `now`."""
+        """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by
+        extend_leases) ran out before `now`, each as of that attempt."""
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
         attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
         ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
-
-
-def start_in_steps(store: JobStore, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
-    """start_attempt as its three steps (get, begin_attempt, mark_running): the SQLite store's way, and the
-    MongoDB store's for a wake-up without a claim hint."""
-    job = store.get(job_id)
-    if job is None:
-        raise JobNotFound(job_id)
-    if job.jobType != job_type or job.status is not Status.QUEUED:
-        raise TransitionRefused(job, "start")
-    return store.mark_running(store.begin_attempt(job, worker, lease_until))

@@ -42,7 +42,6 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
-    start_in_steps,
 )
 from shared.store.claim_lanes import BacklogCache, ClaimDocs, ClaimerMemory, new_lane, plan_claim
 from shared.store.due_slots import LOOKBACK_SLOTS, due_slot, slot_of
@@ -154,14 +153,14 @@ class MongoJobStore:
             except DuplicateKeyError as exc:
                 raise DuplicateJob(new.idempotencyKey) from exc
         doc["_id"] = result.inserted_id
-        return _to_job(doc)
+        return job_from_document(doc)
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
             return None
         with _translate_errors():
             doc = self._jobs.find_one({"_id": ObjectId(job_id)})
-        return _to_job(doc) if doc else None
+        return job_from_document(doc) if doc else None
 
     def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         query: Document = {"tenantId": tenant_id}
@@ -169,7 +168,7 @@ class MongoJobStore:
             query["status"] = status.value
         with _translate_errors():
             docs = self._jobs.find(query).sort([("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
-            return [_to_job(d) for d in docs]
+            return [job_from_document(d) for d in docs]
 
     def cancel(self, job_id: str) -> Job:
         job = self.get(job_id)
@@ -197,9 +196,9 @@ class MongoJobStore:
             if current.status is Status.CANCELLED:
                 return current
             raise TransitionRefused(current, "cancel")
-        return _to_job(updated)
+        return job_from_document(updated)
 
-    def claim_due(
+    def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
     ) -> list[Job]:
         """Find the due runs (by due slot, see due_slots.py; a passed slot's from the backlog cache, see
@@ -215,7 +214,7 @@ class MongoJobStore:
         memory = self._claimer = self._claimer.serving(job_types)
         slots = memory.window.plan(now, max(due_by, wall), memory.backlog.slots())
         with _translate_errors():
-            query = _due_runs(due_by, job_types)
+            query = due_runs_filter(due_by, job_types)
             read_started = time.perf_counter()
             found, queries = self._candidates(query, slots, memory.backlog, slot_of(wall) - LOOKBACK_SLOTS)
             read_s = time.perf_counter() - read_started
@@ -238,7 +237,7 @@ class MongoJobStore:
                 if group.lane is not None:
                     guard["lane"] = group.lane
                 self._jobs.update_many(guard, {"$set": _queued(now, token)})
-            won = [_to_job(d) for d in self._jobs.find({"claimToken": token})]
+            won = [job_from_document(d) for d in self._jobs.find({"claimToken": token})]
         return sorted(won, key=transitions.claim_order)
 
     def _candidates(
@@ -262,22 +261,12 @@ class MongoJobStore:
             found.extend(cached)
         return found, queries
 
-    def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
-        with _translate_errors():
-            doc = self._jobs.find_one_and_update(
-                _due_runs(now, job_types),
-                {"$set": _queued(now, uuid.uuid4().hex)},
-                sort=CLAIM_ORDER,
-                return_document=ReturnDocument.AFTER,
-            )
-        return _to_job(doc) if doc else None
-
     def due_job_types(self, now: datetime) -> set[str]:
         query = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
         with _translate_errors():
             return {str(t) for t in self._jobs.distinct("jobType", query)}
 
-    def release(self, jobs: Sequence[Job]) -> None:
+    def release_claims(self, jobs: Sequence[Job]) -> None:
         if not jobs:
             return
         with _translate_errors():
@@ -289,7 +278,7 @@ class MongoJobStore:
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
         query = {"status": Status.PENDING.value, "kind": KIND_TEMPLATE, "scheduledAt": {"$lte": now}}
         with _translate_errors():
-            return [_to_job(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
+            return [job_from_document(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
         doc = pending_document(transitions.template_run(template, planned, utc_now()))
@@ -318,7 +307,8 @@ class MongoJobStore:
 
     # --- executor ---------------------------------------------------------------------------------------
 
-    def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
+    def _begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
+        """Claim attempt `job.next_attempt` by inserting its record, then move the job queued → running."""
         attempt = job.next_attempt
         record_id = attempt_record_id(job.id, attempt)
         now = utc_now()
@@ -335,7 +325,7 @@ class MongoJobStore:
             _insert_new(self._leases, [_lease(record)])
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
-                _update({**transitions.claimed(worker, now, lease_until), "startToken": transitions.UNSET}),
+                _update({**transitions.started(worker, now, lease_until), "startToken": transitions.UNSET}),
                 return_document=ReturnDocument.AFTER,
             )
             if doc is None:
@@ -344,7 +334,7 @@ class MongoJobStore:
                 self._give_back(record_id)
         if doc is None:
             raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
-        return _to_job(doc)
+        return job_from_document(doc)
 
     def _heal_from_ledger(self, job: Job, attempt: int) -> None:
         """The attempt record says this attempt is already taken. If the job document disagrees because a
@@ -369,32 +359,16 @@ class MongoJobStore:
             reason = f"attempt {attempt} lost: its executor stopped before the attempt had a lease"
             self._close_attempt(job, Outcome.LOST, reason, now, None)
 
-    def mark_running(self, job: Job) -> Job:
-        with _translate_errors():
-            doc = self._jobs.find_one_and_update(
-                {
-                    "_id": ObjectId(job.id),
-                    "attempts": job.attempts,
-                    "status": Status.CLAIMED.value,
-                    "claimedBy": job.claimedBy,
-                },
-                _update(transitions.running(utc_now())),
-                return_document=ReturnDocument.AFTER,
-            )
-        if doc is None:
-            raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} was recovered before it started")
-        return _to_job(doc)
-
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
         if hint is None or not ObjectId.is_valid(job_id):
-            return start_in_steps(self, job_id, job_type, worker, lease_until)
+            return self._start_one(job_id, job_type, worker, lease_until)
         return self._starts.submit(_StartRequest(job_id, job_type, worker, lease_until, hint))
 
     def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
         """start_attempt for many hinted wake-ups at once: one insert of their attempt records (ownership, as in
-        begin_attempt), one update per (claim batch, attempt) moving the won jobs queued → running and marking
+        _begin_attempt), one update per (claim batch, attempt) moving the won jobs queued → running and marking
         them with this batch's token. The started documents are the claim's (read once per claim and kept,
         ClaimDocs) with the update applied; when an update moved fewer jobs than asked, one read of the batch's
         token says which moved. Every filter is an equality the server can apply
@@ -447,7 +421,7 @@ class MongoJobStore:
             for i in won:
                 doc = started.get(requests[i].job_id)
                 if doc is not None:
-                    results[i] = _to_job(doc)
+                    results[i] = job_from_document(doc)
                     continue
                 # Not queued for this attempt of this claim (or of another type): give the attempt back.
                 self._give_back(records[i]["_id"])
@@ -463,13 +437,21 @@ class MongoJobStore:
         self._leases.delete_one({"_id": record_id})
         self._executions.delete_one({"_id": record_id, "outcome": Outcome.RUNNING.value})
 
+    def _start_one(self, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
+        """start_attempt without batching: read the job, then claim and start its next attempt."""
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        transitions.check_startable(job, job_type)
+        return self._begin_attempt(job, worker, lease_until)
+
     def _start_in_steps(self, request: _StartRequest) -> Job | BaseException:
         try:
-            return start_in_steps(self, request.job_id, request.job_type, request.worker, request.lease_until)
+            return self._start_one(request.job_id, request.job_type, request.worker, request.lease_until)
         except StoreError as exc:
             return exc
 
-    def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+    def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         with _translate_errors():
             for job in jobs:
                 self._jobs.update_one(
@@ -541,7 +523,7 @@ class MongoJobStore:
                     continue
                 for k in members:  # some did not move (a write-back raced): apply one by one, idempotently
                     doc = self._apply_decision(jobs[k], decisions[k])
-                    results[k] = _to_job(doc) if doc else self.get(jobs[k].id)
+                    results[k] = job_from_document(doc) if doc else self.get(jobs[k].id)
             for delete in lease_deletes:
                 delete.result()  # its failure is the batch's (StoreUnavailable when the server is gone)
         return results
@@ -573,7 +555,7 @@ class MongoJobStore:
             return None
         # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
         # all the same, and this closer, which decided it, gets the job as it is now.
-        return _to_job(doc) if doc else self.get(job.id)
+        return job_from_document(doc) if doc else self.get(job.id)
 
     def _apply_decision(self, job: Job, decided: Document) -> Document | None:
         """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
@@ -622,11 +604,11 @@ class MongoJobStore:
             )
         if doc is None:
             raise TransitionRefused(self.get(job_id) or job, "retry")
-        return _to_job(doc)
+        return job_from_document(doc)
 
     # --- reaper -----------------------------------------------------------------------------------------
 
-    def requeue_stale_queued(self, queued_before: datetime) -> int:
+    def release_stale_claims(self, queued_before: datetime) -> int:
         with _translate_errors():
             result = self._jobs.update_many(
                 {"status": Status.QUEUED.value, "queuedAt": {"$lt": queued_before}},
@@ -636,12 +618,12 @@ class MongoJobStore:
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         """Claimed/running jobs whose lease ran out, and the jobs of attempt leases that ran out whatever the job
-        document says (see begin_attempt), each as of that attempt."""
+        document says (see _begin_attempt), each as of that attempt."""
         found: dict[tuple[str, int], Job] = {}
         with _translate_errors():
             for status in ATTEMPT_ACTIVE:  # one equality query each: FerretDB filters `$in` only after decoding
                 for doc in self._jobs.find({"status": status, "leaseExpiresAt": {"$lt": now}}).limit(limit):
-                    job = _to_job(doc)
+                    job = job_from_document(doc)
                     found[(job.id, job.next_attempt)] = job
             for lease in self._leases.find({"leaseExpiresAt": {"$lt": now}}).limit(limit):
                 key = (str(lease["jobId"]), int(lease["attempt"]))
@@ -649,7 +631,7 @@ class MongoJobStore:
                     continue
                 owner = self._jobs.find_one({"_id": ObjectId(key[0])})
                 if owner is not None:
-                    found[key] = _to_job(owner).evolve(attempts=key[1] - 1)
+                    found[key] = job_from_document(owner).evolve(attempts=key[1] - 1)
         return list(found.values())[:limit]
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
@@ -749,7 +731,8 @@ def _to_execution(doc: Document) -> Execution:
     )
 
 
-def _due_runs(now: datetime, job_types: Collection[str]) -> Document:
+def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:
+    """The due one-off runs of these job types (templates are never claimed)."""
     return {
         "status": Status.PENDING.value,
         "kind": KIND_RUN,
@@ -767,7 +750,8 @@ def _queued(now: datetime, token: str) -> Document:
     return {**transitions.queued(now), "claimToken": token}
 
 
-def _to_job(doc: Document) -> Job:
+def job_from_document(doc: Document) -> Job:
+    """The Job a stored job document holds."""
     values = {k: v for k, v in doc.items() if k in JOB_FIELDS}
     values["id"] = str(doc["_id"])
     values["status"] = Status(doc["status"])

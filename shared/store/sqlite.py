@@ -43,7 +43,6 @@ from shared.store.base import (
     StartHint,
     StoreUnavailable,
     TransitionRefused,
-    start_in_steps,
 )
 from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
 
@@ -287,7 +286,7 @@ class SqliteJobStore:
         assert row is not None, "the write lock was held since the job was read"
         return _to_job(row)
 
-    def claim_due(
+    def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
     ) -> list[Job]:
         """One UPDATE over the first `limit` due runs in claim order: the write lock makes it a true
@@ -309,10 +308,6 @@ class SqliteJobStore:
         # RETURNING gives rows in no particular order; the contract wants claim order.
         return sorted((_to_job(r) for r in rows), key=transitions.claim_order)
 
-    def claim_next(self, now: datetime, job_types: Collection[str]) -> Job | None:
-        claimed = self.claim_due(now, 1, job_types)
-        return claimed[0] if claimed else None
-
     def due_job_types(self, now: datetime) -> set[str]:
         with self._read() as conn:
             rows = conn.execute(
@@ -321,7 +316,7 @@ class SqliteJobStore:
             ).fetchall()
         return {str(r[0]) for r in rows}
 
-    def release(self, jobs: Sequence[Job]) -> None:
+    def release_claims(self, jobs: Sequence[Job]) -> None:
         if not jobs:
             return
         ids = [j.id for j in jobs]
@@ -363,44 +358,29 @@ class SqliteJobStore:
 
     # --- executor ---------------------------------------------------------------------------------------
 
-    def begin_attempt(self, job: Job, worker: str, lease_until: datetime) -> Job:
-        attempt = job.next_attempt
-        record_id = attempt_record_id(job.id, attempt)
-        now = utc_now()
-        record = {"id": record_id, **transitions.attempt_started(job.id, attempt, worker, now)}
-        try:
-            with self._write() as conn:
-                if _insert_unique(conn, "executions", record) is None:
-                    _restore_cancellation(conn, job, record_id)
-                    reason = f"attempt {attempt} of job {job.id} is already taken"
-                else:
-                    # Only the queued job of exactly this attempt; anything else rolls the record back, so the
-                    # attempt stays free for a delivery that matches the job's real state.
-                    fields = transitions.claimed(worker, now, lease_until)
-                    guard = (job.attempts, Status.QUEUED.value)
-                    row = _update_job(conn, job.id, fields, "attempts = ? AND status = ?", guard)
-                    if row is None:
-                        raise _Refused
-                    return _to_job(row)
-        except _Refused:
-            reason = f"job {job.id} is no longer queued for attempt {attempt}"
-        raise AttemptTaken(reason)
-
-    def mark_running(self, job: Job) -> Job:
-        with self._write() as conn:
-            guard = (job.attempts, Status.CLAIMED.value, job.claimedBy)
-            guard_sql = "attempts = ? AND status = ? AND claimedBy IS ?"  # IS: null-safe, as Mongo's match
-            row = _update_job(conn, job.id, transitions.running(utc_now()), guard_sql, guard)
-        if row is None:
-            raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} was recovered before it started")
-        return _to_job(row)
-
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
-        return start_in_steps(self, job_id, job_type, worker, lease_until)  # local and fast: no batching
+        """One transaction: read the job, insert the attempt's record, move the job queued → running. The
+        write lock makes the read a compare-and-set; calls are local and fast, so the hint is not needed."""
+        now = utc_now()
+        with self._write() as conn:
+            job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+            if job is None:
+                raise JobNotFound(job_id)
+            transitions.check_startable(job, job_type)
+            attempt = job.next_attempt
+            record_id = attempt_record_id(job.id, attempt)
+            record = {"id": record_id, **transitions.attempt_started(job.id, attempt, worker, now)}
+            if _insert_unique(conn, "executions", record) is not None:
+                fields = transitions.started(worker, now, lease_until)
+                row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
+                assert row is not None, "the write lock was held since the job was read"
+                return _to_job(row)
+            _restore_cancellation(conn, job, record_id)  # committed: the refusal below is outside the transaction
+        raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken")
 
-    def heartbeat(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+    def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
             return
         with self._write() as conn:
@@ -457,7 +437,7 @@ class SqliteJobStore:
 
     # --- reaper -----------------------------------------------------------------------------------------
 
-    def requeue_stale_queued(self, queued_before: datetime) -> int:
+    def release_stale_claims(self, queued_before: datetime) -> int:
         set_sql, set_params = _assignments(transitions.requeued(utc_now()), _JOB_COLUMNS)
         with self._write() as conn:
             cursor = conn.execute(

@@ -112,24 +112,16 @@ def cancelled(now: datetime) -> Fields:
     return {"status": Status.CANCELLED.value, "updatedAt": now}
 
 
-def claimed(worker: str, now: datetime, lease_until: datetime) -> Fields:
-    """queued → claimed by the executor that inserted the attempt's record."""
+def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
+    """queued → running by the executor that inserted the attempt's record, its lease running until
+    `lease_until` (extended by extend_leases)."""
     return {
-        "status": Status.CLAIMED.value,
+        "status": Status.RUNNING.value,
         "claimedBy": worker,
         "claimedAt": now,
         "leaseExpiresAt": lease_until,
         "updatedAt": now,
     }
-
-
-def running(now: datetime) -> Fields:
-    return {"status": Status.RUNNING.value, "updatedAt": now}
-
-
-def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
-    """queued → running in one write: claimed and started together, by an executor with a free handler slot."""
-    return {**claimed(worker, now, lease_until), **running(now)}
 
 
 def attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Fields:
@@ -164,6 +156,12 @@ def claim_order(job: Job) -> tuple[int, datetime, str]:
 def check_cancellable(job: Job) -> None:
     if job.status not in CANCELLABLE:
         raise TransitionRefused(job, "cancel")
+
+
+def check_startable(job: Job, job_type: str) -> None:
+    """Only a queued job of the executor's own type starts (anything else is not this wake-up's attempt)."""
+    if job.jobType != job_type or job.status is not Status.QUEUED:
+        raise TransitionRefused(job, "start")
 
 
 def check_redrivable(job: Job) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from bson import ObjectId
 from pymongo.database import Database
 from pymongo.errors import AutoReconnect
 
-from shared.model import Status
+from shared.model import Job, Status, utc_now
 from shared.store import sqlite as sqlite_module
 from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
+from tests.contract.store_kit import new
 from tests.support import free_port
 
 BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("mongo", id="mongo", marks=pytest.mark.integration)]
@@ -104,6 +106,7 @@ class SqliteHarness(Harness):
 
 class MongoHarness(Harness):
     def __init__(self, uri: str, db: Database[dict[str, object]]) -> None:
+        self.uri = uri
         self.db = db
         super().__init__("mongo", lambda: MongoJobStore.connect(uri, db.name))
 
@@ -173,3 +176,22 @@ def mongo_harness(mongo_uri: str, mongo_db: Database[dict[str, object]]) -> Iter
 @pytest.fixture
 def store(harness: Harness) -> JobStore:
     return harness.store
+
+
+@pytest.fixture
+def line(store: JobStore) -> dict[str, Job]:
+    """Due runs in a known claim order, and jobs that must never be claimed with them."""
+    now = utc_now()
+    made = {
+        "p5-old": new(priority=5, scheduledAt=now - timedelta(minutes=2)),
+        "p5-new": new(priority=5, scheduledAt=now - timedelta(minutes=1)),
+        "p0": new(priority=0, scheduledAt=now - timedelta(minutes=3)),
+        "p-1": new(priority=-1, scheduledAt=now - timedelta(minutes=10)),
+        "template": new(priority=100, cron="* * * * *", scheduledAt=now - timedelta(minutes=5)),
+        "future": new(priority=100, scheduledAt=now + timedelta(hours=1)),
+        "other-type": new(priority=100, jobType="other"),
+    }
+    return {name: store.create(job) for name, job in made.items()}
+
+
+CLAIM_ORDER = ["p5-old", "p5-new", "p0", "p-1"]

@@ -233,7 +233,7 @@ def test_cancel_pending_then_again_is_409(api: TestClient) -> None:
 
 def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_store: JobStore) -> None:
     job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z")).json()
-    [claimed] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
+    [claimed] = api_store.claim_due_jobs(datetime.now(UTC), 10, {"log-message"})
     assert claimed.status is Status.QUEUED
     assert api.delete(f"/jobs/{job['id']}").json()["status"] == "cancelled"
 
@@ -241,9 +241,9 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
         api.post(
             "/jobs", json=job_body(idempotencyKey=key, scheduledAt="2020-01-01T00:00:00Z", maxAttempts=max_attempts)
         )
-        [queued] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
+        [queued] = api_store.claim_due_jobs(datetime.now(UTC), 10, {"log-message"})
         lease = datetime.now(UTC) + timedelta(minutes=5)
-        return api_store.mark_running(api_store.begin_attempt(queued, "w", lease))
+        return api_store.start_attempt(queued.id, queued.jobType, "w", lease)
 
     now = datetime.now(UTC)
     running = started("k-running")
@@ -260,8 +260,8 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
 def test_executions_and_retry_from_the_dlq(api: TestClient, api_store: JobStore) -> None:
     job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1)).json()
     assert api.get(f"/jobs/{job['id']}/executions").json() == []
-    [queued] = api_store.claim_due(datetime.now(UTC), 10, {"log-message"})
-    running = api_store.mark_running(api_store.begin_attempt(queued, "w7", datetime.now(UTC) + timedelta(minutes=5)))
+    [queued] = api_store.claim_due_jobs(datetime.now(UTC), 10, {"log-message"})
+    running = api_store.start_attempt(queued.id, queued.jobType, "w7", datetime.now(UTC) + timedelta(minutes=5))
     now = datetime.now(UTC)
     api_store.finish_attempt(running, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
     [execution] = api.get(f"/jobs/{job['id']}/executions").json()

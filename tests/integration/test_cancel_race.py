@@ -30,7 +30,7 @@ def test_cancel_racing_a_claim_never_lets_a_cancelled_job_start(
     def claim_all() -> int:
         start.wait()
         claimed = 0
-        while batch := mongo_store.claim_due(datetime.now(UTC), 7, {"noop"}):
+        while batch := mongo_store.claim_due_jobs(datetime.now(UTC), 7, {"noop"}):
             claimed += len(batch)
         return claimed
 

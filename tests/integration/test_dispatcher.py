@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pymongo.database import Database
 
+from loadtest.reference import MongoClaimNext, ReferenceDispatcher
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
@@ -30,8 +31,16 @@ def new_job(key: str, at: datetime, priority: int = 0, job_type: str = "noop") -
 
 @pytest.mark.parametrize("mode", ["batch", "single"])
 def test_tick_claims_due_jobs_in_priority_order_and_publishes_them(
-    mode: str, mongo_store: MongoJobStore, kafka_bus: KafkaBus, kafka_brokers: str, topic_prefix: str
+    mode: str,
+    request: pytest.FixtureRequest,
+    mongo_store: MongoJobStore,
+    mongo_uri: str,
+    mongo_db: Database[dict[str, object]],
+    kafka_bus: KafkaBus,
+    kafka_brokers: str,
+    topic_prefix: str,
 ) -> None:
+    """Batch claims, and the benchmarks' reference (single claims, loadtest/reference.py) on the same loop."""
     now = datetime.now(UTC)
     low_old = mongo_store.create(new_job("low-old", now - timedelta(minutes=5), priority=0))
     high_new = mongo_store.create(new_job("high-new", now - timedelta(seconds=1), priority=9))
@@ -41,7 +50,13 @@ def test_tick_claims_due_jobs_in_priority_order_and_publishes_them(
     kafka_bus.ensure_topics(TYPES)
 
     claimed = []
-    dispatcher = Dispatcher(mongo_store, kafka_bus, TYPES, batch=2, mode=mode)
+    claim_next = MongoClaimNext(mongo_uri, mongo_db.name)
+    request.addfinalizer(claim_next.close)
+    dispatcher = (
+        Dispatcher(mongo_store, kafka_bus, TYPES, batch=2)
+        if mode == "batch"
+        else ReferenceDispatcher(mongo_store, kafka_bus, TYPES, batch=2, claim=claim_next)
+    )
     first = dispatcher.tick(forever())
     # batch mode drains everything due in one tick (batches come back full); single mode takes one batch.
     assert first.claimed == (4 if mode == "batch" else 2)
@@ -67,7 +82,7 @@ def test_batch_claim_order_is_strict_priority_then_age(mongo_store: MongoJobStor
     created = [mongo_store.create(new_job(f"j{i}", now - timedelta(seconds=i), priority=i % 3)) for i in range(12)]
     expected = sorted(created, key=lambda j: (-j.priority, j.scheduledAt))
     claimed = []
-    while batch := mongo_store.claim_due(now, 5, {"noop"}):
+    while batch := mongo_store.claim_due_jobs(now, 5, {"noop"}):
         claimed.extend(batch)
     assert [j.id for j in claimed] == [j.id for j in expected]
 

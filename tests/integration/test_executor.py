@@ -50,7 +50,7 @@ def queued_job(store: MongoJobStore, job_type: str, payload: dict[str, Any] | No
             **fields,
         )
     )
-    claimed = [j for j in store.claim_due(datetime.now(UTC), 100, {job_type}) if j.id == job.id]
+    claimed = [j for j in store.claim_due_jobs(datetime.now(UTC), 100, {job_type}) if j.id == job.id]
     assert claimed, "the job should have been claimed"
     return claimed[0]
 
@@ -69,7 +69,7 @@ def redeliver_until_final(store: MongoJobStore, worker: Worker, job: Job, rounds
         if current.status is not Status.PENDING:
             return current
         now = datetime.now(UTC) + timedelta(minutes=10)  # past the backoff
-        [job] = store.claim_due(now, 10, {job.jobType})
+        [job] = store.claim_due_jobs(now, 10, {job.jobType})
     raise AssertionError("the job never reached a final status")
 
 
@@ -234,7 +234,7 @@ def test_bad_and_unknown_messages_are_skipped(mongo_store: MongoJobStore, make_w
 
 def test_a_late_result_of_a_recovered_attempt_is_discarded(mongo_store: MongoJobStore) -> None:
     job = queued_job(mongo_store, "noop")
-    claimed = mongo_store.mark_running(mongo_store.begin_attempt(job, "slowpoke", datetime.now(UTC) - timedelta(1)))
+    claimed = mongo_store.start_attempt(job.id, job.jobType, "slowpoke", datetime.now(UTC) - timedelta(1))
     assert sweep(mongo_store, queued_timeout=timedelta(minutes=1)).recovered == 1  # its lease has expired
     recovered = mongo_store.get(job.id)
     assert recovered is not None
@@ -255,7 +255,7 @@ def test_redrive_from_the_dlq(mongo_store: MongoJobStore, make_worker: MakeWorke
     assert mongo_store.get(job.id).status is Status.DLQ  # type: ignore[union-attr]
     again = mongo_store.redrive(job.id)
     assert (again.status, again.attempts, again.attemptBase) == (Status.PENDING, 1, 1)
-    [requeued] = mongo_store.claim_due(datetime.now(UTC), 10, {"flaky"})
+    [requeued] = mongo_store.claim_due_jobs(datetime.now(UTC), 10, {"flaky"})
     make_worker("flaky").process(delivery_for(requeued))
     final = mongo_store.get(job.id)
     assert final is not None

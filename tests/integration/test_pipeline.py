@@ -107,7 +107,7 @@ def test_sigterm_lets_the_running_handler_finish(launch: Launch, mongo_store: Mo
 @pytest.mark.parametrize("sweep", ["queued"])
 def test_reaper_returns_a_job_whose_wake_up_was_lost(launch: Launch, mongo_store: MongoJobStore, sweep: str) -> None:
     job_id = create(mongo_store, "noop")
-    [queued] = mongo_store.claim_due(datetime.now(UTC), 10, {"noop"})  # claimed, but no wake-up was ever sent
+    [queued] = mongo_store.claim_due_jobs(datetime.now(UTC), 10, {"noop"})  # claimed, but no wake-up was ever sent
     assert queued.id == job_id
     reaper = launch("reaper", REAPER_INTERVAL="300ms", QUEUED_TIMEOUT="1s")
     wait_until(lambda: status_of(mongo_store, job_id) is Status.PENDING, 30, "the reaper to re-pend the job")

@@ -1,0 +1,73 @@
+"""What the SQLite store guarantees beyond the protocol: its file, WAL, lock waits, closing."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from bson import ObjectId
+
+from shared.store.base import (
+    StoreUnavailable,
+)
+from shared.store.sqlite import SqliteJobStore
+from tests.contract.store_kit import (
+    new,
+)
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.db"
+
+
+def test_sqlite_default_file_is_jobsched_db_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SqliteJobStore()
+    try:
+        store.ensure_schema()
+        job = store.create(new())
+    finally:
+        store.close()
+    assert (tmp_path / "jobsched.db").is_file()
+    reopened = SqliteJobStore(tmp_path / "jobsched.db")
+    try:
+        assert reopened.get(job.id) == job
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("path", [":memory:", "", "file::memory:?cache=shared"])
+def test_sqlite_refuses_an_in_memory_database(path: str) -> None:
+    with pytest.raises(ValueError, match="file path"):
+        SqliteJobStore(path)
+
+
+def test_sqlite_uses_wal_and_waits_then_gives_up_on_a_locked_database(sqlite_path: Path) -> None:
+    store = SqliteJobStore(sqlite_path, timeout=0.2)
+    try:
+        store.ensure_schema()
+        blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+        try:
+            assert blocker.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            with pytest.raises(StoreUnavailable, match="locked"):
+                store.create(new("blocked"))
+            assert store.get(str(ObjectId())) is None  # WAL: readers are not blocked by the writer
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        assert store.create(new("blocked")).idempotencyKey == "blocked"
+    finally:
+        store.close()
+
+
+def test_sqlite_after_close_is_store_unavailable(sqlite_path: Path) -> None:
+    store = SqliteJobStore(sqlite_path)
+    store.ensure_schema()
+    store.close()
+    with pytest.raises(StoreUnavailable):
+        store.ping()

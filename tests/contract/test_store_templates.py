@@ -1,0 +1,96 @@
+"""The store contract, on every implementation: recurring templates and the runs they spawn."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from functools import partial
+
+from shared.model import Status, run_key, utc_now
+from shared.store.base import (
+    JobStore,
+)
+from tests.contract.conftest import Harness
+from tests.contract.store_kit import (
+    is_utc_ms,
+    new,
+    reload,
+    together,
+)
+
+
+def test_due_templates_are_pending_templates_earliest_first(store: JobStore) -> None:
+    now = utc_now()
+    late = store.create(new(cron="* * * * *", scheduledAt=now - timedelta(minutes=1)))
+    early = store.create(new(interval="1h", scheduledAt=now - timedelta(minutes=2)))
+    store.create(new(cron="* * * * *", scheduledAt=now + timedelta(hours=1)))
+    store.cancel(store.create(new(cron="* * * * *", scheduledAt=now - timedelta(minutes=3))).id)
+    store.create(new(scheduledAt=now - timedelta(minutes=4)))  # a run, not a template
+    assert [t.id for t in store.due_templates(now, 10)] == [early.id, late.id]
+    assert [t.id for t in store.due_templates(now, 1)] == [early.id]
+
+
+def test_spawn_run_inserts_the_run_once_per_planned_time(store: JobStore) -> None:
+    template = store.create(
+        new("nightly", cron="0 2 * * *", payload={"r": 1}, priority=4, maxAttempts=6, timeoutSeconds=9.5)
+    )
+    planned = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
+    assert store.spawn_run(template, planned) is True
+    assert store.spawn_run(template, planned) is False
+    assert store.spawn_run(template, planned + timedelta(days=1)) is True
+    runs = [j for j in store.list_for_tenant("tenant-a", None, 10) if not j.is_template]
+    [run] = [r for r in runs if r.scheduledAt == planned]
+    assert len(runs) == 2
+    assert run.idempotencyKey == run_key("nightly", planned) == f"nightly-run-{1_893_463_200 * 10**9}"
+    assert (run.tenantId, run.jobType, run.payload, run.priority) == ("tenant-a", "noop", {"r": 1}, 4)
+    assert (run.maxAttempts, run.timeoutSeconds, run.templateId) == (6, 9.5, template.id)
+    assert (run.status, run.attempts, run.cron, run.interval) == (Status.PENDING, 0, None, None)
+    assert is_utc_ms(run.createdAt)
+    assert [j.id for j in store.claim_due_jobs(planned, 10, {"noop"})] == [run.id]  # a run is claimable
+
+
+def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> None:
+    """Invariant 4: two leaders (or a retry) spawning the same planned time."""
+    template = harness.store.create(new("tpl", cron="* * * * *"))
+    planned = utc_now()
+    stores = [harness.store, harness.open()]
+    outcomes = together([partial(stores[i % 2].spawn_run, template, planned) for i in range(8)])
+    assert sorted(outcomes, key=str) == [False] * 7 + [True], outcomes
+    runs = [j for j in harness.store.list_for_tenant("tenant-a", None, 10) if j.templateId == template.id]
+    assert len(runs) == 1
+
+
+def test_advance_template_moves_only_the_template_it_was_given(store: JobStore) -> None:
+    now = utc_now()
+    template = store.create(new(cron="* * * * *", scheduledAt=now))
+    assert store.advance_template(template, now + timedelta(minutes=1)) is True
+    assert reload(store, template).scheduledAt == now + timedelta(minutes=1)
+    assert store.advance_template(template, now + timedelta(minutes=2)) is False  # stale: already advanced
+    moved = reload(store, template)
+    assert moved.scheduledAt == now + timedelta(minutes=1)
+    store.cancel(template.id)
+    assert store.advance_template(moved, now + timedelta(minutes=2)) is False
+    assert reload(store, template).scheduledAt == now + timedelta(minutes=1)
+
+
+def test_two_leaders_advancing_one_template(harness: Harness) -> None:
+    template = harness.store.create(new(cron="* * * * *", scheduledAt=utc_now()))
+    target = template.scheduledAt + timedelta(minutes=1)
+    stores = [harness.store, harness.open()]
+    outcomes = together([partial(s.advance_template, template, target) for s in stores])
+    assert reload(harness.store, template).scheduledAt == target
+    if harness.backend == "sqlite":
+        assert sorted(outcomes, key=str) == [False, True], outcomes
+    else:
+        # FerretDB re-writes the document without re-checking the filter, so both leaders may "win". That is
+        # harmless: the run itself is deduplicated by its key (test_concurrent_spawns_of_one_fire_time...).
+        assert True in outcomes, outcomes
+
+
+def test_dead_letter_template(store: JobStore) -> None:
+    template = store.create(new(cron="* * * * *"))
+    assert store.dead_letter_template(template, "bad cron") is True
+    dead = reload(store, template)
+    assert (dead.status, dead.lastError) == (Status.DLQ, "bad cron")
+    assert store.dead_letter_template(template, "again") is False
+    assert reload(store, template).lastError == "bad cron"
+    assert store.due_templates(utc_now() + timedelta(days=1), 10) == []
