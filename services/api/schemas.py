@@ -48,8 +48,8 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    idempotencyKey: str = Field(min_length=1, max_length=512, description="Globally unique; duplicate → 409")
-    tenantId: str = Field(min_length=1, max_length=256, description="Groups jobs for listing; not authenticated")
+    idempotencyKey: str = Field(min_length=1, max_length=512, description="Unique within the tenant; duplicate → 409")
+    tenantId: str = Field(min_length=1, max_length=256, description="AUTH=required: the key's when omitted")
     jobType: str = Field(description="A registered handler: " + ", ".join(registry.names()))
     scheduledAt: Rfc3339 | None = Field(
         default=None, description="RFC 3339; when the job becomes due. Required unless cron or interval is set"

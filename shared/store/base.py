@@ -106,7 +106,8 @@ class JobStore(Protocol):
     # --- jobs, as the API sees them ----------------------------------------------------------------------
 
     def create(self, new: NewJob) -> Job:
-        """Insert a pending job. Raise DuplicateJob if its idempotencyKey exists (atomic under races)."""
+        """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
+        under races); another tenant's job with the same key is no conflict."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""

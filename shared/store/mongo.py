@@ -28,7 +28,7 @@ from typing import Any
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
 
 from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
@@ -55,6 +55,7 @@ Document = dict[str, Any]
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
 CLAIM_FIELDS = {"_id": 1, "priority": 1, "scheduledAt": 1, "dueSlot": 1, "lane": 1}
 DUPLICATE_KEY = 11000
+INDEX_NOT_FOUND = 27
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,24 @@ class MongoJobStore:
         write slower (one more index entry per write: 0.53 → 0.44 ms per updated job measured, see
         deployments/local/FERRETDB.md). Indexes that exist already are left alone."""
         with _translate_errors():
-            self._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+            self._jobs.create_index(
+                [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
+            )
+            self._drop_global_idempotency_index()
             if self._server_uses_indexes():
                 self._create_query_indexes()
+
+    def _drop_global_idempotency_index(self) -> None:
+        """A database written before idempotency keys were unique per tenant has a unique index on the key
+        alone, which would refuse a key that another tenant uses. It goes once the per-tenant index exists, so
+        one unique index guards every moment of the upgrade; replicas starting together may race to drop it."""
+        for name, spec in self._jobs.index_information().items():
+            if spec.get("unique") and [field for field, _ in spec["key"]] == ["idempotencyKey"]:
+                try:
+                    self._jobs.drop_index(name)
+                except OperationFailure as exc:
+                    if exc.code != INDEX_NOT_FOUND:
+                        raise
 
     def _server_uses_indexes(self) -> bool:
         info = self._client.admin.command("buildInfo")

@@ -48,10 +48,9 @@ from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RU
 
 DEFAULT_PATH: Final = "jobsched.db"
 
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS jobs (
+_JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         id              TEXT PRIMARY KEY,           -- 24-hex ObjectId, as on MongoDB
-        idempotencyKey  TEXT NOT NULL UNIQUE,       -- invariant 4: one job per key, decided by this index
+        idempotencyKey  TEXT NOT NULL,              -- unique per tenant (index tenant_idempotency)
         tenantId        TEXT NOT NULL,
         jobType         TEXT NOT NULL,
         kind            TEXT NOT NULL,              -- 'run' or 'template': templates are never claimed
@@ -74,7 +73,11 @@ _SCHEMA: Final = (
         claimedAt       INTEGER,
         queuedAt        INTEGER,
         leaseExpiresAt  INTEGER
-    )""",
+    )"""
+_SCHEMA: Final = (
+    _JOBS_TABLE,
+    # invariant 4: one job per idempotency key within its tenant, decided by this index
+    "CREATE UNIQUE INDEX IF NOT EXISTS tenant_idempotency ON jobs (tenantId, idempotencyKey)",
     # Claims, due templates, due job types, the reaper's sweeps. A claim range-scans the due runs and keeps the
     # top `limit` in claim order. An index in claim order (priority first) would skip that sort but walk every
     # not-yet-due job of higher priority on each claim: measured behind 100,000 future jobs, 136 single
@@ -239,6 +242,7 @@ class SqliteJobStore:
 
     def ensure_schema(self) -> None:
         with self._write() as conn:
+            _drop_global_idempotency_key(conn)
             for statement in _SCHEMA:
                 conn.execute(statement)
 
@@ -485,6 +489,20 @@ class SqliteJobStore:
             self._writer.release()
 
 
+def _drop_global_idempotency_key(conn: sqlite3.Connection) -> None:
+    """A file written before idempotency keys were unique per tenant declares `idempotencyKey ... UNIQUE`, a
+    constraint SQLite cannot drop: the table is rebuilt without it, inside ensure_schema's transaction."""
+    constraints = [r["name"] for r in conn.execute("PRAGMA index_list(jobs)") if r["origin"] == "u"]
+    columns_of = [[c["name"] for c in conn.execute(f'PRAGMA index_info("{name}")')] for name in constraints]
+    if ["idempotencyKey"] not in columns_of:
+        return
+    columns = ", ".join(r["name"] for r in conn.execute("PRAGMA table_info(jobs)"))
+    conn.execute("ALTER TABLE jobs RENAME TO jobs_with_global_keys")
+    conn.execute(_JOBS_TABLE)
+    conn.execute(f"INSERT INTO jobs ({columns}) SELECT {columns} FROM jobs_with_global_keys")
+    conn.execute("DROP TABLE jobs_with_global_keys")  # and its indexes: _SCHEMA creates them on the new table
+
+
 # --- row helpers ------------------------------------------------------------------------------------------
 
 
@@ -495,7 +513,7 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
 
 
 def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
-    """Insert a row and return it, or None when its unique key (id, idempotencyKey) is taken: the atomic
+    """Insert a row and return it, or None when its unique key (id; tenantId + idempotencyKey) is taken: the atomic
     "who owns this" decision of every store."""
     columns = _JOB_COLUMNS if table == "jobs" else _EXECUTION_COLUMNS
     _check_columns(fields, columns)
