@@ -19,6 +19,10 @@ API_REQUEST_SECONDS = Histogram(
     ["method", "route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+API_AUTH_DENIED = Counter(
+    "api_auth_denied_total", "Requests refused by authentication or authorization (AUTH=required)", ["reason"]
+)
+API_RATE_LIMITED = Counter("api_rate_limited_total", "Requests refused by their API key's rate limit", ["tenant"])
 
 # scheduler
 SCHEDULER_TICK_SECONDS = Histogram(

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -30,6 +30,9 @@ from shared import metrics
 from shared.cron import ScheduleError
 from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
+
+if TYPE_CHECKING:
+    from services.api.auth import ApiAuth
 
 log = logging.getLogger("jobsched.api")
 
@@ -61,7 +64,11 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(store: JobStore) -> Starlette:
+def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
+    """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
+    the store only through the tenant guard of the request's key."""
+    if auth is not None:
+        store = auth.guard(store)
     gate = SchemaGate(store)
 
     async def create_job(request: Request) -> Response:
@@ -136,7 +143,7 @@ def create_app(store: JobStore) -> Starlette:
         await run_in_threadpool(store.ping)
         return PlainTextResponse("ok")
 
-    document = openapi_document()
+    document = auth.document(openapi_document()) if auth else openapi_document()
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
@@ -147,8 +154,12 @@ def create_app(store: JobStore) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         gate.start()
+        if auth is not None:
+            auth.start()
         yield
         await gate.stop()
+        if auth is not None:
+            await auth.stop()
 
     routes = [
         Route("/jobs", create_job, methods=["POST"]),
@@ -162,6 +173,8 @@ def create_app(store: JobStore) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
     ]
+    if auth is not None:
+        routes = auth.protect([*routes, *auth.routes()])
     handlers: dict[Any, Callable[..., Any]] = {
         HTTPException: _http_error,
         JobNotFound: _status_error(404),
