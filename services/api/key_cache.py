@@ -130,8 +130,12 @@ class KeyCache:
         while True:
             try:
                 await run_in_threadpool(self.reload)
-            except StoreUnavailable as exc:
-                log.warning("API keys not reloaded", extra={"action": "keys_reload_failed", "error": str(exc)})
+            except Exception as exc:  # the refresher must outlive any failure; a stale snapshot stops serving
+                log.warning(
+                    "API keys not reloaded",
+                    extra={"action": "keys_reload_failed", "error": str(exc)},
+                    exc_info=not isinstance(exc, StoreUnavailable),
+                )
                 self._first_attempt.set()
                 await asyncio.sleep(min(delay, self._refresh_s))
                 delay *= 2

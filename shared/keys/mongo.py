@@ -9,12 +9,12 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from pymongo import DESCENDING, MongoClient, UpdateOne
+from pymongo import DESCENDING, MongoClient
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import DuplicateKeyError
 
 from shared.keys.base import ApiKey, PrefixTaken, Role
-from shared.store.mongo import DUPLICATE_KEY, _translate_errors
+from shared.store.mongo import _translate_errors
 
 Document = dict[str, Any]
 
@@ -66,18 +66,15 @@ class MongoKeyStore:
         return self.find(prefix)
 
     def record_use(self, prefixes: Collection[str], at: datetime) -> None:
-        if not prefixes:
-            return
-        writes = [UpdateOne({"_id": p}, {"$max": {"lastUsedAt": at}}, upsert=True) for p in sorted(prefixes)]
+        """One upsert per key: few keys are used within one refresh, and FerretDB 1.x answers a bulk of upserts
+        without the counts pymongo reads."""
         with _translate_errors():
-            try:
-                self._usage.bulk_write(writes, ordered=False)
-            except BulkWriteError as exc:
-                # Two replicas upserting a key's first use at once: one insert loses, and its update applies now.
-                errors = exc.details.get("writeErrors", [])
-                if not errors or any(e.get("code") != DUPLICATE_KEY for e in errors):
-                    raise
-                self._usage.bulk_write([writes[int(e["index"])] for e in errors], ordered=False)
+            for prefix in sorted(prefixes):
+                update = {"$max": {"lastUsedAt": at}}
+                try:
+                    self._usage.update_one({"_id": prefix}, update, upsert=True)
+                except DuplicateKeyError:  # another replica inserted the key's first use just now
+                    self._usage.update_one({"_id": prefix}, update)
 
 
 def _to_document(key: ApiKey) -> Document:

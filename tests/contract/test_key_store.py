@@ -103,6 +103,7 @@ def test_record_use_moves_last_used_forward_only_and_never_unrevokes(keys: KeySt
     now = utc_now()
     keys.record_use({"d00000000001", "d00000000002", "ffffffffffff"}, now)
     keys.record_use(["d00000000001"], now - timedelta(minutes=5))  # a replica reporting late
+    keys.record_use(["d00000000001", "e00000000001"], now - timedelta(minutes=1))  # a known key and a new one
     keys.record_use([], now)
     revoked = keys.revoke("d00000000002", now)
     keys.record_use(["d00000000002"], now + timedelta(seconds=1))
