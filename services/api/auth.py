@@ -99,6 +99,10 @@ def api_auth(settings: Settings, open_keys: Callable[[], KeyStore]) -> ApiAuth |
     """The API's authentication as the settings ask for it; None for AUTH=off. Raises ConfigError for an
     unauthenticated non-loopback bind that AUTH=off does not confirm, or an unusable bootstrap key."""
     if settings.auth != "required":
+        if settings.auth_bootstrap_key or settings.auth_bootstrap_key_file:
+            log.warning(
+                "AUTH_BOOTSTRAP_KEY is ignored: AUTH is not required", extra={"action": "bootstrap_key_ignored"}
+            )
         if not is_loopback(settings.api_host):
             if settings.auth != "off":
                 raise ConfigError(
@@ -212,10 +216,11 @@ class Authenticate:
         return _refuse(403, f"this API key's role is {principal.role.value}; {method} {self._path} needs {needs.value}")
 
     def _scope_query(self, principal: Principal, scope: Scope, where: dict[str, str]) -> tuple[Scope, ASGIApp | None]:
-        pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        named = [v for k, v in pairs if k == "tenantId"]
+        raw: bytes = scope.get("query_string", b"")
+        # Read as Starlette's QueryParams reads it, so the check sees what the route will see.
+        named = [v for k, v in parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if k == "tenantId"]
         if not named:
-            query = urlencode([*pairs, ("tenantId", principal.tenant)]).encode("latin-1")
+            query = raw + (b"&" if raw else b"") + urlencode({"tenantId": principal.tenant}).encode("ascii")
             return {**scope, "query_string": query}, None
         return scope, self._tenant_refusal(principal, named, where)
 

@@ -9,12 +9,12 @@ server that writes whole documents back, such as the stand-in for MongoDB, it co
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shared.model import format_time
+from shared.model import _wire
 from shared.store.base import StoreError
 
 
@@ -37,25 +37,15 @@ class ApiKey:
     prefix: str
     tenantId: str
     role: Role
-    keyHash: str
+    keyHash: str = field(metadata={"wire": False})
     createdAt: datetime
     name: str | None = None
     lastUsedAt: datetime | None = None
     revokedAt: datetime | None = None
 
-    def evolve(self, **changes: Any) -> ApiKey:
-        return replace(self, **changes)
-
     def to_wire(self) -> dict[str, Any]:
-        """What a listing shows: everything but the digest; times RFC 3339, unset ones omitted."""
-        out: dict[str, Any] = {"prefix": self.prefix, "tenantId": self.tenantId, "role": self.role.value}
-        if self.name is not None:
-            out["name"] = self.name
-        for field in ("createdAt", "lastUsedAt", "revokedAt"):
-            moment = getattr(self, field)
-            if moment is not None:
-                out[field] = format_time(moment)
-        return out
+        """What a listing shows: everything but the digest; times RFC 3339, unset fields omitted."""
+        return _wire(self)
 
 
 class PrefixTaken(StoreError):

@@ -18,10 +18,9 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from shared.handlers import registry
 from shared.keys import tokens
 from shared.model import format_time, utc_now
-from tests.e2e.test_prometheus import drop_database, logs_tail, port_block, script
+from tests.e2e.stackkit import drop_database, logs_tail, script, stack_env
 from tests.support import REPO_ROOT, free_port, wait_until
 
 JOBSCHED = str(REPO_ROOT / ".venv" / "bin" / "jobsched")
@@ -57,19 +56,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
     run_id = uuid.uuid4().hex[:10]
     root = tmp_path_factory.mktemp("auth-stack")
     api_port = free_port()
-    env = {
-        **os.environ,
-        "STACK_DIR": str(root / "stack"),
-        "API_PORT": str(api_port),
-        "STACK_METRICS_PORT": str(port_block(4 + len(registry.names()))),
-        "MONGO_DB": f"e2e_auth_{run_id}",
-        "KAFKA_TOPIC_PREFIX": f"e2e-auth-{run_id}-",
-        "KAFKA_PARTITIONS": "2",
-        "ELECTION_KEY": f"/jobsched-test/{run_id}/leader",
-        "SCHEDULER_TICK": "200ms",
-        "AUTH": "required",
-        "AUTH_REFRESH": "500ms",
-    }
+    env = {**stack_env(root, run_id, api_port), "AUTH": "required", "AUTH_REFRESH": "500ms"}
     up = script("stack.sh", "up", env)
     exports = script("servers.sh", "env", env).stdout
     try:
