@@ -56,6 +56,34 @@ CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
 CLAIM_FIELDS = {"_id": 1, "priority": 1, "scheduledAt": 1, "dueSlot": 1, "lane": 1}
 DUPLICATE_KEY = 11000
 INDEX_NOT_FOUND = 27
+# What the operator's pages and counts use (browse_mongo.py). tenant_status_listing and type_counts change with
+# every status change; the partial ones hold only templates, runs, completed or dead-lettered jobs.
+OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
+    ("jobs", [("tenantId", 1), ("status", 1), ("createdAt", -1), ("_id", -1)], {"name": "tenant_status_listing"}),
+    ("jobs", [("tenantId", 1), ("jobType", 1), ("createdAt", -1), ("_id", -1)], {"name": "tenant_type_listing"}),
+    ("jobs", [("jobType", 1), ("status", 1), ("tenantId", 1)], {"name": "type_counts"}),
+    (
+        "jobs",
+        [("tenantId", 1), ("createdAt", -1), ("_id", -1)],
+        {"name": "tenant_templates", "partialFilterExpression": {"kind": KIND_TEMPLATE}},
+    ),
+    (
+        "jobs",
+        [("templateId", 1), ("createdAt", -1), ("_id", -1)],
+        {"name": "template_runs", "partialFilterExpression": {"templateId": {"$exists": True}}},
+    ),
+    (
+        "jobs",
+        [("updatedAt", 1), ("jobType", 1), ("tenantId", 1)],
+        {"name": "recent_completions", "partialFilterExpression": {"status": Status.COMPLETED.value}},
+    ),
+    (
+        "jobs",
+        [("lastError", 1), ("updatedAt", -1), ("tenantId", 1)],
+        {"name": "dead_letters", "partialFilterExpression": {"status": Status.DLQ.value}},
+    ),
+    ("attempt_outcomes", [("outcome", 1), ("at", 1)], {"name": "recent_outcomes"}),
+]
 
 
 @dataclass(frozen=True)
@@ -156,6 +184,8 @@ class MongoJobStore:
         )
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
         self._leases.create_index("leaseExpiresAt", name="lease_expiry")
+        for collection, keys, options in OPERATOR_INDEXES:
+            self._db[collection].create_index(keys, **options)
 
     def ping(self) -> None:
         with _translate_errors():
