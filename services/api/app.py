@@ -20,16 +20,19 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
+from services.api.operator import guarded_browser, operator_routes, page_query
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES, JobRequest, PayloadTooLarge
 from shared import metrics
 from shared.cron import ScheduleError
 from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
+from shared.store.browse import browser_for
 
 if TYPE_CHECKING:
     from services.api.auth import ApiAuth
@@ -67,8 +70,10 @@ def describe(exc: ValidationError) -> str:
 def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
     the store only through the tenant guard of the request's key."""
+    browser = browser_for(store)
     if auth is not None:
         store = auth.guard(store)
+        browser = guarded_browser(browser)
     gate = SchemaGate(store)
 
     async def create_job(request: Request) -> Response:
@@ -114,7 +119,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
             return error(400, f"unknown status {raw_status!r}; one of {', '.join(STATUS_VALUES)}")
         status = Status(raw_status) if raw_status else None
         limit = list_limit(request.query_params.get("limit"))
-        jobs = await run_in_threadpool(store.list_for_tenant, tenant, status, limit)
+        jobs = await run_in_threadpool(browser.page, tenant, page_query(request.query_params, status, limit))
         return JSONResponse([j.to_wire() for j in jobs])
 
     async def cancel_job(request: Request) -> Response:
@@ -172,9 +177,12 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
+        *operator_routes(store, browser),
     ]
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])
+    # Files only, public like /docs: what the console shows comes from the routes above, with the user's key.
+    served: list[BaseRoute] = [*routes, console_mount()]
     handlers: dict[Any, Callable[..., Any]] = {
         HTTPException: _http_error,
         JobNotFound: _status_error(404),
@@ -183,7 +191,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
         Exception: _unexpected,
     }
     return Starlette(
-        routes=routes, exception_handlers=handlers, lifespan=lifespan, middleware=[Middleware(RequestMetrics)]
+        routes=served, exception_handlers=handlers, lifespan=lifespan, middleware=[Middleware(RequestMetrics)]
     )
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from services.api.operator_docs import LIST_PARAMETERS, operator_paths, operator_schemas
 from services.api.schemas import STATUS_VALUES, ErrorBody, JobRequest
 from shared.model import Execution, Job
 
@@ -69,6 +70,7 @@ def openapi_document() -> dict[str, Any]:
                             "description": "Default 100, max 5000; invalid or non-positive → 100",
                             "schema": {"type": "string"},
                         },
+                        *LIST_PARAMETERS,
                     ],
                     "responses": {
                         "200": {
@@ -136,8 +138,9 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            **operator_paths(),
         },
-        "components": {"schemas": _schemas()},
+        "components": {"schemas": {**_schemas(), **operator_schemas()}},
     }
 
 

@@ -94,12 +94,18 @@ ROUTES = [
     ("GET", "/readyz", 200),
     ("GET", "/openapi.json", 200),
     ("GET", "/docs", 200),
+    ("GET", "/session", 200),
+    ("GET", "/overview", 200),
+    ("GET", "/dlq", 200),
+    ("POST", "/dlq/redrive", 200),
+    ("GET", "/ui/", 200),
 ]
 NEEDS = {
     "/healthz": None,
     "/readyz": None,
     "/openapi.json": None,
     "/docs": None,
+    "/ui/": None,
     "/api-keys": Role.ADMIN,
     "/api-keys/{key}": Role.ADMIN,
 }
@@ -123,7 +129,11 @@ def test_each_role_against_each_route(
     job = secured.store.create(job_from("tenant-a", "pending-one"))
     target = issue_key(secured.keys, "tenant-c", Role.READER, "to revoke", by="tests")[1].prefix
     url = path.format(job=job.id, dlq=dlq, key=target)
-    bodies = {"/jobs": job_body(idempotencyKey="new-one"), "/api-keys": {"tenantId": "tenant-c", "role": "reader"}}
+    bodies = {
+        "/jobs": job_body(idempotencyKey="new-one"),
+        "/api-keys": {"tenantId": "tenant-c", "role": "reader"},
+        "/dlq/redrive": {"jobIds": [dlq]},
+    }
     with secured.client(secured.key("tenant-a", role) if role else None) as api:
         wait_until(lambda: api.get("/readyz").status_code == 200, 10, "readiness (public: no key needed)")
         response = api.request(method, url, json=bodies.get(path) if method == "POST" else None)
