@@ -21,7 +21,7 @@ from typing import Any
 
 from loadtest.benchkit import Scenario
 from loadtest.procs import PROFILE_ENV
-from loadtest.scenarios import api, backlog, dispatch, drain, embedded, failover, lateness, peer
+from loadtest.scenarios import api, backlog, console, dispatch, drain, embedded, failover, lateness, peer
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -34,6 +34,7 @@ SCENARIOS: dict[str, Scenario] = {
         failover.SCENARIO,
         peer.SCENARIO,
         backlog.SCENARIO,
+        console.SCENARIO,
     )
 }
 
