@@ -34,8 +34,8 @@ CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED})
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ}),  # dlq: template gone bad
     Status.QUEUED: frozenset({Status.CLAIMED, Status.PENDING, Status.CANCELLED}),
-    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ}),
-    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ}),
+    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ, Status.CANCELLED}),
+    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ, Status.CANCELLED}),
     Status.COMPLETED: frozenset(),
     Status.DLQ: frozenset({Status.PENDING}),  # an operator's re-drive
     Status.CANCELLED: frozenset(),
@@ -96,6 +96,9 @@ class Job:
     claimedAt: datetime | None = None
     queuedAt: datetime | None = None
     leaseExpiresAt: datetime | None = None
+    # Set by DELETE on a claimed or running job: its executor stops the handler, and the attempt's end, unless it
+    # is a success that came first, makes the job cancelled.
+    cancelRequested: bool | None = None
     # The scheduler's claim batch, passed on in the wake-up so an executor can start many of the batch's
     # jobs with one query (MongoDB store). Internal: never part of the API's job body.
     claimToken: str | None = field(default=None, metadata={"wire": False})
@@ -131,7 +134,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     LOST = "lost"  # closed by the reaper: the executor died or hung
-    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start
+    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start, or while it ran
 
 
 @dataclass(frozen=True)

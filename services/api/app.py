@@ -124,6 +124,11 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
 
     async def cancel_job(request: Request) -> Response:
         job = await run_in_threadpool(store.cancel, path_job_id(request))
+        if job.status is not Status.CANCELLED:  # running: its executor stops it (accepted, not done)
+            log.info(
+                "cancel requested", extra={"action": "cancel_requested", "jobId": job.id, "tenantId": job.tenantId}
+            )
+            return JSONResponse(job.to_wire(), status_code=202)
         log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire())
 

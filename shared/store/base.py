@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
 
 
@@ -57,6 +58,7 @@ class AttemptResult:
     startedAt: datetime
     finishedAt: datetime
     error: str | None = None
+    backoff: Backoff = DEFAULT_BACKOFF  # the job type's, for the retry's time
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,19 @@ class JobStore(Protocol):
         """The job's attempt records, oldest first."""
 
     def cancel(self, job_id: str) -> Job:
-        """pending|queued → cancelled, and return the cancelled job.
+        """pending|queued → cancelled, and return the cancelled job; claimed|running → cancelRequested set
+        (the status stays): the executor stops the handler, and the attempt's end makes the job cancelled
+        unless it is a success recorded first. Return the job either way.
 
-        The cancellation takes the job's next attempt record first, so an executor that received the job's
-        wake-up message can never start it, whichever of the two acts first. Raise JobNotFound, or
-        TransitionRefused when the job has started or finished.
+        The cancellation of a job that has not started takes the job's next attempt record first, so an
+        executor that received the job's wake-up message can never start it, whichever of the two acts first.
+        A request that races the attempt's end still ends the job cancelled unless the attempt succeeded.
+        Raise JobNotFound, or TransitionRefused when the job has finished.
         """
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        """The ids of these (running) jobs whose cancellation was requested: what an executor checks with its
+        heartbeat."""
 
     def redrive(self, job_id: str) -> Job:
         """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
@@ -190,7 +199,7 @@ class JobStore(Protocol):
         """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by
         extend_leases) ran out before `now`, each as of that attempt."""
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
-        attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
-        ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+        attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
+        executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""

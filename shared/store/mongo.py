@@ -30,6 +30,7 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -84,6 +85,7 @@ OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
     ),
     ("attempt_outcomes", [("outcome", 1), ("at", 1)], {"name": "recent_outcomes"}),
 ]
+CANCEL_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class MongoJobStore:
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
         self._leases: MongoCollection[Document] = self._db["attempt_leases"]
+        self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
         self._claimer = ClaimerMemory(frozenset())
         # Executors call these from one thread per delivery; concurrent calls become bulk writes.
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
@@ -217,32 +220,63 @@ class MongoJobStore:
             return [job_from_document(d) for d in docs]
 
     def cancel(self, job_id: str) -> Job:
-        job = self.get(job_id)
-        if job is None:
+        for _ in range(CANCEL_TRIES):  # a job that starts or stops between the read and the write is read again
+            job = self.get(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            transitions.check_cancellable(job)
+            done = self._request_cancel(job) if job.status.value in ATTEMPT_ACTIVE else self._cancel_now(job)
+            if done is not None:
+                return done
+        current = self.get(job_id)
+        if current is None:
             raise JobNotFound(job_id)
-        transitions.check_cancellable(job)
+        raise TransitionRefused(current, "cancel")
+
+    def _cancel_now(self, job: Job) -> Job | None:
+        """pending|queued → cancelled; None when the job moved on meanwhile (started, or finished)."""
         now = utc_now()
-        if not job.is_template:
-            # Take the next attempt before any executor can: a duplicate means one already started it.
-            with _translate_errors():
+        with _translate_errors():
+            if not job.is_template:
+                # Take the next attempt before any executor can: a duplicate means one already started it.
                 try:
                     self._executions.insert_one(
                         {"_id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
                     )
-                except DuplicateKeyError as exc:
-                    raise TransitionRefused(self.get(job_id) or job, "cancel") from exc
-        with _translate_errors():
+                except DuplicateKeyError:
+                    return None
             updated = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
                 _update(transitions.cancelled(now)),
                 return_document=ReturnDocument.AFTER,
             )
         if updated is None:
-            current = self.get(job_id) or job
-            if current.status is Status.CANCELLED:
-                return current
-            raise TransitionRefused(current, "cancel")
+            current = self.get(job.id) or job
+            return current if current.status is Status.CANCELLED else None
         return job_from_document(updated)
+
+    def _request_cancel(self, job: Job) -> Job | None:
+        """claimed|running → cancelRequested, with the request its executor's heartbeat reads (a collection
+        that holds only open requests, so the check costs the same whatever the number of jobs); None when
+        the attempt ended meanwhile."""
+        now = utc_now()
+        with _translate_errors():
+            self._cancel_requests.update_one({"_id": job.id}, {"$set": {"requestedAt": now}}, upsert=True)
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                _update(transitions.cancel_requested(now)),
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                self._cancel_requests.delete_one({"_id": job.id})
+                return None
+        return job_from_document(doc)
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        if not jobs:
+            return set()
+        with _translate_errors():
+            return {str(d["_id"]) for d in self._cancel_requests.find({"_id": {"$in": [j.id for j in jobs]}})}
 
     def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
@@ -577,12 +611,20 @@ class MongoJobStore:
     def _close_in_steps(self, request: _FinishRequest) -> Job | BaseException | None:
         result = request.result
         try:
-            return self._close_attempt(request.job, result.outcome, result.error, result.finishedAt, result.startedAt)
+            return self._close_attempt(
+                request.job, result.outcome, result.error, result.finishedAt, result.startedAt, result.backoff
+            )
         except StoreError as exc:
             return exc
 
     def _close_attempt(
-        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+        self,
+        job: Job,
+        outcome: Outcome,
+        error: str | None,
+        at: datetime,
+        started: datetime | None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> Job | None:
         """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
         then complete its record and move the job. Those two writes are repeated by every later closer with
@@ -596,25 +638,39 @@ class MongoJobStore:
             except DuplicateKeyError:
                 won = False
                 decided = self._outcomes.find_one({"_id": decided["_id"]}) or decided
-            doc = self._apply_decision(job, decided)
+            doc = self._apply_decision(job, decided, backoff)
         if not won:
             return None
         # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
         # all the same, and this closer, which decided it, gets the job as it is now.
         return job_from_document(doc) if doc else self.get(job.id)
 
-    def _apply_decision(self, job: Job, decided: Document) -> Document | None:
+    def _apply_decision(self, job: Job, decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Document | None:
         """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
         outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
         self._executions.update_one(
             {"_id": decided["_id"]},
             _update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
         )
-        doc = self._jobs.find_one_and_update(
-            {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
-            _update(transitions.attempt_closed(job, outcome, error, at)),
-            return_document=ReturnDocument.AFTER,
-        )
+        guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}}
+        if outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
+            # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
+            doc = self._jobs.find_one_and_update(
+                {**guard, "cancelRequested": {"$ne": True}},
+                _update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                job = job.evolve(cancelRequested=True)
+                guard["cancelRequested"] = True
+        if outcome is Outcome.SUCCEEDED or job.cancelRequested:
+            doc = self._jobs.find_one_and_update(
+                guard,
+                _update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                return_document=ReturnDocument.AFTER,
+            )
+        if job.cancelRequested:
+            self._cancel_requests.delete_one({"_id": job.id})
         # Last: a lease left by a failure before this point brings the reaper back to finish the work.
         self._leases.delete_one({"_id": decided["_id"]})
         return doc
@@ -680,8 +736,8 @@ class MongoJobStore:
                     found[key] = job_from_document(owner).evolve(attempts=key[1] - 1)
         return list(found.values())[:limit]
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None, backoff)
 
 
 def pending_document(fields: transitions.Fields) -> Document:

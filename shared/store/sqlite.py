@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from bson import ObjectId
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -82,7 +83,8 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         claimedBy       TEXT,
         claimedAt       INTEGER,
         queuedAt        INTEGER,
-        leaseExpiresAt  INTEGER
+        leaseExpiresAt  INTEGER,
+        cancelRequested INTEGER                     -- 1: DELETE asked a running job to stop
     )"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
@@ -121,6 +123,8 @@ _SCHEMA: Final = (
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
 
+# Columns added after the first release, with their declarations: ensure_schema adds them to older files.
+_ADDED_COLUMNS: Final = {"cancelRequested": "INTEGER"}
 _JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error"}
@@ -268,6 +272,10 @@ class SqliteJobStore:
             _drop_global_idempotency_key(conn)
             for statement in _SCHEMA:
                 conn.execute(statement)
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}
+            for column, declaration in _ADDED_COLUMNS.items():
+                if column not in columns:  # a database file written before the column existed
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {declaration}")
 
     def ping(self) -> None:
         with self._read() as conn:
@@ -304,6 +312,10 @@ class SqliteJobStore:
                 raise JobNotFound(job_id)
             transitions.check_cancellable(job)
             now = utc_now()
+            if job.status.value in ATTEMPT_ACTIVE:  # running: ask its executor (the write lock keeps it running)
+                requested = _update_job(conn, job.id, transitions.cancel_requested(now), _IS_ACTIVE, ATTEMPT_ACTIVE)
+                assert requested is not None, "the write lock was held since the job was read"
+                return _to_job(requested)
             # Take the next attempt before any executor can (the rule on every store). Within this transaction
             # a taken record would mean an executor already owns the attempt: then the job is not cancellable.
             record = {"id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
@@ -312,6 +324,16 @@ class SqliteJobStore:
             row = _update_job(conn, job.id, transitions.cancelled(now), _IS_CANCELLABLE, CANCELLABLE_VALUES)
         assert row is not None, "the write lock was held since the job was read"
         return _to_job(row)
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        found: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks([j.id for j in jobs]):
+                rows = conn.execute(
+                    f"SELECT id FROM jobs WHERE cancelRequested = 1 AND id IN ({_marks(chunk)})", chunk
+                ).fetchall()
+                found.update(str(r[0]) for r in rows)
+        return found
 
     def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
@@ -417,10 +439,18 @@ class SqliteJobStore:
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._close_attempt(job, result.outcome, result.error, result.finishedAt, result.startedAt)
+        return self._close_attempt(
+            job, result.outcome, result.error, result.finishedAt, result.startedAt, result.backoff
+        )
 
     def _close_attempt(
-        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+        self,
+        job: Job,
+        outcome: Outcome,
+        error: str | None,
+        at: datetime,
+        started: datetime | None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> Job | None:
         """Decide the attempt's one outcome and move the job, in one transaction: the first closer (the
         executor's result or the reaper's "lost") finds the record still `running`; every later one finds it
@@ -437,7 +467,9 @@ class SqliteJobStore:
                 )
                 if decided.rowcount != 1:
                     raise _Refused
-                fields = transitions.attempt_closed(job, outcome, error, at)
+                if not job.cancelRequested and _cancel_was_requested(conn, job.id):
+                    job = job.evolve(cancelRequested=True)  # asked after `job` was read: no retry then
+                fields = transitions.attempt_closed(job, outcome, error, at, backoff)
                 guard = (job.attempts, *ATTEMPT_ACTIVE)
                 row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard)
                 if row is None:
@@ -481,8 +513,8 @@ class SqliteJobStore:
             ).fetchall()
         return [_to_job(r) for r in rows]
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None, backoff)
 
     # --- transactions -----------------------------------------------------------------------------------
 
@@ -533,6 +565,11 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
     row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
     return _to_job(row) if row else None
+
+
+def _cancel_was_requested(conn: sqlite3.Connection, job_id: str) -> bool:
+    row = conn.execute("SELECT cancelRequested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return bool(row and row[0])
 
 
 def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
@@ -630,6 +667,7 @@ def _to_job(row: sqlite3.Row) -> Job:
     values = {k: v for k, v in _from_row(row).items() if k in JOB_FIELDS}
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
+    values["cancelRequested"] = True if values.get("cancelRequested") else None
     return Job(**values)
 
 

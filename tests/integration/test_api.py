@@ -268,10 +268,14 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
     api_store.finish_attempt(completed, AttemptResult(Outcome.SUCCEEDED, startedAt=now, finishedAt=now))
     dead = started("k-dlq", max_attempts=1)
     api_store.finish_attempt(dead, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
-    for job_in, status in ((running, "running"), (completed, "completed"), (dead, "dlq")):
+    for job_in, status in ((completed, "completed"), (dead, "dlq")):
         refused = api.delete(f"/jobs/{job_in.id}")
         assert refused.status_code == 409
         assert status in refused.json()["error"]
+    accepted = api.delete(f"/jobs/{running.id}")  # its executor stops it: accepted, not yet done
+    assert accepted.status_code == 202
+    assert (accepted.json()["status"], accepted.json()["cancelRequested"]) == ("running", True)
+    assert api.get(f"/jobs/{running.id}").json()["cancelRequested"] is True
 
 
 def test_executions_and_retry_from_the_dlq(api: TestClient, api_store: JobStore) -> None:
