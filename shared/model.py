@@ -46,9 +46,12 @@ def can_transition(current: Status, target: Status) -> bool:
     return target in TRANSITIONS[current]
 
 
-def effective_max_attempts(requested: int | None) -> int:
-    """maxAttempts defaults to 3 when missing or not positive (the reference contract)."""
-    return requested if requested is not None and requested > 0 else DEFAULT_MAX_ATTEMPTS
+def effective_max_attempts(requested: int | None, type_default: int | None = None) -> int:
+    """maxAttempts defaults, when missing or not positive, to the job type's registered default, else to 3
+    (the reference contract)."""
+    if requested is not None and requested > 0:
+        return requested
+    return type_default if type_default is not None and type_default > 0 else DEFAULT_MAX_ATTEMPTS
 
 
 def run_key(template_key: str, planned: datetime) -> str:

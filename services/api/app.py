@@ -25,14 +25,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
+from services.api.job_types import KnownTypes
 from services.api.operator import guarded_browser, operator_routes, page_query
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES, JobRequest, PayloadTooLarge
 from shared import metrics
 from shared.cron import ScheduleError
+from shared.handlers import registry
 from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
 from shared.store.browse import browser_for
+from shared.store.type_registries import type_registry_of
 
 if TYPE_CHECKING:
     from services.api.auth import ApiAuth
@@ -67,10 +70,12 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
+def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownTypes | None = None) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
-    the store only through the tenant guard of the request's key."""
+    the store only through the tenant guard of the request's key. `known_types` says which job types it
+    accepts (by default: this process's handlers and what executors announced in the store)."""
     browser = browser_for(store)
+    known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
     if auth is not None:
         store = auth.guard(store)
         browser = guarded_browser(browser)
@@ -88,7 +93,12 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
             return error(400, "the body must be a JSON object")
         try:
             job_request = JobRequest.model_validate(data)
-            new = job_request.to_new_job(utc_now())
+            if not await known.accepts(job_request.jobType):
+                return error(
+                    400, f"jobType: unknown jobType {job_request.jobType!r}; known types: {', '.join(known.names())}"
+                )
+            defaults = known.defaults(job_request.jobType)
+            new = job_request.to_new_job(utc_now(), defaults.max_attempts if defaults else None)
         except ValidationError as exc:
             if any(isinstance(e.get("ctx", {}).get("error"), PayloadTooLarge) for e in exc.errors()):
                 return error(413, describe(exc))
@@ -144,6 +154,9 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
         log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire())
 
+    async def list_job_types(request: Request) -> Response:
+        return JSONResponse(await known.listing())
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -166,7 +179,9 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
         gate.start()
         if auth is not None:
             auth.start()
+        known.start()
         yield
+        await known.stop()
         await gate.stop()
         if auth is not None:
             await auth.stop()
@@ -178,6 +193,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
         Route("/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/jobs/{job_id}/executions", list_executions, methods=["GET"]),
         Route("/jobs/{job_id}/retry", retry_job, methods=["POST"]),
+        Route("/job-types", list_job_types, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

@@ -16,7 +16,6 @@ from pydantic import (
 )
 
 from shared.cron import Schedule
-from shared.handlers import registry
 from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
 from shared.store.base import NewJob
 
@@ -50,7 +49,11 @@ class JobRequest(BaseModel):
 
     idempotencyKey: str = Field(min_length=1, max_length=512, description="Unique within the tenant; duplicate → 409")
     tenantId: str = Field(min_length=1, max_length=256, description="AUTH=required: the key's when omitted")
-    jobType: str = Field(description="A registered handler: " + ", ".join(registry.names()))
+    jobType: str = Field(
+        min_length=1,
+        max_length=256,
+        description="A type an executor announced (GET /job-types), one listed in JOB_TYPES, or a built-in",
+    )
     scheduledAt: Rfc3339 | None = Field(
         default=None, description="RFC 3339; when the job becomes due. Required unless cron or interval is set"
     )
@@ -67,13 +70,6 @@ class JobRequest(BaseModel):
     )
     interval: str | None = Field(default=None, description="Fixed interval such as '30s', '5m' or '1h30m'")
     timezone: str | None = Field(default=None, description="IANA zone the cron is read in (default UTC)")
-
-    @field_validator("jobType")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        if value not in registry:
-            raise ValueError(f"unknown jobType {value!r}; known types: {', '.join(registry.names())}")
-        return value
 
     @field_validator("payload")
     @classmethod
@@ -99,8 +95,9 @@ class JobRequest(BaseModel):
             return None
         return Schedule.parse(cron=self.cron, interval=self.interval, timezone=self.timezone, anchor=now)
 
-    def to_new_job(self, now: datetime) -> NewJob:
-        """Raises ScheduleError for an invalid cron/interval/timezone."""
+    def to_new_job(self, now: datetime, default_max_attempts: int | None = None) -> NewJob:
+        """Raises ScheduleError for an invalid cron/interval/timezone. `default_max_attempts`: the job type's,
+        for a request without a positive maxAttempts (3 when the type sets none)."""
         schedule = self.schedule(now)
         scheduled_at = schedule.next_after(now) if schedule else self.scheduledAt
         assert scheduled_at is not None
@@ -111,7 +108,7 @@ class JobRequest(BaseModel):
             scheduledAt=scheduled_at,
             payload=self.payload,
             priority=self.priority,
-            maxAttempts=effective_max_attempts(self.maxAttempts),
+            maxAttempts=effective_max_attempts(self.maxAttempts, default_max_attempts),
             timeoutSeconds=self.timeoutSeconds,
             cron=self.cron,
             interval=self.interval,

@@ -16,6 +16,7 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import NoReturn
 
+from shared.config import comma_list
 from shared.handlers.registry import HandlerRegistry
 
 ENTRY_POINT_GROUP = "jobsched.handlers"
@@ -24,16 +25,6 @@ HANDLERS_VARIABLE = "JOBSCHED_HANDLERS"
 
 class PluginError(Exception):
     """A handler module could not be loaded; the message names the module and the cause."""
-
-
-def module_names(text: str | None) -> list[str]:
-    """The modules of a comma-separated list, in order, without blanks or repeats."""
-    names: list[str] = []
-    for part in (text or "").split(","):
-        name = part.strip()
-        if name and name not in names:
-            names.append(name)
-    return names
 
 
 def load_handlers(registry: HandlerRegistry, modules: Iterable[str], *, use_entry_points: bool = True) -> list[str]:
@@ -72,7 +63,7 @@ def load_handlers_or_exit(
 ) -> list[str]:
     """What every binary that runs handlers does at start: `option` (a `--handlers` value) or else
     JOBSCHED_HANDLERS, then the entry points; on failure, the message on stderr and exit status 2."""
-    modules = module_names(option if option is not None else env.get(HANDLERS_VARIABLE))
+    modules = comma_list(option if option is not None else env.get(HANDLERS_VARIABLE))
     try:
         return load_handlers(registry, modules)
     except PluginError as exc:

@@ -340,6 +340,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",
+        "/job-types",
         "/healthz",
         "/readyz",
         *key_paths,
