@@ -109,7 +109,8 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownT
         try:
             job = await run_in_threadpool(store.create, new)
         except DuplicateJob as exc:
-            return error(409, str(exc))
+            # The existing job's id lets a client that retried a create it could not see succeed fetch it.
+            return JSONResponse({"error": str(exc), "jobId": exc.existing_id}, status_code=409)
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire(), status_code=201)
 

@@ -27,9 +27,10 @@ class StoreUnavailable(StoreError):
 
 
 class DuplicateJob(StoreError):
-    def __init__(self, idempotency_key: str) -> None:
+    def __init__(self, idempotency_key: str, existing_id: str | None = None) -> None:
         super().__init__(f"a job with idempotencyKey {idempotency_key!r} already exists")
         self.idempotency_key = idempotency_key
+        self.existing_id = existing_id  # the job that holds the key (None if it could not be read)
 
 
 class JobNotFound(StoreError):
@@ -108,8 +109,8 @@ class JobStore(Protocol):
     # --- jobs, as the API sees them ----------------------------------------------------------------------
 
     def create(self, new: NewJob) -> Job:
-        """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
-        under races); another tenant's job with the same key is no conflict."""
+        """Insert a pending job. Raise DuplicateJob, naming the existing job's id, if its tenant has a job with
+        its idempotencyKey (atomic under races); another tenant's job with the same key is no conflict."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""

@@ -200,7 +200,10 @@ class MongoJobStore:
             try:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError as exc:
-                raise DuplicateJob(new.idempotencyKey) from exc
+                holder = self._jobs.find_one(
+                    {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
+                )
+                raise DuplicateJob(new.idempotencyKey, str(holder["_id"]) if holder else None) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
 

@@ -286,7 +286,10 @@ class SqliteJobStore:
         with self._write() as conn:
             row = _insert_unique(conn, "jobs", fields)
             if row is None:
-                raise DuplicateJob(new.idempotencyKey)
+                holder = conn.execute(
+                    "SELECT id FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (new.tenantId, new.idempotencyKey)
+                ).fetchone()
+                raise DuplicateJob(new.idempotencyKey, str(holder[0]) if holder else None)
         return _to_job(row)
 
     def get(self, job_id: str) -> Job | None:

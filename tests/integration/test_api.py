@@ -78,11 +78,13 @@ def test_scheduled_at_keeps_offsets_as_the_same_instant(api: TestClient) -> None
     assert job["scheduledAt"] == "2026-09-29T18:00:00.250Z"
 
 
-def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
-    assert api.post("/jobs", json=job_body()).status_code == 201
+def test_duplicate_idempotency_key_is_409_naming_the_existing_job(api: TestClient) -> None:
+    first = api.post("/jobs", json=job_body())
+    assert first.status_code == 201
     response = api.post("/jobs", json=job_body(priority=9))
     assert response.status_code == 409
     assert "test-job-1" in response.json()["error"]
+    assert response.json()["jobId"] == first.json()["id"]
 
 
 def test_32_concurrent_creates_with_one_key_give_exactly_one_201(
