@@ -6,11 +6,14 @@ import uvicorn
 
 from services.api.app import create_app
 from services.api.auth import api_auth
+from services.api.job_types import KnownTypes
 from shared.config import ConfigError, Settings
+from shared.handlers import registry
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_store
+from shared.store.type_registries import type_registry_of
 
 
 def main() -> None:
@@ -25,7 +28,10 @@ def main() -> None:
         raise SystemExit(f"jobsched api: {exc}") from None
     store = connect_store(settings)
     serve_metrics(settings.metrics_port)
-    app = create_app(store, auth)
+    known = KnownTypes(
+        type_registry_of(store), local=registry, configured=settings.job_types, retention=settings.job_type_retention
+    )
+    app = create_app(store, auth, known)
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
 
 
