@@ -10,6 +10,7 @@ module and the cause, and the binaries exit with status 2 on it.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
@@ -78,3 +79,17 @@ def _exit(program: str, message: str) -> NoReturn:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def main() -> None:
+    """`python -m shared.handlers.plugins`: the job types this environment's executors would run (the
+    built-ins and every plug-in's), one line, space-separated; what deployments/local/stack.sh starts
+    executors for. Exits 2 like the executors when a plug-in does not load."""
+    from shared.handlers import registry  # the process-wide registry, built-ins included
+
+    load_handlers_or_exit(registry, None, os.environ, "python -m shared.handlers.plugins")
+    print(*registry.names())
+
+
+if __name__ == "__main__":
+    main()

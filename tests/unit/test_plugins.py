@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -14,6 +17,7 @@ from shared.handlers.builtin import register_builtins
 from shared.handlers.plugins import PluginError, load_handlers
 from shared.handlers.registry import DuplicateHandler, HandlerRegistry
 from shared.type_defaults import TypeDefaults
+from tests.support import REPO_ROOT
 
 
 @pytest.fixture
@@ -130,3 +134,24 @@ def test_a_broken_entry_point_names_its_distribution(registry: HandlerRegistry, 
         failed.value
     )
     assert "ModuleNotFoundError" in str(failed.value)
+
+
+def run_listing(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shared.handlers.plugins"],
+        env={**os.environ, **env},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_listing_that_make_up_starts_executors_for_includes_the_plugins(tmp_path: Path) -> None:
+    name = module(tmp_path, REGISTERS.format(name="send-email"))
+    listed = run_listing({"JOBSCHED_HANDLERS": name, "PYTHONPATH": str(tmp_path)})
+    assert (listed.returncode, listed.stdout.split()) == (0, ["flaky", "log-message", "noop", "send-email", "slow"])
+    broken = run_listing({"JOBSCHED_HANDLERS": "no_such_plugin_module"})
+    assert broken.returncode == 2
+    assert "handler module 'no_such_plugin_module' failed to load" in broken.stderr
