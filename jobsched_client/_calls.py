@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypedDict, TypeVar
 
 import httpx
 
@@ -106,35 +106,39 @@ def _jobs(body: Any) -> list[Job]:
     return [Job.from_wire(item) for item in body]
 
 
+class CreateOptions(TypedDict, total=False):
+    """The optional arguments of `create`, shared by both clients."""
+
+    tenant_id: str | None  # default: the client's tenant_id
+    idempotency_key: str | None  # default: generated
+    scheduled_at: datetime | str | None  # default: now (one-off jobs only)
+    cron: str | None
+    interval: str | None
+    timezone: str | None
+    priority: int | None
+    max_attempts: int | None
+    timeout_seconds: float | None
+
+
 def create(
-    job_type: str,
-    payload: dict[str, Any] | None,
-    *,
-    tenant_id: str | None,
-    idempotency_key: str | None,
-    scheduled_at: datetime | str | None,
-    cron: str | None,
-    interval: str | None,
-    timezone: str | None,
-    priority: int | None,
-    max_attempts: int | None,
-    timeout_seconds: float | None,
+    job_type: str, payload: dict[str, Any] | None, default_tenant: str | None, options: CreateOptions
 ) -> Call[Job]:
     """A one-off job (due at `scheduled_at`, now when not given) or, with `cron` or `interval`, a template."""
+    cron, interval, scheduled_at = options.get("cron"), options.get("interval"), options.get("scheduled_at")
     recurring = cron is not None or interval is not None
     if recurring and scheduled_at is not None:
         raise ValueError("give scheduled_at for a one-off job or cron/interval for a recurring one, not both")
     body: dict[str, Any] = {
-        "idempotencyKey": idempotency_key or f"{job_type}-{uuid.uuid4().hex}",
+        "idempotencyKey": options.get("idempotency_key") or f"{job_type}-{uuid.uuid4().hex}",
         "jobType": job_type,
         "payload": payload or {},
-        "tenantId": tenant_id,
+        "tenantId": options.get("tenant_id") or default_tenant,
         "cron": cron,
         "interval": interval,
-        "timezone": timezone,
-        "priority": priority,
-        "maxAttempts": max_attempts,
-        "timeoutSeconds": timeout_seconds,
+        "timezone": options.get("timezone"),
+        "priority": options.get("priority"),
+        "maxAttempts": options.get("max_attempts"),
+        "timeoutSeconds": options.get("timeout_seconds"),
     }
     if not recurring:
         body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))

@@ -6,14 +6,13 @@ import asyncio
 import builtins
 import time
 from collections.abc import Iterable
-from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from jobsched_client import _calls
-from jobsched_client._calls import Call, Exchange, Retries, RetryIn
+from jobsched_client._calls import Call, CreateOptions, Exchange, Retries, RetryIn
 from jobsched_client.errors import DuplicateJob, WaitTimeout
 from jobsched_client.models import Execution, Job, JobType
 
@@ -51,33 +50,12 @@ class AsyncClient:
         await self._http.aclose()
 
     async def create(
-        self,
-        job_type: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        tenant_id: str | None = None,
-        idempotency_key: str | None = None,
-        scheduled_at: datetime | str | None = None,
-        cron: str | None = None,
-        interval: str | None = None,
-        timezone: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        timeout_seconds: float | None = None,
+        self, job_type: str, payload: dict[str, Any] | None = None, **options: Unpack[CreateOptions]
     ) -> Job:
-        call = _calls.create(
-            job_type,
-            payload,
-            tenant_id=tenant_id or self.tenant_id,
-            idempotency_key=idempotency_key,
-            scheduled_at=scheduled_at,
-            cron=cron,
-            interval=interval,
-            timezone=timezone,
-            priority=priority,
-            max_attempts=max_attempts,
-            timeout_seconds=timeout_seconds,
-        )
+        """Create a one-off job (due now unless `scheduled_at`) or a recurring template (`cron`/`interval`);
+        see CreateOptions. An idempotency key is generated when none is given. Raises DuplicateJob (409) when
+        the key is taken, except when an earlier try of this very call made the job: then it is returned."""
+        call = _calls.create(job_type, payload, self.tenant_id, options)
         exchange = Exchange(call, self._retries)
         try:
             return await self._send(exchange)

@@ -13,7 +13,7 @@ from shared.backoff import Backoff
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import JobStore
 from tests.contract.conftest import Harness
-from tests.contract.store_kit import RACE_TIMEOUT_S, lockstep, reload, result, running, together
+from tests.contract.store_kit import RACE_TIMEOUT_S, executor_or_reaper, lockstep, reload, result, running, together
 
 NO_WAIT = Backoff(base_s=0.001, cap_s=0.001)
 
@@ -98,32 +98,16 @@ def test_cancelled_attempt_racing_the_reaper_has_one_outcome(harness: Harness) -
     for job in jobs:
         harness.store.cancel(job.id)
     executor, reaper = harness.open(), harness.open()
-    step = lockstep()
-
-    def cancel_all() -> list[bool]:
-        won = []
-        for job in jobs:
-            step.wait(RACE_TIMEOUT_S)
-            closed = executor.finish_attempt(job.evolve(cancelRequested=True), result(Outcome.CANCELLED))
-            won.append(closed is not None)
-        return won
-
-    def recover_all() -> list[bool]:
-        won = []
-        for job in jobs:
-            step.wait(RACE_TIMEOUT_S)
-            won.append(reaper.recover_attempt(job.evolve(cancelRequested=True), "lost") is not None)
-        return won
-
-    cancelled, recovered = together([cancel_all, recover_all], step)
-    assert isinstance(cancelled, list), cancelled
-    assert isinstance(recovered, list), recovered
-    for job, executor_won, reaper_won in zip(jobs, cancelled, recovered, strict=True):
-        assert executor_won != reaper_won, job.id
+    executor_won = executor_or_reaper(
+        jobs,
+        lambda job: executor.finish_attempt(job.evolve(cancelRequested=True), result(Outcome.CANCELLED)),
+        lambda job: reaper.recover_attempt(job.evolve(cancelRequested=True), "lost"),
+    )
+    for job, won in zip(jobs, executor_won, strict=True):
         current = reload(harness.store, job)
         [record] = harness.store.list_executions(job.id)
         assert (current.status, current.attempts) == (Status.CANCELLED, 1)
-        assert record.outcome is (Outcome.CANCELLED if executor_won else Outcome.LOST)
+        assert record.outcome is (Outcome.CANCELLED if won else Outcome.LOST)
 
 
 def test_a_request_racing_a_failed_attempt_still_cancels_the_job(harness: Harness) -> None:

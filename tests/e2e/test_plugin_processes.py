@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.devmode import NO_SERVERS, Dev
-from tests.support import REPO_ROOT, wait_until
+from tests.support import REPO_ROOT, installed_distribution, wait_until
 
 PLUGIN = """
     from shared.handlers import HandlerError, registry
@@ -30,14 +30,6 @@ def write_plugin(directory: Path, name: str = "greeting_plugin", body: str = PLU
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.py").write_text(textwrap.dedent(body))
     return directory
-
-
-def installed(directory: Path, dist: str, entry_point: str) -> None:
-    """What `pip install` leaves for importlib.metadata: a dist-info with the entry point, beside the code."""
-    info = directory / f"{dist}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[jobsched.handlers]\n{entry_point}\n")
 
 
 def job_status(dev: Dev, job_id: str) -> str:
@@ -67,7 +59,7 @@ def test_dev_runs_a_plugin_named_by_the_variable_or_the_option(dev: Dev, tmp_pat
 
 def test_dev_runs_a_plugin_of_an_installed_distribution(dev: Dev, tmp_path: Path) -> None:
     site = write_plugin(tmp_path / "site")
-    installed(site, "greeting_plugin_dist", "greetings = greeting_plugin")
+    installed_distribution(site, "greeting_plugin_dist", "greetings = greeting_plugin")
     dev.start(PYTHONPATH=str(site))
     run_greetings(dev)
 
@@ -114,7 +106,7 @@ def test_a_name_registered_twice_stops_the_executor_with_status_2(tmp_path: Path
 
 def test_a_broken_entry_point_stops_dev_with_status_2(tmp_path: Path) -> None:
     site = write_plugin(tmp_path / "site", "raising_plugin", "raise RuntimeError('missing MAILER_URL')\n")
-    installed(site, "raising_dist", "raising = raising_plugin")
+    installed_distribution(site, "raising_dist", "raising = raising_plugin")
     done = start_failing("dev", tmp_path, [], PYTHONPATH=str(site))
     assert done.returncode == 2, done.stderr
     assert "entry point 'raising' = 'raising_plugin' of raising_dist 1.0 failed to load" in done.stderr

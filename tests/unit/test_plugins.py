@@ -17,7 +17,7 @@ from shared.handlers.builtin import register_builtins
 from shared.handlers.plugins import PluginError, load_handlers
 from shared.handlers.registry import DuplicateHandler, HandlerRegistry
 from shared.type_defaults import TypeDefaults
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, installed_distribution
 
 
 @pytest.fixture
@@ -102,14 +102,6 @@ def test_bad_registrations_are_refused_at_once(registry: HandlerRegistry) -> Non
         registry.register("once")(lambda payload, ctx: None)
 
 
-def dist_info(directory: Path, dist: str, entry_points: str) -> None:
-    """An installed distribution as importlib.metadata finds it on sys.path (what pip leaves behind)."""
-    info = directory / f"{dist}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[jobsched.handlers]\n{textwrap.dedent(entry_points)}")
-
-
 def test_entry_points_load_modules_and_registration_functions(registry: HandlerRegistry, plugin_dir: Path) -> None:
     by_import = module(plugin_dir, REGISTERS.format(name="from-module"))
     by_function = module(
@@ -119,7 +111,7 @@ def test_entry_points_load_modules_and_registration_functions(registry: HandlerR
             registry.register("from-function", max_attempts=9)(lambda payload, ctx: None)
         """,
     )
-    dist_info(plugin_dir, f"dist_{by_import}", f"a = {by_import}\nb = {by_function}:register\n")
+    installed_distribution(plugin_dir, f"dist_{by_import}", f"a = {by_import}\nb = {by_function}:register")
     loaded = load_handlers(registry, [])
     assert {by_import, f"{by_function}:register"} <= set(loaded)
     assert "from-module" in registry
@@ -127,7 +119,7 @@ def test_entry_points_load_modules_and_registration_functions(registry: HandlerR
 
 
 def test_a_broken_entry_point_names_its_distribution(registry: HandlerRegistry, plugin_dir: Path) -> None:
-    dist_info(plugin_dir, "brokenplugin", "broken = missing_module_of_brokenplugin\n")
+    installed_distribution(plugin_dir, "brokenplugin", "broken = missing_module_of_brokenplugin")
     with pytest.raises(PluginError) as failed:
         load_handlers(registry, [])
     assert "entry point 'broken' = 'missing_module_of_brokenplugin' of brokenplugin 1.0 failed to load" in str(
