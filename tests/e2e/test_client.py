@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -21,13 +22,15 @@ from jobsched_client import (
     Job,
     NotFound,
     Retries,
+    Unauthorized,
     Unavailable,
     WaitTimeout,
 )
 from tests.e2e.devmode import Dev
 from tests.e2e.lossy_proxy import LossyProxy
-from tests.support import free_port, wait_until
+from tests.support import REPO_ROOT, free_port, wait_until
 
+JOBSCHED = str(REPO_ROOT / ".venv" / "bin" / "jobsched")
 PATIENT = Retries(attempts=60, base_s=0.1, cap_s=0.5)
 
 
@@ -203,3 +206,24 @@ def test_a_retry_that_may_have_landed_is_not_sent_twice(dev: Dev) -> None:
             assert (again.attempts, len(client.executions(dead.id))) == (2, 2)
     finally:
         proxy.close()
+
+
+def test_the_client_authenticates_with_its_api_key(dev: Dev) -> None:
+    made = subprocess.run(
+        [JOBSCHED, "keys", "create", "--tenant", "acme", "--role", "writer", "--sqlite", str(dev.db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    key = made.stdout.strip()
+    dev.start(AUTH="required")
+    with Client(dev.base_url, api_key=key) as client:
+        job = client.create("noop")  # the key's tenant
+        assert job.tenant_id == "acme"
+        assert client.wait(job.id).status == "completed"
+        assert [j.id for j in client.list()] == [job.id]
+        assert "noop" in {t.name for t in client.job_types()}
+    with Client(dev.base_url) as anonymous, pytest.raises(Unauthorized) as refused:
+        anonymous.get(job.id)
+    assert refused.value.status == 401
