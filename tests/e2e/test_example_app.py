@@ -1,5 +1,6 @@
 """The example application (examples/): its two job types run in `jobsched dev` and in the distributed
-stack (executors with the plug-in; the API and the scheduler without it), fed by its script through the client."""
+stack (executors with the plug-in, by JOBSCHED_HANDLERS and by entry point; the API and the scheduler without
+it), fed by its script through the client."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import httpx2 as httpx
 
 from tests.conftest import Launch
 from tests.e2e.devmode import Dev
-from tests.support import REPO_ROOT, free_port, wait_until
+from tests.support import REPO_ROOT, free_port, installed_distribution, wait_until
 
 EXAMPLES = REPO_ROOT / "examples"
 TYPES = ("example.notify", "example.write-file")
@@ -58,8 +59,15 @@ def test_the_example_app_in_the_distributed_stack(launch: Launch, tmp_path: Path
     port = free_port()
     api = launch("api", API_PORT=str(port))  # no plug-in: it learns the types from the executors' announcements
     launch("scheduler")
-    for job_type in TYPES:
-        launch("executor", "--type", job_type, name=f"executor-{job_type}", **plugin_env(output))
+    # One executor names the module in JOBSCHED_HANDLERS; the other finds it as an installed distribution's
+    # entry point (the package's own, as pip would record it), with no setting at all.
+    launch("executor", "--type", "example.write-file", name="executor-files", **plugin_env(output))
+    site = tmp_path / "site"
+    site.mkdir()
+    installed_distribution(site, "jobsched_example", "example = jobsched_example.handlers")
+    by_entry_point = {**plugin_env(output), "PYTHONPATH": f"{site}:{EXAMPLES}"}
+    del by_entry_point["JOBSCHED_HANDLERS"]
+    launch("executor", "--type", "example.notify", name="executor-notify", **by_entry_point)
     base_url = f"http://127.0.0.1:{port}"
 
     def served() -> bool:
