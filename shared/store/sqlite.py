@@ -25,10 +25,12 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
@@ -41,12 +43,15 @@ from shared.store.base import (
     JobNotFound,
     NewJob,
     StartHint,
+    StoreError,
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.store.group_commit import GroupCommit
 from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
 
 DEFAULT_PATH: Final = "jobsched.db"
+T = TypeVar("T")
 
 # The conditions of the partial indexes that the operator's queries (browse_sqlite.py) range over, written into
 # their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
@@ -152,8 +157,23 @@ _UNAVAILABLE_CODES: Final = frozenset(
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
-class _Refused(Exception):
-    """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on."""
+class _Refused(StoreError):
+    """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on (never
+    leaves the store)."""
+
+
+@dataclass(frozen=True)
+class _StartRequest:
+    job_id: str
+    job_type: str
+    worker: str
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
+class _FinishRequest:
+    job: Job
+    result: AttemptResult
 
 
 @contextmanager
@@ -259,6 +279,12 @@ class SqliteJobStore:
         # between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
+        # An executor starts and finishes each delivery on a thread of its own. Each write transaction costs a
+        # WAL sync and a hand-over of the write lock whatever it holds, so the starts (and the outcomes) that
+        # threads ask for while one transaction runs are all written by the next one (group commit); each
+        # request still succeeds or fails alone (a savepoint each).
+        self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
+        self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
     def close(self) -> None:
         self._pool.close()
@@ -388,24 +414,15 @@ class SqliteJobStore:
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
-        """One transaction: read the job, insert the attempt's record, move the job queued → running. The
-        write lock makes the read a compare-and-set; calls are local and fast, so the hint is not needed."""
+        """Read the job, insert the attempt's record, move the job queued → running, in one transaction with
+        the starts other threads ask for meanwhile (group commit). The write lock makes the read a
+        compare-and-set; the hint is not needed."""
+        return self._starts.submit(_StartRequest(job_id, job_type, worker, lease_until))
+
+    def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
         now = utc_now()
         with self._write() as conn:
-            job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
-            if job is None:
-                raise JobNotFound(job_id)
-            transitions.check_startable(job, job_type)
-            attempt = job.next_attempt
-            record_id = attempt_record_id(job.id, attempt)
-            record = {"id": record_id, **transitions.attempt_started(job.id, attempt, worker, now)}
-            if _insert_unique(conn, "executions", record) is not None:
-                fields = transitions.started(worker, now, lease_until)
-                row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
-                assert row is not None, "the write lock was held since the job was read"
-                return _to_job(row)
-            _restore_cancellation(conn, job, record_id)  # committed: the refusal below is outside the transaction
-        raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken")
+            return [_each_alone(conn, partial(_start_one, conn, r, now)) for r in requests]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -417,34 +434,26 @@ class SqliteJobStore:
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._close_attempt(job, result.outcome, result.error, result.finishedAt, result.startedAt)
+        return self._finishes.submit(_FinishRequest(job, result))
 
-    def _close_attempt(
-        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
-    ) -> Job | None:
-        """Decide the attempt's one outcome and move the job, in one transaction: the first closer (the
-        executor's result or the reaper's "lost") finds the record still `running`; every later one finds it
-        decided and changes nothing."""
-        record_id = attempt_record_id(job.id, job.next_attempt)
-        record_set, record_params = _assignments(
-            transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
-        )
-        try:
-            with self._write() as conn:
-                decided = conn.execute(
-                    f"UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?",
-                    [*record_params, record_id, Outcome.RUNNING.value],
+    def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
+        with self._write() as conn:
+            closed = [
+                _each_alone(
+                    conn,
+                    partial(
+                        _close_attempt,
+                        conn,
+                        r.job,
+                        r.result.outcome,
+                        r.result.error,
+                        r.result.finishedAt,
+                        r.result.startedAt,
+                    ),
                 )
-                if decided.rowcount != 1:
-                    raise _Refused
-                fields = transitions.attempt_closed(job, outcome, error, at)
-                guard = (job.attempts, *ATTEMPT_ACTIVE)
-                row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard)
-                if row is None:
-                    raise _Refused  # the job is not in this attempt any more: keep record and job as they are
-        except _Refused:
-            return None
-        return _to_job(row)
+                for r in requests
+            ]
+        return [None if isinstance(c, _Refused) else c for c in closed]
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with self._read() as conn:
@@ -482,7 +491,11 @@ class SqliteJobStore:
         return [_to_job(r) for r in rows]
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+        try:
+            with self._write() as conn:
+                return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None)
+        except _Refused:
+            return None
 
     # --- transactions -----------------------------------------------------------------------------------
 
@@ -524,6 +537,63 @@ def _drop_global_idempotency_key(conn: sqlite3.Connection) -> None:
     conn.execute(_JOBS_TABLE)
     conn.execute(f"INSERT INTO jobs ({columns}) SELECT {columns} FROM jobs_with_global_keys")
     conn.execute("DROP TABLE jobs_with_global_keys")  # and its indexes: _SCHEMA creates them on the new table
+
+
+# --- transitions of one job inside a write transaction -----------------------------------------------------
+
+
+def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreError:
+    """Run one request's statements of a shared transaction under a savepoint: it changes all or nothing, and
+    its refusal (a StoreError) is its own result rather than the batch's. Anything else rolls back the whole
+    transaction."""
+    conn.execute("SAVEPOINT one_request")
+    try:
+        outcome: T | StoreError = step()
+    except StoreError as exc:
+        conn.execute("ROLLBACK TO one_request")
+        outcome = exc
+    conn.execute("RELEASE one_request")
+    return outcome
+
+
+def _start_one(conn: sqlite3.Connection, request: _StartRequest, now: datetime) -> Job | AttemptTaken:
+    """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
+    in one update. A taken attempt is returned, not raised, so that the cancellation it restores is kept."""
+    job = _load_job(conn, request.job_id) if ObjectId.is_valid(request.job_id) else None
+    if job is None:
+        raise JobNotFound(request.job_id)
+    transitions.check_startable(job, request.job_type)
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, request.worker, now)}
+    if _insert_unique(conn, "executions", record) is None:
+        _restore_cancellation(conn, job, record_id)
+        return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+    fields = transitions.started(request.worker, now, request.lease_until)
+    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
+    assert row is not None, "the write lock was held since the job was read"
+    return _to_job(row)
+
+
+def _close_attempt(
+    conn: sqlite3.Connection, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+) -> Job | None:
+    """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
+    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record_set, record_params = _assignments(
+        transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
+    )
+    decided = conn.execute(
+        f"UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?",
+        [*record_params, record_id, Outcome.RUNNING.value],
+    )
+    if decided.rowcount != 1:
+        return None
+    fields = transitions.attempt_closed(job, outcome, error, at)
+    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", (job.attempts, *ATTEMPT_ACTIVE))
+    if row is None:
+        raise _Refused  # the job is not in this attempt any more: keep record and job as they are
+    return _to_job(row)
 
 
 # --- row helpers ------------------------------------------------------------------------------------------
