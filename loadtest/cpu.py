@@ -50,3 +50,15 @@ class CpuWindow:
         if own_s is not None:
             figures["own_processes"] = round(own_s * 1000 / jobs, 2)
         return figures
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Resident memory of a live process in MiB (VmRSS)."""
+    try:
+        status = (PROC / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None

@@ -23,6 +23,7 @@ TINY: dict[str, list[str]] = {
     "peer": ["--jobs", "100"],
     "backlog": ["--sizes", "50,200", "--due", "20", "--repeat", "2", "--singles", "3"],
     "console": ["--jobs", "500", "--repeat", "2", "--lifecycle-jobs", "50"],
+    "peers-embedded": ["--jobs", "200"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -43,6 +44,13 @@ HEADLINES: dict[str, list[str]] = {
     ],
     "backlog": ["jobsched.claim_due_ms.200", "baseline.claim_next_ms.200", "jobsched.sqlite.claim_due_ms.200"],
     "console": ["jobsched.deep_page_cursor_ms", "baseline.deep_page_offset_ms", "jobsched.lifecycle_jobs_per_s"],
+    "peers-embedded": [
+        "jobsched.jobs_per_s",
+        "jobsched.cpu_ms_per_job.own_processes",
+        "jobsched.peak_rss_mb",
+        "baseline.jobs_per_s",
+        "baseline.cpu_ms_per_job.own_processes",
+    ],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.
