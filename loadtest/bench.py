@@ -31,6 +31,7 @@ from loadtest.scenarios import (
     failover,
     lateness,
     peer,
+    peers_celery,
     peers_embedded,
 )
 
@@ -47,6 +48,7 @@ SCENARIOS: dict[str, Scenario] = {
         backlog.SCENARIO,
         console.SCENARIO,
         peers_embedded.SCENARIO,
+        peers_celery.SCENARIO,
     )
 }
 

@@ -24,6 +24,7 @@ TINY: dict[str, list[str]] = {
     "backlog": ["--sizes", "50,200", "--due", "20", "--repeat", "2", "--singles", "3"],
     "console": ["--jobs", "500", "--repeat", "2", "--lifecycle-jobs", "50"],
     "peers-embedded": ["--jobs", "200"],
+    "peers-celery": ["--jobs", "100", "--rate", "20", "--window", "2", "--settle", "2"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -50,6 +51,15 @@ HEADLINES: dict[str, list[str]] = {
         "jobsched.peak_rss_mb",
         "baseline.jobs_per_s",
         "baseline.cpu_ms_per_job.own_processes",
+    ],
+    "peers-celery": [
+        "jobsched.drain.jobs_per_s",
+        "jobsched.drain.cpu_ms_per_job.own_processes",
+        "jobsched.lateness.started",
+        "baseline.drain.jobs_per_s",
+        "baseline.drain.cpu_ms_per_job.own_processes",
+        "baseline.lateness.started",
+        "baseline.lateness.lateness_ms.max",
     ],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
