@@ -53,24 +53,28 @@ def redis_binary() -> str:
 def redis_broker() -> Iterator[Broker]:
     port = free_port()
     command = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen([*command, "--loglevel", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    LOG_DIR.mkdir(exist_ok=True)
+    log_path = LOG_DIR / f"redis-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([*command, "--loglevel", "warning"], stdout=log, stderr=log)
     broker = Broker(f"redis://127.0.0.1:{port}/0", process)
     try:
-        client = broker.client()
+        with broker.client() as client:
 
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"redis-server exited: {process.stderr.read().decode() if process.stderr else ''}")
-            try:
-                return bool(client.ping())
-            except redis.ConnectionError:
-                return False
+            def answers() -> bool:
+                if process.poll() is not None:
+                    raise RuntimeError(f"redis-server exited: {log_path.read_text(errors='replace')[-2000:]}")
+                try:
+                    return bool(client.ping())
+                except redis.ConnectionError:
+                    return False
 
-        wait_until(answers, 30, "redis-server to answer PING")
+            wait_until(answers, 30, "redis-server to answer PING")
         yield broker
     finally:
         process.terminate()
         process.wait(30)
+    log_path.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -114,8 +118,7 @@ def sender(broker: Broker) -> Iterator[celery.Celery]:
 def measure_celery_drain(count: int, pool: str, concurrency: int, time_box_s: float) -> tuple[Run, Figures]:
     """The drain, and figures beside it: the seconds it took to send the tasks before, and redis-server's CPU
     per job."""
-    with redis_broker() as broker, sender(broker) as app:
-        reports = broker.client()
+    with redis_broker() as broker, sender(broker) as app, broker.client() as reports:
         sending = time.monotonic()
         with app.producer_or_acquire() as producer:
             for _ in range(count):
@@ -138,8 +141,12 @@ def measure_celery_timed(
     """Tasks at `rate` per second over `window_s`: sent ahead with an eta (`ahead`), or each at its time and
     due at once. Every task records start - due; a task that never started counts as not started."""
     total = int(rate * window_s)
-    with redis_broker() as broker, celery_worker(broker, pool, concurrency), sender(broker) as app:
-        reports = broker.client()
+    with (
+        redis_broker() as broker,
+        celery_worker(broker, pool, concurrency),
+        sender(broker) as app,
+        broker.client() as reports,
+    ):
         app.send_task("peer.noop")  # warm-up: the worker is up and consuming
         wait_until(lambda: int(reports.get(celery_app.RUNS_KEY) or 0) >= 1, 120, "the Celery worker's first task")
         first_due = time.time() + LEAD_S

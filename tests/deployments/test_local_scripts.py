@@ -1,4 +1,5 @@
-"""deployments/local/stack.sh, prometheus.sh and redis.sh without starting anything (tests/e2e/test_prometheus.py runs them)."""
+"""deployments/local/stack.sh, prometheus.sh and redis.sh without starting anything (tests/e2e/test_prometheus.py
+runs the first two)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ HEADLINES: dict[str, list[str]] = {
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.
-SIGNED = ("jobsched.due_to_claim_ms.", "baseline.due_to_claim_ms.")
+SIGNED = ("jobsched.due_to_claim_ms.", "baseline.due_to_claim_ms.", "jobsched.lateness.due_to_claim_ms.")
 STORES = {"ferretdb-sqlite", "ferretdb-postgresql", "mongodb", "sqlite"}
 
 
