@@ -10,6 +10,7 @@ from shared.config import ConfigError, Settings
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.nudge import NudgeSender
 from shared.runtime import connect_store
 
 
@@ -24,8 +25,9 @@ def main() -> None:
     except ConfigError as exc:
         raise SystemExit(f"jobsched api: {exc}") from None
     store = connect_store(settings)
+    nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
     serve_metrics(settings.metrics_port)
-    app = create_app(store, auth)
+    app = create_app(store, auth, on_due_job=nudge, due_within=settings.claim_lookahead)
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
 
 

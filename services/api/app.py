@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -67,9 +68,16 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
+def create_app(
+    store: JobStore,
+    auth: ApiAuth | None = None,
+    on_due_job: Callable[[], None] | None = None,
+    due_within: timedelta = timedelta(0),
+) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
-    the store only through the tenant guard of the request's key."""
+    the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
+    after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
+    that it is claimed without waiting for the next tick."""
     browser = browser_for(store)
     if auth is not None:
         store = auth.guard(store)
@@ -100,6 +108,8 @@ def create_app(store: JobStore, auth: ApiAuth | None = None) -> Starlette:
             job = await run_in_threadpool(store.create, new)
         except DuplicateJob as exc:
             return error(409, str(exc))
+        if on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + due_within:
+            on_due_job()
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire(), status_code=201)
 

@@ -129,7 +129,11 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(store, auth), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
+            create_app(store, auth, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead),
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            access_log=False,
         )
     )
 
