@@ -36,7 +36,6 @@ class Running:
         dispatcher = Dispatcher(self.store, self.bus, ["noop"], batch=500)
         self.scheduler = Scheduler(SingleNodeElector(), dispatcher, self.bus, ["noop"], tick_s=LONG_TICK_S)
         self.thread = threading.Thread(target=self.scheduler.run)
-        self.thread.start()
 
     def create_due(self, key: str) -> str:
         return self.store.create(NewJob(idempotencyKey=key, tenantId="t", jobType="noop", scheduledAt=utc_now())).id
@@ -54,7 +53,8 @@ class Running:
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[Running]:
     scheduler = Running(tmp_path)
-    first = scheduler.create_due("warm-up")
+    first = scheduler.create_due("warm-up")  # before the first tick, which the term starts with
+    scheduler.thread.start()
     assert scheduler.next_wakeup(10) == first  # the first tick of the term ran: from now on the next is a minute away
     yield scheduler
     scheduler.stop()
