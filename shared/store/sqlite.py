@@ -568,10 +568,14 @@ def _start_one(conn: sqlite3.Connection, request: _StartRequest, now: datetime) 
     if _insert_unique(conn, "executions", record) is None:
         _restore_cancellation(conn, job, record_id)
         return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
-    fields = transitions.started(request.worker, now, request.lease_until)
+    lease_until = transitions.stored_time(request.lease_until)
+    fields = transitions.started(request.worker, now, lease_until)
     row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
     assert row is not None, "the write lock was held since the job was read"
-    return _to_job(row)
+    # The job as read plus the fields just set is the row written (converting the row back costs more).
+    return job.evolve(
+        status=Status.RUNNING, claimedBy=request.worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now
+    )
 
 
 def _close_attempt(
