@@ -157,7 +157,7 @@ def figures(report: Report, rate: float, duration_s: float) -> dict[str, Any]:
     created = [s for s in report.samples if s.job_id]
     due_now = [s for s in created if s.due_now]
     future = [s for s in created if not s.due_now]
-    return {
+    result: dict[str, Any] = {
         "rate": rate,
         "duration_s": duration_s,
         "achieved_rate": round((len(report.samples) - 1) / sent_span, 1) if sent_span else 0.0,
@@ -167,19 +167,22 @@ def figures(report: Report, rate: float, duration_s: float) -> dict[str, Any]:
         "errors": report.errors,
         "tenantId": report.tenant,
         "ack_ms": summary(acked),
-        "due_now": {
+    }
+    if due_now:  # each group only when it has jobs: a percentile of nothing is not a figure
+        result["due_now"] = {
             "jobs": len(due_now),
             "finished": sum(1 for s in due_now if s.finished_at),
             "created_to_start_ms": _summary([_ms(s.started_at, s.created_at) for s in due_now]),
             "e2e_ms": _summary([_ms(s.finished_at, s.created_at) for s in due_now]),
-        },
-        "future": {
+        }
+    if future:
+        result["future"] = {
             "jobs": len(future),
             "finished": sum(1 for s in future if s.finished_at),
             "lateness_ms": _summary([_ms(s.started_at, s.scheduled_at) for s in future]),
             "due_to_end_ms": _summary([_ms(s.finished_at, s.scheduled_at) for s in future]),
-        },
-    }
+        }
+    return result
 
 
 def plot(report: Report, path: str) -> None:

@@ -27,9 +27,11 @@ from loadtest.scenarios import (
     console,
     dispatch,
     drain,
+    due_now,
     embedded,
     failover,
     lateness,
+    lateness_embedded,
     peer,
     peers_celery,
     peers_embedded,
@@ -49,6 +51,8 @@ SCENARIOS: dict[str, Scenario] = {
         console.SCENARIO,
         peers_embedded.SCENARIO,
         peers_celery.SCENARIO,
+        lateness_embedded.SCENARIO,
+        due_now.SCENARIO,
     )
 }
 

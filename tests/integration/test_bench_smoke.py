@@ -25,6 +25,8 @@ TINY: dict[str, list[str]] = {
     "console": ["--jobs", "500", "--repeat", "2", "--lifecycle-jobs", "50"],
     "peers-embedded": ["--jobs", "200"],
     "peers-celery": ["--jobs", "100", "--rate", "20", "--window", "2", "--settle", "2"],
+    "lateness-embedded": ["--rate", "20", "--window", "2", "--settle", "2"],
+    "due-now": ["--mode", "distributed", "--rate", "20", "--duration", "1", "--settle", "10"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -61,6 +63,8 @@ HEADLINES: dict[str, list[str]] = {
         "baseline.lateness.started",
         "baseline.lateness.lateness_ms.max",
     ],
+    "lateness-embedded": ["jobsched.started", "baseline.started", "baseline.lateness_ms.max"],
+    "due-now": ["jobsched.due_now.finished", "jobsched.due_now.created_to_start_ms.max", "baseline.started"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.

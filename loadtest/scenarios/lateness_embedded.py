@@ -1,0 +1,135 @@
+"""`lateness-embedded`: jobs due at a steady RATE per second over WINDOW seconds in `jobsched dev`, each created
+through the store about FEED_AHEAD seconds before it is due (a feeder in this process, in time order), once a
+warm-up job has run. Lateness = the first attempt's startedAt - scheduledAt, read from the SQLite file
+afterwards; a job not started by the end (WINDOW + SETTLE) counts with its lateness so far. Peer: Celery 5
+tasks sent with `apply_async(eta=...)` at the same rate (start - eta). Targets at 200 jobs/s: p99 <= 10 ms,
+max <= 100 ms, every job started; at 1,000 jobs/s: p99 <= 50 ms."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import tempfile
+import threading
+import time
+from contextlib import closing
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, target
+from loadtest.celery_peer import measure_celery_timed
+from loadtest.procs import Service, free_port, running, wait_until
+from loadtest.scenarios.embedded import count_status
+from loadtest.scenarios.lateness import lateness_ms
+from loadtest.stats import summary
+from shared.model import Status, utc_now
+from shared.store.base import NewJob
+from shared.store.sqlite import SqliteJobStore, _from_ms
+
+KEY_PREFIX = "late"
+LEAD_S = 2.0  # from the warm-up to the first due job
+FEED_AHEAD_S = 2.0  # a job is created this long before it is due
+
+
+def feed(path: Path, rate: float, total: int, first_due: datetime, lag_ms: list[float]) -> None:
+    """Create the jobs in time order, each FEED_AHEAD_S before it is due; record how late the feeder ran."""
+    store = SqliteJobStore(path, durable=False)
+    try:
+        for n in range(total):
+            due = first_due + timedelta(seconds=n / rate)
+            wait_s = (due - timedelta(seconds=FEED_AHEAD_S) - utc_now()).total_seconds()
+            if wait_s > 0:
+                time.sleep(wait_s)
+            lag_ms[0] = max(lag_ms[0], (utc_now() - due).total_seconds() * 1000)
+            store.create(NewJob(idempotencyKey=f"{KEY_PREFIX}-{n}", tenantId="late", jobType="noop", scheduledAt=due))
+    finally:
+        store.close()
+
+
+def read_times(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        scheduled = {
+            job_id: _from_ms(at)
+            for job_id, at in conn.execute(
+                "SELECT id, scheduledAt FROM jobs WHERE idempotencyKey LIKE ?", (f"{KEY_PREFIX}-%",)
+            )
+        }
+        started = {
+            job_id: _from_ms(at)
+            for job_id, at in conn.execute(
+                "SELECT jobId, startedAt FROM executions WHERE attempt = 1 AND startedAt IS NOT NULL"
+            )
+        }
+    return scheduled, started
+
+
+def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> Figures:
+    total = int(rate * window_s)
+    lag_ms = [0.0]
+    with tempfile.TemporaryDirectory(prefix="jobsched-lateness-") as folder:
+        path = Path(folder) / "jobsched.db"
+        store = SqliteJobStore(path, durable=False)
+        store.ensure_schema()
+        store.create(NewJob(idempotencyKey="warm-up", tenantId="late", jobType="noop", scheduledAt=utc_now()))
+        store.close()
+        with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(free_port())})) as [dev]:
+
+            def warmed_up() -> bool:
+                dev.check_alive()
+                return count_status(path, Status.COMPLETED) >= 1
+
+            wait_until(warmed_up, 120, "the warm-up job to complete")
+            first_due = utc_now() + timedelta(seconds=LEAD_S)
+            feeder = threading.Thread(target=feed, args=(path, rate, total, first_due, lag_ms), daemon=True)
+            feeder.start()
+            end = time.monotonic() + LEAD_S + window_s + settle_s
+            feeder.join(max(0.0, end - time.monotonic()))
+            while count_status(path, Status.COMPLETED) < total + 1 and time.monotonic() < end:
+                dev.check_alive()
+                time.sleep(0.2)
+            ended = utc_now()
+        scheduled, started = read_times(path)
+    values, censored = lateness_ms(scheduled, started, ended)
+    return {
+        "rate": rate,
+        "window_s": window_s,
+        "jobs": total,
+        "started": len(scheduled) - censored,
+        "censored": censored + total - len(scheduled),
+        "lateness_ms": summary(values),
+        "feed_lag_ms": round(lag_ms[0], 1),
+        "setting": "defaults",
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate", type=float, default=200.0, help="jobs due per second (default 200)")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds over which jobs fall due (default 60)")
+    parser.add_argument("--settle", type=float, default=10.0, help="seconds allowed after the window (default 10)")
+    parser.add_argument("--pool", default="threads", help="Celery worker pool (default threads)")
+    parser.add_argument("--concurrency", type=int, default=10, help="Celery worker concurrency (default 10)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    ours = measure_embedded_lateness(args.rate, args.window, args.settle)
+    peer = measure_celery_timed(args.rate, args.window, args.settle, args.pool, args.concurrency, ahead=True)
+    late, peer_late = ours["lateness_ms"], peer["lateness_ms"]
+    value = ratio(False, late["p99"], peer_late["p99"])
+    p99_goal, max_goal = (10.0, 100.0) if args.rate <= 200 else (50.0, None)
+    met = late["p99"] <= p99_goal and (max_goal is None or late["max"] <= max_goal) and ours["censored"] == 0
+    goal = f"p99 <= {p99_goal:g} ms" + (f", max <= {max_goal:g} ms" if max_goal else "") + ", every job started"
+    for name, figures in (("jobsched dev", ours), (peer["setting"], peer)):
+        q = figures["lateness_ms"]
+        print(
+            f"{name:<80} lateness p50 {q['p50']:7.1f} p95 {q['p95']:7.1f} p99 {q['p99']:7.1f} max {q['max']:7.1f} ms "
+            f"({figures['censored']} not started)"
+        )
+    print(f"ratio (Celery p99 / jobsched p99): {value:.2f}x; target {goal} at {args.rate:g} jobs/s: {met}")
+    targets = {"lateness": target(f"{goal} at {args.rate:g} jobs/s", late["p99"], met)}
+    return envelope("lateness-embedded", ours, peer, value, "sqlite", targets=targets)
+
+
+SCENARIO = Scenario(
+    "lateness-embedded", "start lateness in `jobsched dev` at a steady rate vs Celery eta tasks", add_arguments, run
+)
