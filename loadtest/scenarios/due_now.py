@@ -21,6 +21,7 @@ from loadtest.__main__ import run as open_loop
 from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.celery_peer import measure_celery_timed
 from loadtest.procs import Service, free_port, pipeline_env, running, wait_until
+from shared.model import format_time, utc_now
 
 TARGET_P50_MS = 20.0
 TARGET_P99_MS = 100.0
@@ -60,8 +61,19 @@ def distributed_api(uri: str, brokers: str) -> Iterator[str]:
 
 def measure_due_now(base_url: str, rate: float, duration_s: float, settle_s: float) -> dict[str, Any]:
     wait_until(answers(f"{base_url}/readyz"), 120, "the API to be ready")
-    # warm-up: the first job runs through every part once (imports, connections, topic assignment)
-    asyncio.run(open_loop(base_url, 2, 1, "noop", settle_s))
+    # warm-up: one job through every part (imports, connections, the executor's partitions assigned)
+    body = {
+        "idempotencyKey": "warm-up",
+        "tenantId": "warm-up",
+        "jobType": "noop",
+        "scheduledAt": format_time(utc_now()),
+    }
+    job_id = httpx.post(f"{base_url}/jobs", json=body, timeout=10).json()["id"]
+    wait_until(
+        lambda: httpx.get(f"{base_url}/jobs/{job_id}", timeout=10).json()["status"] == "completed",
+        120,
+        "the warm-up job to complete",
+    )
     result = figures(asyncio.run(open_loop(base_url, rate, duration_s, "noop", settle_s)), rate, duration_s)
     return {**result, "setting": "defaults"}
 
