@@ -29,21 +29,37 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 class NudgeSender:
-    """Sends a datagram to each target; never blocks and never raises (a failed send is only logged)."""
+    """Called from the API's event loop, so it never blocks there and never raises: the call only flags a nudge,
+    and a thread of its own sends one datagram to each target for every burst of calls (resolving names there,
+    and again at each send, so a scheduler that moved is found). A failed send is only logged."""
 
     def __init__(self, targets: Sequence[tuple[str, int]]) -> None:
         self._targets = list(targets)
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._socket.setblocking(False)
+        self._pending = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="nudge-sender")
+        self._thread.start()
 
     def __call__(self) -> None:
-        for target in self._targets:
-            try:
-                self._socket.sendto(DATAGRAM, target)
-            except OSError as exc:  # unresolvable name, full buffer, nobody listening (ICMP): the tick covers it
-                log.debug("nudge not sent", extra={"action": "nudge_failed", "target": target, "error": str(exc)})
+        self._pending.set()
+
+    def _serve(self) -> None:
+        while True:
+            self._pending.wait()
+            if self._closed:
+                return
+            self._pending.clear()
+            for target in self._targets:
+                try:
+                    self._socket.sendto(DATAGRAM, target)
+                except OSError as exc:  # unresolvable name, nobody listening (ICMP): the next tick covers it
+                    log.debug("nudge not sent", extra={"action": "nudge_failed", "target": target, "error": str(exc)})
 
     def close(self) -> None:
+        self._closed = True
+        self._pending.set()
+        self._thread.join(5)
         self._socket.close()
 
 

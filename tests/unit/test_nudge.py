@@ -6,6 +6,7 @@ The tick is a minute long, so a job claimed within seconds was claimed because o
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,13 +91,25 @@ def test_a_datagram_nudges_the_scheduler_behind_a_listener(running: Running) -> 
         listener.close()
 
 
-def test_a_send_to_nobody_neither_blocks_nor_raises() -> None:
-    sender = NudgeSender([("127.0.0.1", 9), ("no-such-host.invalid", 9)])
+def test_targets_that_fail_do_not_keep_the_nudge_from_the_others() -> None:
+    calls: list[int] = []
+    listener = NudgeListener(("127.0.0.1", 0), lambda: calls.append(1))
+    # nobody listens on the first (ICMP refusals), the second does not resolve: each send fails, only logged
+    sender = NudgeSender([("127.0.0.1", free_port_udp()), ("no-such-host.invalid", 9), ("127.0.0.1", listener.port)])
     try:
         for _ in range(3):
-            sender()  # nobody listens (ICMP refusals) and a name that does not resolve: only logged
+            sender()
+            wait_until(lambda: calls, 10, "a nudge past the failing targets")
+            calls.clear()
     finally:
         sender.close()
+        listener.close()
+
+
+def free_port_udp() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_a_closed_listener_stops_calling_back() -> None:
