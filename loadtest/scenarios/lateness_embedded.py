@@ -1,50 +1,44 @@
-"""`lateness-embedded`: jobs due at a steady RATE per second over WINDOW seconds in `jobsched dev`, each created
-through the store about FEED_AHEAD seconds before it is due (a feeder in this process, in time order), once a
-warm-up job has run. Lateness = the first attempt's startedAt - scheduledAt, read from the SQLite file
-afterwards; a job not started by the end (WINDOW + SETTLE) counts with its lateness so far. Peer: Celery 5
-tasks sent with `apply_async(eta=...)` at the same rate (start - eta). Targets at 200 jobs/s: p99 <= 10 ms,
-max <= 100 ms, every job started; at 1,000 jobs/s: p99 <= 50 ms."""
+"""`lateness-embedded`: RATE x WINDOW jobs scheduled ahead, due at a steady RATE per second over WINDOW seconds,
+run by `jobsched dev`. The jobs are written into its SQLite file before the process starts, due a day later;
+once a warm-up job has run, one update moves them all to start LEAD_S from then (so no second process writes to
+the file while they run, and none is due before the measurement). Lateness = the first attempt's startedAt -
+scheduledAt, read from the file afterwards; a job not started by the end (WINDOW + SETTLE) counts with its
+lateness so far. Peer: Celery 5 tasks sent with `apply_async(eta=...)` at the same rate (start - eta). Targets
+at 200 jobs/s: p99 <= 10 ms, max <= 100 ms, every job started; at 1,000 jobs/s: p99 <= 50 ms."""
 
 from __future__ import annotations
 
 import argparse
 import sqlite3
 import tempfile
-import threading
 import time
 from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, target
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, seed_sqlite, target
 from loadtest.celery_peer import measure_celery_timed
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.embedded import count_status
 from loadtest.scenarios.lateness import lateness_ms
 from loadtest.stats import summary
 from shared.model import Status, utc_now
-from shared.store.base import NewJob
-from shared.store.sqlite import SqliteJobStore, _from_ms
+from shared.store.sqlite import _from_ms
 
 KEY_PREFIX = "late"
-LEAD_S = 2.0  # from the warm-up to the first due job
-FEED_AHEAD_S = 2.0  # a job is created this long before it is due
+LEAD_S = 2.0  # from the move to the first due job
+PARKED_FOR = timedelta(days=1)  # where the jobs wait, beyond any claim, until the measurement starts
 
 
-def feed(path: Path, rate: float, total: int, first_due: datetime, lag_ms: list[float]) -> None:
-    """Create the jobs in time order, each FEED_AHEAD_S before it is due; record how late the feeder ran."""
-    store = SqliteJobStore(path, durable=False)
-    try:
-        for n in range(total):
-            due = first_due + timedelta(seconds=n / rate)
-            wait_s = (due - timedelta(seconds=FEED_AHEAD_S) - utc_now()).total_seconds()
-            if wait_s > 0:
-                time.sleep(wait_s)
-            lag_ms[0] = max(lag_ms[0], (utc_now() - due).total_seconds() * 1000)
-            store.create(NewJob(idempotencyKey=f"{KEY_PREFIX}-{n}", tenantId="late", jobType="noop", scheduledAt=due))
-    finally:
-        store.close()
+def move_to(path: Path, first_due: datetime, parked: datetime) -> None:
+    """Move the parked jobs (due from `parked` on) so that the first is due at `first_due`, in one transaction."""
+    shift_ms = round((parked - first_due).total_seconds() * 1000)
+    with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as conn:
+        conn.execute(
+            "UPDATE jobs SET scheduledAt = scheduledAt - ? WHERE idempotencyKey LIKE ? AND status = ?",
+            (shift_ms, f"{KEY_PREFIX}-%", Status.PENDING.value),
+        )
 
 
 def read_times(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
@@ -66,13 +60,11 @@ def read_times(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
 
 def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> Figures:
     total = int(rate * window_s)
-    lag_ms = [0.0]
+    parked = utc_now() + PARKED_FOR
     with tempfile.TemporaryDirectory(prefix="jobsched-lateness-") as folder:
         path = Path(folder) / "jobsched.db"
-        store = SqliteJobStore(path, durable=False)
-        store.ensure_schema()
-        store.create(NewJob(idempotencyKey="warm-up", tenantId="late", jobType="noop", scheduledAt=utc_now()))
-        store.close()
+        seed_sqlite(path, total, lambda n: parked + timedelta(seconds=n / rate), KEY_PREFIX)
+        seed_sqlite(path, 1, lambda n: utc_now(), "warm-up")
         with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(free_port())})) as [dev]:
 
             def warmed_up() -> bool:
@@ -80,11 +72,8 @@ def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> 
                 return count_status(path, Status.COMPLETED) >= 1
 
             wait_until(warmed_up, 120, "the warm-up job to complete")
-            first_due = utc_now() + timedelta(seconds=LEAD_S)
-            feeder = threading.Thread(target=feed, args=(path, rate, total, first_due, lag_ms), daemon=True)
-            feeder.start()
+            move_to(path, utc_now() + timedelta(seconds=LEAD_S), parked)
             end = time.monotonic() + LEAD_S + window_s + settle_s
-            feeder.join(max(0.0, end - time.monotonic()))
             while count_status(path, Status.COMPLETED) < total + 1 and time.monotonic() < end:
                 dev.check_alive()
                 time.sleep(0.2)
@@ -95,10 +84,9 @@ def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> 
         "rate": rate,
         "window_s": window_s,
         "jobs": total,
-        "started": len(scheduled) - censored,
-        "censored": censored + total - len(scheduled),
+        "started": total - censored,
+        "censored": censored,
         "lateness_ms": summary(values),
-        "feed_lag_ms": round(lag_ms[0], 1),
         "setting": "defaults",
     }
 
