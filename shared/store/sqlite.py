@@ -279,10 +279,11 @@ class SqliteJobStore:
         # between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
-        # An executor starts and finishes each delivery on a thread of its own. Each write transaction costs a
-        # WAL sync and a hand-over of the write lock whatever it holds, so the starts (and the outcomes) that
-        # threads ask for while one transaction runs are all written by the next one (group commit); each
-        # request still succeeds or fails alone (a savepoint each).
+        # An executor starts and finishes each delivery on a thread of its own, the API creates each job on one.
+        # Each write transaction costs a WAL sync and a hand-over of the write lock whatever it holds, so the
+        # creates (starts, outcomes) that threads ask for while one transaction runs are all written by the
+        # next one (group commit); each request still succeeds or fails alone (a savepoint each).
+        self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
@@ -300,12 +301,12 @@ class SqliteJobStore:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the file, not just a handle
 
     def create(self, new: NewJob) -> Job:
-        fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
+        return self._creates.submit(new)
+
+    def _create_batch(self, requests: Sequence[NewJob]) -> list[Job | BaseException]:
+        """The creates of concurrent API requests, one write transaction for all (group commit)."""
         with self._write() as conn:
-            row = _insert_unique(conn, "jobs", fields)
-            if row is None:
-                raise DuplicateJob(new.idempotencyKey)
-        return _to_job(row)
+            return [_each_alone(conn, partial(_create_one, conn, new)) for new in requests]
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
@@ -554,6 +555,14 @@ def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreErr
         outcome = exc
     conn.execute("RELEASE one_request")
     return outcome
+
+
+def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
+    fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
+    row = _insert_unique(conn, "jobs", fields)
+    if row is None:
+        raise DuplicateJob(new.idempotencyKey)
+    return _to_job(row)
 
 
 def _start_one(conn: sqlite3.Connection, request: _StartRequest, now: datetime) -> Job | AttemptTaken:
