@@ -12,6 +12,7 @@ Tasks count their runs with an INCR on the same Redis (there is no result backen
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -98,6 +99,11 @@ def celery_worker(broker: Broker, pool: str, concurrency: int) -> Iterator[subpr
             worker.wait(10)
     if worker.returncode in (0, -15):
         log_path.unlink(missing_ok=True)
+
+
+def add_celery_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pool", default="threads", help="Celery worker pool: threads or prefork (default threads)")
+    parser.add_argument("--concurrency", type=int, default=10, help="Celery worker concurrency (default 10)")
 
 
 def label(pool: str, concurrency: int) -> str:

@@ -19,7 +19,7 @@ import httpx2 as httpx
 from loadtest.__main__ import figures
 from loadtest.__main__ import run as open_loop
 from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
-from loadtest.celery_peer import measure_celery_timed
+from loadtest.celery_peer import add_celery_arguments, measure_celery_timed
 from loadtest.procs import Service, free_port, pipeline_env, running, wait_until
 from shared.model import format_time, utc_now
 
@@ -83,8 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="jobs created per second (default 200)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of creates (default 30)")
     parser.add_argument("--settle", type=float, default=30.0, help="seconds allowed for the last jobs to finish")
-    parser.add_argument("--pool", default="threads", help="Celery worker pool (default threads)")
-    parser.add_argument("--concurrency", type=int, default=10, help="Celery worker concurrency (default 10)")
+    add_celery_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

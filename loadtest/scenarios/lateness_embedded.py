@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, seed_sqlite, target
-from loadtest.celery_peer import measure_celery_timed
+from loadtest.celery_peer import add_celery_arguments, measure_celery_timed
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.embedded import count_status
-from loadtest.scenarios.lateness import lateness_ms
-from loadtest.stats import summary
+from loadtest.scenarios.lateness import lateness_figures, lateness_ms
 from shared.model import Status, utc_now
 from shared.store.sqlite import _from_ms
 
@@ -80,23 +79,14 @@ def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> 
             ended = utc_now()
         scheduled, started = read_times(path)
     values, censored = lateness_ms(scheduled, started, ended)
-    return {
-        "rate": rate,
-        "window_s": window_s,
-        "jobs": total,
-        "started": total - censored,
-        "censored": censored,
-        "lateness_ms": summary(values),
-        "setting": "defaults",
-    }
+    return {**lateness_figures(rate, window_s, total, values, censored), "setting": "defaults"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="jobs due per second (default 200)")
     parser.add_argument("--window", type=float, default=60.0, help="seconds over which jobs fall due (default 60)")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds allowed after the window (default 10)")
-    parser.add_argument("--pool", default="threads", help="Celery worker pool (default threads)")
-    parser.add_argument("--concurrency", type=int, default=10, help="Celery worker concurrency (default 10)")
+    add_celery_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from loadtest.benchkit import Scenario, envelope, ratio, store_kind, target
-from loadtest.celery_peer import measure_celery_drain, measure_celery_timed
+from loadtest.celery_peer import add_celery_arguments, measure_celery_drain, measure_celery_timed
 from loadtest.scenarios.drain import measure_drain
 from loadtest.scenarios.lateness import measure_lateness
 
@@ -31,8 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="lateness: jobs due per second (default 200)")
     parser.add_argument("--window", type=float, default=60.0, help="lateness: seconds of due jobs (default 60)")
     parser.add_argument("--settle", type=float, default=10.0, help="lateness: seconds allowed after the window")
-    parser.add_argument("--pool", default="threads", help="Celery worker pool: threads or prefork (default threads)")
-    parser.add_argument("--concurrency", type=int, default=10, help="Celery worker concurrency (default 10)")
+    add_celery_arguments(parser)
     parser.add_argument(
         "--parts", default=",".join(PARTS), help=f"which parts, comma-separated (default {','.join(PARTS)})"
     )

@@ -52,6 +52,8 @@ from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RU
 
 DEFAULT_PATH: Final = "jobsched.db"
 T = TypeVar("T")
+# A start waiting for its write transaction: start_attempt's arguments bound, the connection and time to come.
+_Start = Callable[[sqlite3.Connection, datetime], Job | AttemptTaken]
 
 # The conditions of the partial indexes that the operator's queries (browse_sqlite.py) range over, written into
 # their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
@@ -160,14 +162,6 @@ _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.S
 class _Refused(StoreError):
     """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on (never
     leaves the store)."""
-
-
-@dataclass(frozen=True)
-class _StartRequest:
-    job_id: str
-    job_type: str
-    worker: str
-    lease_until: datetime
 
 
 @dataclass(frozen=True)
@@ -284,7 +278,7 @@ class SqliteJobStore:
         # creates (starts, outcomes) that threads ask for while one transaction runs are all written by the
         # next one (group commit); each request still succeeds or fails alone (a savepoint each).
         self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
-        self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
+        self._starts: GroupCommit[_Start, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
     def close(self) -> None:
@@ -418,12 +412,12 @@ class SqliteJobStore:
         """Read the job, insert the attempt's record, move the job queued → running, in one transaction with
         the starts other threads ask for meanwhile (group commit). The write lock makes the read a
         compare-and-set; the hint is not needed."""
-        return self._starts.submit(_StartRequest(job_id, job_type, worker, lease_until))
+        return self._starts.submit(partial(_start_one, job_id, job_type, worker, lease_until))
 
-    def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
+    def _start_batch(self, requests: Sequence[_Start]) -> list[Job | BaseException]:
         now = utc_now()
         with self._write() as conn:
-            return [_each_alone(conn, partial(_start_one, conn, r, now)) for r in requests]
+            return [_each_alone(conn, partial(start, conn, now)) for start in requests]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -565,26 +559,26 @@ def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
     return _to_job(row)
 
 
-def _start_one(conn: sqlite3.Connection, request: _StartRequest, now: datetime) -> Job | AttemptTaken:
+def _start_one(
+    job_id: str, job_type: str, worker: str, lease_until: datetime, conn: sqlite3.Connection, now: datetime
+) -> Job | AttemptTaken:
     """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
     in one update. A taken attempt is returned, not raised, so that the cancellation it restores is kept."""
-    job = _load_job(conn, request.job_id) if ObjectId.is_valid(request.job_id) else None
+    job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
     if job is None:
-        raise JobNotFound(request.job_id)
-    transitions.check_startable(job, request.job_type)
+        raise JobNotFound(job_id)
+    transitions.check_startable(job, job_type)
     record_id = attempt_record_id(job.id, job.next_attempt)
-    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, request.worker, now)}
+    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
     if _insert_unique(conn, "executions", record) is None:
         _restore_cancellation(conn, job, record_id)
         return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
-    lease_until = transitions.stored_time(request.lease_until)
-    fields = transitions.started(request.worker, now, lease_until)
+    lease_until = transitions.stored_time(lease_until)
+    fields = transitions.started(worker, now, lease_until)
     row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
     assert row is not None, "the write lock was held since the job was read"
     # The job as read plus the fields just set is the row written (converting the row back costs more).
-    return job.evolve(
-        status=Status.RUNNING, claimedBy=request.worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now
-    )
+    return job.evolve(status=Status.RUNNING, claimedBy=worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now)
 
 
 def _close_attempt(
