@@ -336,6 +336,13 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",
+        "/jobs/{id}/pause",
+        "/jobs/{id}/resume",
+        "/jobs/{id}/trigger",
+        "/jobs/{id}/backfill",
+        "/jobs/{id}/runs",
+        "/jobs/{id}/upcoming",
+        "/schedules/preview",
         "/healthz",
         "/readyz",
         *key_paths,
@@ -345,7 +352,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/dlq/redrive",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
-    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete"}
+    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}
     request_schema = doc["components"]["schemas"]["JobRequest"]
     assert {"idempotencyKey", "tenantId", "jobType"} <= set(request_schema["required"])
     assert "cron" in request_schema["properties"]
