@@ -48,7 +48,7 @@ from shared.store.base import (
 from shared.store.claim_lanes import BacklogCache, ClaimDocs, ClaimerMemory, new_lane, plan_claim
 from shared.store.due_slots import LOOKBACK_SLOTS, due_slot, slot_of
 from shared.store.group_commit import GroupCommit
-from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
+from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
 from shared.store.transitions import attempt_record_id as attempt_record_id
@@ -381,7 +381,7 @@ class MongoJobStore:
             return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
 
     def buffered_runs(self, limit: int) -> list[Job]:
-        query = {"status": Status.BUFFERED.value}
+        query = {"kind": KIND_BUFFERED, "status": Status.BUFFERED.value}
         order = [("plannedAt", ASCENDING), ("_id", ASCENDING)]
         with _translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]

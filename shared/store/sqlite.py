@@ -46,7 +46,14 @@ from shared.store.base import (
     TransitionRefused,
     request_cancel_in_steps,
 )
-from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
+from shared.store.transitions import (
+    ATTEMPT_ACTIVE,
+    CANCELLABLE_VALUES,
+    KIND_BUFFERED,
+    KIND_RUN,
+    KIND_TEMPLATE,
+    attempt_record_id,
+)
 
 DEFAULT_PATH: Final = "jobsched.db"
 
@@ -65,7 +72,7 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         idempotencyKey  TEXT NOT NULL,              -- unique per tenant (index tenant_idempotency)
         tenantId        TEXT NOT NULL,
         jobType         TEXT NOT NULL,
-        kind            TEXT NOT NULL,              -- 'run' or 'template': templates are never claimed
+        kind            TEXT NOT NULL,              -- 'run', 'template' or 'buffered': only runs are claimed
         status          TEXT NOT NULL,
         scheduledAt     INTEGER NOT NULL,           -- times: unix milliseconds, UTC
         createdAt       INTEGER NOT NULL,
@@ -443,7 +450,7 @@ class SqliteJobStore:
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT * FROM jobs WHERE status = ? AND kind = ? ORDER BY plannedAt ASC, id ASC LIMIT ?",
-                (Status.BUFFERED.value, KIND_RUN, max(limit, 0)),
+                (Status.BUFFERED.value, KIND_BUFFERED, max(limit, 0)),
             ).fetchall()
         return [_to_job(r) for r in rows]
 

@@ -21,6 +21,9 @@ Fields = dict[str, Any]
 
 KIND_RUN: Final = "run"
 KIND_TEMPLATE: Final = "template"
+# A buffered run is of its own kind until it is promoted: claims (kind run) pass over it without looking at its
+# status, and the scheduler finds the buffered runs through the kind, which every store indexes.
+KIND_BUFFERED: Final = "buffered"
 
 # The statuses of a job whose current attempt is in an executor's hands (heartbeats, reaper, results).
 ATTEMPT_ACTIVE: Final = (Status.CLAIMED.value, Status.RUNNING.value)
@@ -83,7 +86,7 @@ def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
         "templateId": template.id,
         "status": run.status.value,
         "attempts": 0,
-        "kind": KIND_RUN,
+        "kind": KIND_BUFFERED if run.status is Status.BUFFERED else KIND_RUN,
         "createdAt": now,
         "updatedAt": now,
     }
@@ -94,7 +97,7 @@ def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
 
 def promoted(now: datetime) -> Fields:
     """buffered → pending, due now: the template's previous run has ended."""
-    return {"status": Status.PENDING.value, "scheduledAt": now, "updatedAt": now}
+    return {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": now, "updatedAt": now}
 
 
 def cancel_requested(now: datetime) -> Fields:
