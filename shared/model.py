@@ -74,8 +74,25 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TemplatePolicy:
+    """A template's schedule policy (see shared/schedules), as a client gives it and a template stores it.
+    None on runs, and on templates older than these fields, which then behave as allow_all / latest with no
+    bounds. Durations are kept as written (`10m`)."""
+
+    overlap: str | None = None
+    catchup: str | None = None
+    catchupWindow: str | None = None
+    startAt: datetime | None = None
+    endAt: datetime | None = None
+    remainingRuns: int | None = None
+    jitter: str | None = None
+    pauseOnFailure: bool | None = None
+    paused: bool | None = None
+
+
 @dataclass(frozen=True)
-class Job:
+class Job(TemplatePolicy):
     """One job document. `id` is a 24-hex ObjectId string on every store."""
 
     id: str
@@ -98,17 +115,6 @@ class Job:
     interval: str | None = None
     timezone: str | None = None
     templateId: str | None = None
-    # Schedule policy of a template (see shared/schedules): None on runs, and on templates older than them,
-    # which then behave as allow_all / latest with no bounds.
-    overlap: str | None = None
-    catchup: str | None = None
-    catchupWindow: str | None = None
-    startAt: datetime | None = None
-    endAt: datetime | None = None
-    remainingRuns: int | None = None
-    jitter: str | None = None
-    pauseOnFailure: bool | None = None
-    paused: bool | None = None
     pauseNote: str | None = None
     pausedAt: datetime | None = None
     resumedAt: datetime | None = None
@@ -178,7 +184,7 @@ class Execution:
 
 def _wire(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in fields(obj):
+    for f in sorted(fields(obj), key=lambda f: f.name in _POLICY_FIELDS):  # the job's own fields first
         value = getattr(obj, f.name)
         if value is None or f.metadata.get("wire") is False:
             continue
@@ -207,3 +213,4 @@ def parse_time(text: str) -> datetime:
 
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))
+_POLICY_FIELDS = frozenset(f.name for f in fields(TemplatePolicy))

@@ -18,7 +18,7 @@ from pydantic import (
 
 from shared.cron import ScheduleError
 from shared.handlers import registry
-from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
+from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
 from shared.schedules.spec import TemplateSpec
 from shared.store.base import NewJob
 
@@ -131,8 +131,9 @@ class JobRequest(SchedulePolicy):
         scheduled_at = self.scheduledAt
         template: dict[str, Any] = {}
         if self.cron is not None or self.interval is not None:
+            policy = TemplatePolicy(**self.policy_fields())
             spec = TemplateSpec.build(
-                cron=self.cron, interval=self.interval, timezone=self.timezone, created_at=now, **_spec_args(self)
+                cron=self.cron, interval=self.interval, timezone=self.timezone, created_at=now, policy=policy
             )
             scheduled_at = spec.next_fire(now)
             if scheduled_at is None:
@@ -159,20 +160,6 @@ class JobRequest(SchedulePolicy):
             createdAt=now,
             **template,
         )
-
-
-def _spec_args(policy: SchedulePolicy) -> dict[str, Any]:
-    """The policy fields as TemplateSpec.build's arguments."""
-    return {
-        "overlap": policy.overlap,
-        "catchup": policy.catchup,
-        "catchup_window": policy.catchupWindow,
-        "start_at": policy.startAt,
-        "end_at": policy.endAt,
-        "remaining_runs": policy.remainingRuns,
-        "jitter": policy.jitter,
-        "pause_on_failure": policy.pauseOnFailure,
-    }
 
 
 class ErrorBody(BaseModel):

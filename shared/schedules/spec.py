@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from shared.cron import Schedule, ScheduleError
 from shared.durations import parse_duration
-from shared.model import Job
+from shared.model import Job, TemplatePolicy
 from shared.schedules.policy import Catchup, Overlap
 
 # A fire time handled this late is missed (catchup decides whether it runs). Beyond a tick: covers a leader
@@ -69,37 +69,33 @@ class TemplateSpec:
         interval: str | None,
         timezone: str | None,
         created_at: datetime,
-        overlap: str | None = None,
-        catchup: str | None = None,
-        catchup_window: str | None = None,
-        start_at: datetime | None = None,
-        end_at: datetime | None = None,
-        remaining_runs: int | None = None,
-        jitter: str | None = None,
-        pause_on_failure: bool | None = None,
+        policy: TemplatePolicy | None = None,
     ) -> TemplateSpec:
         """Validate a template's schedule and policy; ScheduleError says what is wrong. An interval counts
         from startAt when given (every 1h from 09:00), else from the template's creation."""
+        policy = policy or TemplatePolicy()
+        start_at, end_at = policy.startAt, policy.endAt
         if start_at is not None and end_at is not None and end_at <= start_at:
             raise ScheduleError("endAt must be after startAt")
-        if remaining_runs is not None and remaining_runs < 0:
+        if policy.remainingRuns is not None and policy.remainingRuns < 0:
             raise ScheduleError("remainingRuns must be 0 or more")
         anchor = start_at if start_at is not None and interval is not None else created_at
         try:
-            overlap_policy = Overlap(overlap or Overlap.ALLOW_ALL)
-            catchup_policy = Catchup(catchup or Catchup.LATEST)
+            overlap = Overlap(policy.overlap or Overlap.ALLOW_ALL)
+            catchup = Catchup(policy.catchup or Catchup.LATEST)
         except ValueError as exc:
             raise ScheduleError(str(exc)) from None
+        window, jitter = policy.catchupWindow, policy.jitter
         return cls(
             schedule=Schedule.parse(cron=cron, interval=interval, timezone=timezone, anchor=anchor),
-            overlap=overlap_policy,
-            catchup=catchup_policy,
-            catchup_window=parse_policy_duration("catchupWindow", catchup_window) if catchup_window else None,
+            overlap=overlap,
+            catchup=catchup,
+            catchup_window=parse_policy_duration("catchupWindow", window) if window else None,
             start_at=start_at,
             end_at=end_at,
-            remaining_runs=remaining_runs,
+            remaining_runs=policy.remainingRuns,
             jitter=parse_policy_duration("jitter", jitter) if jitter else None,
-            pause_on_failure=bool(pause_on_failure),
+            pause_on_failure=bool(policy.pauseOnFailure),
         )
 
     @classmethod
@@ -110,14 +106,7 @@ class TemplateSpec:
             interval=template.interval,
             timezone=template.timezone,
             created_at=template.createdAt,
-            overlap=template.overlap,
-            catchup=template.catchup,
-            catchup_window=template.catchupWindow,
-            start_at=template.startAt,
-            end_at=template.endAt,
-            remaining_runs=template.remainingRuns,
-            jitter=template.jitter,
-            pause_on_failure=template.pauseOnFailure,
+            policy=template,
         )
 
     # --- fire times -------------------------------------------------------------------------------------

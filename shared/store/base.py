@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
+from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
 
 
 class StoreError(Exception):
@@ -69,7 +69,7 @@ class StartHint:
 
 
 @dataclass(frozen=True)
-class NewJob:
+class NewJob(TemplatePolicy):
     """What a client asks for; the store assigns id, status and timestamps."""
 
     idempotencyKey: str
@@ -84,15 +84,6 @@ class NewJob:
     interval: str | None = None
     timezone: str | None = None
     templateId: str | None = None
-    overlap: str | None = None
-    catchup: str | None = None
-    catchupWindow: str | None = None
-    startAt: datetime | None = None
-    endAt: datetime | None = None
-    remainingRuns: int | None = None
-    jitter: str | None = None
-    pauseOnFailure: bool | None = None
-    paused: bool | None = None
     # The anchor of an interval schedule; the store uses its own clock when None.
     createdAt: datetime | None = None
 

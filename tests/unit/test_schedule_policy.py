@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shared.cron import ScheduleError
-from shared.model import Status
+from shared.model import Status, TemplatePolicy
 from shared.schedules.policy import (
     Action,
     ActiveRun,
@@ -94,7 +94,11 @@ def test_limit_runs_stops_at_the_last_run_left() -> None:
 
 def every_minute(**policy: Any) -> TemplateSpec:
     return TemplateSpec.build(
-        cron="* * * * *", interval=None, timezone=None, created_at=T0 - timedelta(hours=1), **policy
+        cron="* * * * *",
+        interval=None,
+        timezone=None,
+        created_at=T0 - timedelta(hours=1),
+        policy=TemplatePolicy(**policy),
     )
 
 
@@ -111,7 +115,7 @@ def test_catchup_after_a_ten_minute_outage() -> None:
     everything = every_minute(catchup="all").due(T0, now)
     assert (everything.run, everything.missed) == (times(11), 0)
     assert everything.next_at == T0 + 11 * MINUTE
-    windowed = every_minute(catchup="all", catchup_window="5m").due(T0, now)
+    windowed = every_minute(catchup="all", catchupWindow="5m").due(T0, now)
     assert windowed.run == times(5, T0 + 6 * MINUTE)  # 12:05 is 5m20s old: outside the window
     assert windowed.missed == 6
     none = every_minute(catchup="none").due(T0, T0 + 10 * MINUTE + ON_TIME_GRACE + timedelta(seconds=1))
@@ -124,12 +128,14 @@ def test_catchup_none_still_runs_a_time_handled_within_the_grace() -> None:
 
 
 def test_catchup_window_also_bounds_latest() -> None:
-    due = every_minute(catchup="latest", catchup_window="30s").due(T0, T0 + timedelta(minutes=3, seconds=45))
+    due = every_minute(catchup="latest", catchupWindow="30s").due(T0, T0 + timedelta(minutes=3, seconds=45))
     assert (due.run, due.missed) == ([], 4)
 
 
 def test_catchup_all_spawns_a_bounded_number_per_tick_and_continues() -> None:
-    spec = TemplateSpec.build(cron=None, interval="1s", timezone=None, created_at=T0, catchup="all")
+    spec = TemplateSpec.build(
+        cron=None, interval="1s", timezone=None, created_at=T0, policy=TemplatePolicy(catchup="all")
+    )
     now = T0 + timedelta(seconds=RUNS_PER_TICK * 3)
     first = spec.due(T0 + timedelta(seconds=1), now)
     assert len(first.run) == RUNS_PER_TICK
@@ -144,7 +150,7 @@ def test_catchup_all_spawns_a_bounded_number_per_tick_and_continues() -> None:
 
 
 def test_start_and_end_bound_the_fire_times() -> None:
-    spec = every_minute(start_at=T0 + 5 * MINUTE, end_at=T0 + 8 * MINUTE)
+    spec = every_minute(startAt=T0 + 5 * MINUTE, endAt=T0 + 8 * MINUTE)
     assert spec.next_fire(T0) == T0 + 5 * MINUTE
     assert spec.upcoming(T0, 10) == times(3, T0 + 5 * MINUTE)
     assert spec.next_fire(T0 + 7 * MINUTE) is None
@@ -154,24 +160,28 @@ def test_start_and_end_bound_the_fire_times() -> None:
 
 def test_an_interval_counts_from_start_at() -> None:
     spec = TemplateSpec.build(
-        cron=None, interval="1h", timezone=None, created_at=T0, start_at=T0 + timedelta(minutes=17)
+        cron=None,
+        interval="1h",
+        timezone=None,
+        created_at=T0,
+        policy=TemplatePolicy(startAt=T0 + timedelta(minutes=17)),
     )
     assert spec.upcoming(T0, 2) == [T0 + timedelta(minutes=17), T0 + timedelta(hours=1, minutes=17)]
 
 
 def test_remaining_runs_limit_upcoming_and_zero_ends() -> None:
-    assert every_minute(remaining_runs=2).upcoming(T0, 10) == times(2)
-    assert every_minute(remaining_runs=0).next_fire(T0) is None
-    assert every_minute(remaining_runs=0).due(T0, T0 + MINUTE).ended
+    assert every_minute(remainingRuns=2).upcoming(T0, 10) == times(2)
+    assert every_minute(remainingRuns=0).next_fire(T0) is None
+    assert every_minute(remainingRuns=0).due(T0, T0 + MINUTE).ended
 
 
 def test_invalid_policies_are_refused_with_the_reason() -> None:
     with pytest.raises(ScheduleError, match="endAt must be after startAt"):
-        every_minute(start_at=T0, end_at=T0)
+        every_minute(startAt=T0, endAt=T0)
     with pytest.raises(ScheduleError, match="jitter"):
         every_minute(jitter="soon")
     with pytest.raises(ScheduleError, match="catchupWindow"):
-        every_minute(catchup_window="0s")
+        every_minute(catchupWindow="0s")
     with pytest.raises(ScheduleError):
         every_minute(overlap="sometimes")
 
