@@ -25,7 +25,7 @@ from shared.model import NOT_FINAL, Job, Status, format_time, run_key
 from shared.schedules.policy import Action, ActiveRun, Decision, Overlap, OverlapPlan, decide_overlap, limit_runs
 from shared.schedules.spec import MAX_BACKFILL, Due, TemplateSpec
 from shared.store import transitions
-from shared.store.base import JobStore, RunSpec, StoreError, TransitionRefused
+from shared.store.base import JobNotFound, JobStore, RunSpec, StoreError, TransitionRefused
 
 log = logging.getLogger("jobsched.schedules")
 # Runs of one template that the overlap policies look at; more not-final runs than this is a backlog that
@@ -201,7 +201,7 @@ class ScheduleEngine:
         for run_id in run_ids:
             try:
                 job = self._store.request_cancel(run_id)
-            except StoreError:
+            except (TransitionRefused, JobNotFound):
                 continue  # ended meanwhile: nothing left to cancel
             log.info(
                 "earlier run cancelled (cancel_other)",

@@ -332,3 +332,9 @@ def test_lastfiredat_is_absent_until_the_template_fires(api: TestClient) -> None
     tpl = create(api)
     assert "lastFiredAt" not in tpl
     assert format_time(parse_time(tpl["scheduledAt"])) == tpl["scheduledAt"]
+
+
+def test_bounds_are_kept_to_the_millisecond_like_every_stored_time(api: TestClient) -> None:
+    tpl = create(api, interval="1h", startAt="2030-01-01T09:00:00.123456Z", endAt="2030-01-02T00:00:00.5Z")
+    assert (tpl["startAt"], tpl["endAt"]) == ("2030-01-01T09:00:00.123Z", "2030-01-02T00:00:00.500Z")
+    assert api.get(f"/jobs/{tpl['id']}").json() == tpl
