@@ -1,6 +1,6 @@
 """The schedule endpoints through the API, on both stores (no scheduler runs here: what the API itself
 writes and answers). The scheduler's side, through the API too, is in tests/e2e/test_dev_schedules.py
-(jobsched dev) and tests/integration/test_schedules_failover.py (the distributed stack)."""
+(jobsched dev) and tests/integration/test_schedules_stack.py (the distributed stack)."""
 
 from __future__ import annotations
 
