@@ -66,7 +66,7 @@ class ScheduleEngine:
         longer parses (the caller dead-letters it)."""
         spec = TemplateSpec.of(template)
         actions: Counter[Action] = Counter()
-        if spec.pause_on_failure and self._pause_after_failure(template):
+        if spec.pause_on_failure and self._pause_after_failure(template, now):
             return actions
         due = spec.due(template.scheduledAt, now)
         actions[Action.MISSED] += due.missed
@@ -93,7 +93,7 @@ class ScheduleEngine:
             template = self._store.get(template_id)
             if template is not None and template.paused:
                 continue
-            if template is not None and template.pauseOnFailure and self._pause_after_failure(template):
+            if template is not None and template.pauseOnFailure and self._pause_after_failure(template, now):
                 continue
             if self._store.promote_buffered(run, now):
                 started += 1
@@ -103,7 +103,7 @@ class ScheduleEngine:
                 )
         return started
 
-    def _pause_after_failure(self, template: Job) -> bool:
+    def _pause_after_failure(self, template: Job, now: datetime) -> bool:
         """With pauseOnFailure: pause the template if one of its runs ended in the DLQ since it was created or
         last resumed; True when it is (now) paused."""
         since = template.resumedAt or template.createdAt
@@ -114,7 +114,7 @@ class ScheduleEngine:
             return False
         run = failed[0]
         note = f"paused on failure: run {run.id} ended in the DLQ: {run.lastError or 'failed'}"
-        paused = self._store.update_pending(template, transitions.template_paused(note, run.updatedAt))
+        paused = self._store.update_pending(template, transitions.template_paused(note, now))
         log.warning("template paused on failure", extra={"action": "template_paused", "jobId": template.id})
         return paused is not None or template.paused is True
 
@@ -134,6 +134,10 @@ class ScheduleEngine:
         returns the run it made. Raises ScheduleRefused when the policy refuses the run."""
         self._check_template(template)
         key = f"{template.idempotencyKey}-trigger-{request_key or uuid.uuid4().hex}"
+        if request_key is not None:
+            earlier = self._store.job_by_key(template.tenantId, key)
+            if earlier is not None and earlier.templateId == template.id:
+                return Triggered(earlier, False)  # a retry: its run, whatever the policy says now
         policy = overlap or TemplateSpec.of(template).overlap
         plan = self._plan(template, policy, [now])
         decision = plan.decisions[0]

@@ -168,6 +168,9 @@ class JobStore(Protocol):
         """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
         key exists (the same fire time spawned before, a repeated trigger), return that job with False."""
 
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        """The tenant's job with this idempotencyKey, or None."""
+
     def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
         """The template's runs, optionally only these statuses, newest plannedAt first, at most `limit`."""
 

@@ -363,14 +363,17 @@ class MongoJobStore:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError:
                 # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
-                existing = self._jobs.find_one(
-                    {"tenantId": fields["tenantId"], "idempotencyKey": fields["idempotencyKey"]}
-                )
+                existing = self.job_by_key(fields["tenantId"], fields["idempotencyKey"])
                 if existing is None:  # removed since: nothing of ours to return
                     raise StoreUnavailable("the run's key was taken and then vanished; retry") from None
-                return job_from_document(existing), False
+                return existing, False
         doc["_id"] = result.inserted_id
         return job_from_document(doc), True
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with _translate_errors():
+            doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
+        return job_from_document(doc) if doc else None
 
     def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
         query: Document = {"templateId": template_id}

@@ -435,6 +435,13 @@ class SqliteJobStore:
             ).fetchone()
         return _to_job(row), False
 
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (tenant_id, idempotency_key)
+            ).fetchone()
+        return _to_job(row) if row else None
+
     def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
         values = sorted(s.value for s in statuses) if statuses is not None else []
         status_clause = f"AND status IN ({_marks(values)})" if statuses is not None else ""

@@ -151,10 +151,12 @@ def test_trigger_makes_one_run_now_and_a_retry_gets_the_same_run(api: TestClient
 
 def test_trigger_honours_the_overlap_policy_unless_overridden(api: TestClient) -> None:
     tpl = create(api, overlap="skip")
-    first = api.post(f"/jobs/{tpl['id']}/trigger").json()
+    first = api.post(f"/jobs/{tpl['id']}/trigger", json={"idempotencyKey": "a"}).json()
     refused = api.post(f"/jobs/{tpl['id']}/trigger", json={})
     assert refused.status_code == 409
     assert first["id"] in refused.json()["error"]
+    retried = api.post(f"/jobs/{tpl['id']}/trigger", json={"idempotencyKey": "a"})  # a retry is not refused
+    assert (retried.status_code, retried.json()["id"]) == (200, first["id"])
     buffered = api.post(f"/jobs/{tpl['id']}/trigger", json={"overlap": "buffer_one"})
     assert (buffered.status_code, buffered.json()["status"]) == (201, "buffered")
     assert api.post(f"/jobs/{tpl['id']}/trigger", json={"overlap": "allow_all"}).json()["status"] == "pending"
