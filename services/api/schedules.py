@@ -81,12 +81,14 @@ class TemplatePatch(SchedulePolicy):
             elif value is None and name in ("cron", "interval", "payload", "priority"):
                 raise HTTPException(400, f"{name} cannot be null")
             changes[name] = transitions.UNSET if value is None else value
-        if "maxAttempts" in changes and changes["maxAttempts"] is not transitions.UNSET:
-            changes["maxAttempts"] = effective_max_attempts(changes["maxAttempts"])
+        if "maxAttempts" in given:  # null or not positive: the default, as on creation
+            changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"])
         if self.cron is not None:  # an interval template becomes a cron one
             changes["interval"] = transitions.UNSET
             changes.setdefault("timezone", template.timezone or "UTC")
         if self.interval is not None:
+            if self.timezone is not None:
+                raise HTTPException(400, "timezone applies only to cron schedules")
             changes.update(cron=transitions.UNSET, timezone=transitions.UNSET)
         if self.timezone is not None and self.interval is None and not (self.cron or template.cron):
             raise HTTPException(400, "timezone applies only to cron schedules")

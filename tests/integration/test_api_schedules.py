@@ -243,6 +243,8 @@ def test_patch_a_template_recomputes_the_next_fire_time(api: TestClient) -> None
     assert "cron" not in as_interval
     assert "timezone" not in as_interval
     assert parse_time(as_interval["scheduledAt"]) - utc_now() <= timedelta(minutes=10)
+    reset = api.patch(f"/jobs/{tpl['id']}", json={"maxAttempts": None, "timeoutSeconds": 30}).json()
+    assert (reset["maxAttempts"], reset["timeoutSeconds"]) == (3, 30)
     run = api.post(f"/jobs/{tpl['id']}/trigger").json()
     api.patch(f"/jobs/{tpl['id']}", json={"payload": {"v": 3}})
     assert api.get(f"/jobs/{run['id']}").json()["payload"] == {"v": 2}  # a spawned run keeps its copy
@@ -258,6 +260,8 @@ def test_patch_a_template_recomputes_the_next_fire_time(api: TestClient) -> None
         {"overlap": "never"},
         {"cron": None},
         {"timezone": "Mars/Olympus"},
+        {"interval": "1m", "timezone": "UTC"},
+        {"payload": None},
     ],
 )
 def test_patch_a_template_with_bad_fields_is_400(api: TestClient, body: dict[str, Any]) -> None:
