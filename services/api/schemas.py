@@ -49,7 +49,22 @@ def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
     size = len(json.dumps(value, separators=(",", ":")).encode())
     if size > MAX_PAYLOAD_BYTES:
         raise PayloadTooLarge(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+    if not _fits_int64(value):  # BSON (MongoDB) has no larger integer: the store could not keep it
+        raise ValueError("payload integers must fit in 64 bits (-2**63 to 2**63-1)")
     return value
+
+
+def _fits_int64(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, int) and not -(2**63) <= item < 2**63:
+            return False
+    return True
 
 
 JobPayload = Annotated[dict[str, Any], AfterValidator(_small_enough)]

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.cron import Schedule, ScheduleError
+from shared.cron import MAX_INTERVAL, Schedule, ScheduleError
 from shared.durations import parse_duration
 from shared.model import Job, TemplatePolicy
 from shared.schedules.policy import Catchup, Overlap
@@ -34,6 +34,8 @@ def parse_policy_duration(name: str, text: str) -> timedelta:
         raise ScheduleError(f"{name}: {exc}") from None
     if value <= timedelta(0):
         raise ScheduleError(f"{name}: {text!r} must be longer than zero")
+    if value > MAX_INTERVAL:
+        raise ScheduleError(f"{name}: {text!r} is longer than {MAX_INTERVAL.days}d")
     return value
 
 
@@ -115,9 +117,12 @@ class TemplateSpec:
         """The first fire time strictly after `after` inside the bounds; None when the schedule is over."""
         if self.remaining_runs == 0:
             return None
-        if self.start_at is not None and after < self.start_at:
-            after = self.start_at - timedelta(microseconds=1)
-        found = self.schedule.next_after(after)
+        try:
+            if self.start_at is not None and after < self.start_at:
+                after = self.start_at - timedelta(microseconds=1)
+            found = self.schedule.next_after(after)
+        except OverflowError:  # past the last time a datetime holds: the schedule has no more
+            return None
         return None if self.end_at is not None and found >= self.end_at else found
 
     def upcoming(self, cursor: datetime, count: int) -> list[datetime]:
@@ -136,12 +141,16 @@ class TemplateSpec:
         """The schedule's fire times in [start, end), ignoring the bounds (a backfill names its own); raise
         ScheduleError past `limit` times."""
         times: list[datetime] = []
-        at = self.schedule.next_after(start - timedelta(microseconds=1))
-        while at < end:
-            if len(times) == limit:
-                raise ScheduleError(f"the range holds more than {limit} fire times; backfill a shorter range")
-            times.append(at)
-            at = self.schedule.next_after(at)
+        try:
+            at = self.schedule.next_after(start - timedelta(microseconds=1))
+            while at < end:
+                if len(times) == limit:
+                    raise ScheduleError(f"the range holds more than {limit} fire times; backfill a shorter range")
+                times.append(at)
+                at = self.schedule.next_after(at)
+        except OverflowError:
+            if not times:
+                raise ScheduleError("the range lies outside the times a schedule can reach") from None
         return times
 
     def due(self, cursor: datetime, now: datetime) -> Due:

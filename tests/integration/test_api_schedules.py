@@ -176,6 +176,9 @@ def test_trigger_errors(api: TestClient) -> None:
     tpl = create(api)
     assert api.post(f"/jobs/{tpl['id']}/trigger", json={"overlap": "maybe"}).status_code == 400
     assert api.post(f"/jobs/{tpl['id']}/trigger", json={"payload": []}).status_code == 400
+    huge_int = api.post(f"/jobs/{tpl['id']}/trigger", json={"payload": {"n": [2**63]}})
+    assert huge_int.status_code == 400
+    assert "64 bits" in huge_int.json()["error"]
     big = {"payload": {"x": "a" * (300 * 1024)}}
     assert api.post(f"/jobs/{tpl['id']}/trigger", json=big).status_code == 413
     assert api.post(f"/jobs/{one_off(api)['id']}/trigger").status_code == 409
