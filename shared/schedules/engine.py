@@ -81,25 +81,27 @@ class ScheduleEngine:
 
     def start_buffered(self, now: datetime) -> int:
         """Make each template's oldest buffered run pending once no other run of the template is pending,
-        queued or running (and the template is not paused). Return how many started."""
-        oldest: dict[str, Job] = {}
+        queued or running (and the template is not paused). The buffered runs of a cancelled template are
+        cancelled. Return how many started."""
+        waiting: dict[str, list[Job]] = {}
         for run in self._store.buffered_runs(BUFFERED_PER_TICK):
             if run.templateId is not None:
-                oldest.setdefault(run.templateId, run)
+                waiting.setdefault(run.templateId, []).append(run)
         started = 0
-        for template_id, run in oldest.items():
-            if self._store.template_runs(template_id, NOT_STARTED_OR_BUFFERED, 1):
-                continue
+        for template_id, buffered in waiting.items():
             template = self._store.get(template_id)
-            if template is not None and template.paused:
+            if template is None or template.status is Status.CANCELLED:
+                self._cancel(r.id for r in buffered)
                 continue
-            if template is not None and template.pauseOnFailure and self._pause_after_failure(template, now):
+            if template.paused or self._store.template_runs(template_id, NOT_STARTED_OR_BUFFERED, 1):
                 continue
-            if self._store.promote_buffered(run, now):
+            if template.pauseOnFailure and self._pause_after_failure(template, now):
+                continue
+            if self._store.promote_buffered(buffered[0], now):
                 started += 1
                 log.info(
                     "buffered run started",
-                    extra={"action": "buffered_run_started", "jobId": run.id, "templateId": template_id},
+                    extra={"action": "buffered_run_started", "jobId": buffered[0].id, "templateId": template_id},
                 )
         return started
 

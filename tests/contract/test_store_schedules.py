@@ -272,3 +272,12 @@ def test_two_leaders_catching_up_at_once_spawn_one_run_per_fire_time(harness: Ha
     assert sum(r.status is Status.PENDING for r in runs) == 1  # one runs, the rest wait their turn
     at_once([partial(e.start_buffered, now) for e in engines])
     assert sum(r.status is Status.PENDING for r in runs_of(harness.store, tpl)) == 1  # the first is not final
+
+
+def test_the_buffered_runs_of_a_cancelled_template_are_cancelled(store: JobStore) -> None:
+    tpl = template(store, overlap="buffer_all", catchup="all")
+    engine = ScheduleEngine(store)
+    engine.fire_due(tpl, tpl.scheduledAt + 2 * MINUTE + timedelta(seconds=1))
+    store.cancel(tpl.id)
+    engine.start_buffered(utc_now())
+    assert sorted(r.status for r in runs_of(store, tpl)) == [Status.CANCELLED, Status.CANCELLED, Status.PENDING]
