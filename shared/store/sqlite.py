@@ -42,13 +42,22 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    RunSpec,
     StartHint,
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    request_cancel_in_steps,
 )
 from shared.store.group_commit import GroupCommit
-from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
+from shared.store.transitions import (
+    ATTEMPT_ACTIVE,
+    CANCELLABLE_VALUES,
+    KIND_BUFFERED,
+    KIND_RUN,
+    KIND_TEMPLATE,
+    attempt_record_id,
+)
 
 DEFAULT_PATH: Final = "jobsched.db"
 T = TypeVar("T")
@@ -70,7 +79,7 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         idempotencyKey  TEXT NOT NULL,              -- unique per tenant (index tenant_idempotency)
         tenantId        TEXT NOT NULL,
         jobType         TEXT NOT NULL,
-        kind            TEXT NOT NULL,              -- 'run' or 'template': templates are never claimed
+        kind            TEXT NOT NULL,              -- 'run', 'template' or 'buffered': only runs are claimed
         status          TEXT NOT NULL,
         scheduledAt     INTEGER NOT NULL,           -- times: unix milliseconds, UTC
         createdAt       INTEGER NOT NULL,
@@ -89,7 +98,22 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         claimedBy       TEXT,
         claimedAt       INTEGER,
         queuedAt        INTEGER,
-        leaseExpiresAt  INTEGER
+        leaseExpiresAt  INTEGER,
+        overlap         TEXT,                       -- template schedule policy (shared/schedules)
+        catchup         TEXT,
+        catchupWindow   TEXT,
+        startAt         INTEGER,
+        endAt           INTEGER,
+        remainingRuns   INTEGER,
+        jitter          TEXT,
+        pauseOnFailure  INTEGER,                    -- booleans: 0/1
+        paused          INTEGER,
+        pauseNote       TEXT,
+        pausedAt        INTEGER,
+        resumedAt       INTEGER,
+        lastFiredAt     INTEGER,
+        plannedAt       INTEGER,                    -- a template run's fire time
+        cancelRequested INTEGER
     )"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
@@ -113,6 +137,7 @@ _SCHEMA: Final = (
     "WHERE templateId IS NOT NULL",
     f"CREATE INDEX IF NOT EXISTS recent_endings ON jobs (updatedAt, jobType, status, tenantId) WHERE {ENDED_SQL}",
     f"CREATE INDEX IF NOT EXISTS dead_letters ON jobs (lastError, updatedAt, jobType, tenantId) WHERE {DEAD_SQL}",
+    "CREATE INDEX IF NOT EXISTS template_runs_planned ON jobs (templateId, plannedAt DESC)",
     """CREATE TABLE IF NOT EXISTS executions (
         id          TEXT PRIMARY KEY,               -- '<jobId>:<attempt>': inserting it claims the attempt
         jobId       TEXT NOT NULL,
@@ -134,7 +159,17 @@ _EXECUTION_COLUMNS: Final = frozenset(
 )
 _TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
+    | {"startAt", "endAt", "pausedAt", "resumedAt", "lastFiredAt", "plannedAt"}
 )
+_BOOL_COLUMNS: Final = frozenset({"pauseOnFailure", "paused", "cancelRequested"})
+# Columns added after the first release: a database file made before them gets them at ensure_schema.
+_ADDED_COLUMNS: Final = {
+    **dict.fromkeys(("overlap", "catchup", "catchupWindow", "jitter", "pauseNote"), "TEXT"),
+    **dict.fromkeys(
+        ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
+    ),
+    **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
+}
 _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
@@ -287,7 +322,12 @@ class SqliteJobStore:
     def ensure_schema(self) -> None:
         with self._write() as conn:
             _drop_global_idempotency_key(conn)
-            for statement in _SCHEMA:
+            conn.execute(_SCHEMA[0])
+            present = {str(r["name"]) for r in conn.execute("PRAGMA table_info(jobs)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            for statement in _SCHEMA[1:]:
                 conn.execute(statement)
 
     def ping(self) -> None:
@@ -379,17 +419,14 @@ class SqliteJobStore:
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE status = ? AND kind = ? AND scheduledAt <= ? "
+                "SELECT * FROM jobs WHERE status = ? AND kind = ? AND scheduledAt <= ? AND NOT coalesce(paused, 0) "
                 "ORDER BY scheduledAt ASC, id ASC LIMIT ?",
                 (Status.PENDING.value, KIND_TEMPLATE, _to_ms(now), max(limit, 0)),
             ).fetchall()
         return [_to_job(r) for r in rows]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        fields = {"id": str(ObjectId()), **transitions.template_run(template, planned, utc_now())}
-        with self._write() as conn:
-            # None: this fire time's run exists (a retry after a crash, or another leader's spawn).
-            return _insert_unique(conn, "jobs", fields) is not None
+        return self.add_run(template, RunSpec(planned))[1]
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         fields = transitions.template_advanced(next_at, utc_now())
@@ -403,6 +440,66 @@ class SqliteJobStore:
         with self._write() as conn:
             row = _update_job(conn, template.id, fields, "status = ?", (Status.PENDING.value,))
         return row is not None
+
+    # --- schedules --------------------------------------------------------------------------------------
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        fields = {"id": str(ObjectId()), **transitions.template_run(template, run, utc_now())}
+        with self._write() as conn:
+            row = _insert_unique(conn, "jobs", fields)
+            if row is not None:
+                return _to_job(row), True
+            # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
+                (fields["tenantId"], fields["idempotencyKey"]),
+            ).fetchone()
+        return _to_job(row), False
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (tenant_id, idempotency_key)
+            ).fetchone()
+        return _to_job(row) if row else None
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        values = sorted(s.value for s in statuses) if statuses is not None else []
+        status_clause = f"AND status IN ({_marks(values)})" if statuses is not None else ""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} "
+                "ORDER BY plannedAt DESC, scheduledAt DESC, id DESC LIMIT ?",
+                [template_id, *values, max(limit, 0)],
+            ).fetchall()
+        return [_to_job(r) for r in rows]
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE status = ? AND kind = ? ORDER BY plannedAt ASC, id ASC LIMIT ?",
+                (Status.BUFFERED.value, KIND_BUFFERED, max(limit, 0)),
+            ).fetchall()
+        return [_to_job(r) for r in rows]
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        with self._write() as conn:
+            row = _update_job(conn, run.id, transitions.promoted(now), "status = ?", (Status.BUFFERED.value,))
+        return row is not None
+
+    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+        with self._write() as conn:
+            guard = (Status.PENDING.value, _to_ms(job.scheduledAt))
+            row = _update_job(conn, job.id, fields, "status = ? AND scheduledAt = ?", guard)
+        return _to_job(row) if row is not None else None
+
+    def request_cancel(self, job_id: str) -> Job:
+        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
+
+    def _mark_cancel_requested(self, job: Job) -> Job | None:
+        with self._write() as conn:
+            row = _update_job(conn, job.id, transitions.cancel_requested(utc_now()), _IS_ACTIVE, ATTEMPT_ACTIVE)
+        return _to_job(row) if row is not None else None
 
     # --- executor ---------------------------------------------------------------------------------------
 
@@ -707,6 +804,9 @@ def _to_job(row: sqlite3.Row) -> Job:
     values = {k: v for k, v in _from_row(row).items() if k in JOB_FIELDS}
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
+    for key in _BOOL_COLUMNS.intersection(values):
+        if values[key] is not None:
+            values[key] = bool(values[key])
     return Job(**values)
 
 
