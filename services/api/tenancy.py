@@ -149,3 +149,5 @@ _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "tenant_id": _check_tenant_id,
     "new": _check_new_job,
 }
+SCOPING_ARGUMENTS: Final = frozenset(_CHECKS)
+"""The argument names that scope a store method to the request's tenant (see the module docstring)."""
