@@ -12,6 +12,7 @@ from shared.handlers import registry
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.nudge import NudgeSender
 from shared.runtime import connect_store
 from shared.store.type_registries import type_registry_of
 
@@ -27,11 +28,12 @@ def main() -> None:
     except ConfigError as exc:
         raise SystemExit(f"jobsched api: {exc}") from None
     store = connect_store(settings)
+    nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
     serve_metrics(settings.metrics_port)
     known = KnownTypes(
         type_registry_of(store), local=registry, configured=settings.job_types, retention=settings.job_type_retention
     )
-    app = create_app(store, auth, known)
+    app = create_app(store, auth, on_due_job=nudge, due_within=settings.claim_lookahead, known_types=known)
     uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
 
 

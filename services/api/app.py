@@ -6,14 +6,13 @@ bare resource. Store calls are blocking pymongo/sqlite calls, so they run in the
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -23,16 +22,19 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.bodies import json_object, list_limit, path_job_id, validated
 from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
 from services.api.job_types import KnownTypes
 from services.api.operator import guarded_browser, operator_routes, page_query
+from services.api.schedules import schedule_routes
 from services.api.schema_gate import SchemaGate
-from services.api.schemas import STATUS_VALUES, JobRequest, PayloadTooLarge
+from services.api.schemas import STATUS_VALUES, JobRequest
 from shared import metrics
 from shared.cron import ScheduleError
 from shared.handlers import registry
 from shared.model import Status, utc_now
+from shared.schedules.engine import ScheduleRefused
 from shared.store.base import DuplicateJob, JobNotFound, JobStore, StoreUnavailable, TransitionRefused
 from shared.store.browse import browser_for
 from shared.store.type_registries import type_registry_of
@@ -42,38 +44,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobsched.api")
 
-LIST_LIMIT_DEFAULT = 100
-LIST_LIMIT_MAX = 5000
-# The payload limit is 256 KiB; the rest of a job is small, so a body past this is too large whatever it is.
-MAX_BODY_BYTES = 512 * 1024
-
 
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def list_limit(raw: str | None) -> int:
-    """Default 100, cap 5000; invalid or non-positive falls back to the default (reference contract)."""
-    try:
-        value = int(raw) if raw is not None else LIST_LIMIT_DEFAULT
-    except ValueError:
-        return LIST_LIMIT_DEFAULT
-    return LIST_LIMIT_DEFAULT if value <= 0 else min(value, LIST_LIMIT_MAX)
-
-
-def describe(exc: ValidationError) -> str:
-    parts = []
-    for item in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in item["loc"])
-        message = str(item["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts)
-
-
-def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownTypes | None = None) -> Starlette:
+def create_app(
+    store: JobStore,
+    auth: ApiAuth | None = None,
+    on_due_job: Callable[[], None] | None = None,
+    due_within: timedelta = timedelta(0),
+    known_types: KnownTypes | None = None,
+) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
-    the store only through the tenant guard of the request's key. `known_types` says which job types it
-    accepts (by default: this process's handlers and what executors announced in the store)."""
+    the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
+    after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
+    that it is claimed without waiting for the next tick. `known_types` says which job types it accepts (by
+    default: this process's handlers and what executors announced in the store)."""
     browser = browser_for(store)
     known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
     if auth is not None:
@@ -82,27 +69,14 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownT
     gate = SchemaGate(store)
 
     async def create_job(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return error(413, f"request body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+        job_request = validated(JobRequest, await json_object(request))
         try:
-            data: Any = json.loads(body, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return error(400, f"malformed JSON: {exc}")
-        if not isinstance(data, dict):
-            return error(400, "the body must be a JSON object")
-        try:
-            job_request = JobRequest.model_validate(data)
             if not await known.accepts(job_request.jobType):
                 return error(
                     400, f"jobType: unknown jobType {job_request.jobType!r}; known types: {', '.join(known.names())}"
                 )
             defaults = known.defaults(job_request.jobType)
             new = job_request.to_new_job(utc_now(), defaults.max_attempts if defaults else None)
-        except ValidationError as exc:
-            if any(isinstance(e.get("ctx", {}).get("error"), PayloadTooLarge) for e in exc.errors()):
-                return error(413, describe(exc))
-            return error(400, describe(exc))
         except ScheduleError as exc:
             return error(400, str(exc))
         await gate.wait_ready()
@@ -111,6 +85,8 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownT
         except DuplicateJob as exc:
             # The existing job's id lets a client that retried a create it could not see succeed fetch it.
             return JSONResponse({"error": str(exc), "jobId": exc.existing_id}, status_code=409)
+        if on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + due_within:
+            on_due_job()
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
         return JSONResponse(job.to_wire(), status_code=201)
 
@@ -200,6 +176,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownT
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         *operator_routes(store, browser),
+        *schedule_routes(store, gate),
     ]
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])
@@ -209,6 +186,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, known_types: KnownT
         HTTPException: _http_error,
         JobNotFound: _status_error(404),
         TransitionRefused: _status_error(409),
+        ScheduleRefused: _status_error(409),
         StoreUnavailable: _store_unavailable,
         Exception: _unexpected,
     }
@@ -243,19 +221,6 @@ class RequestMetrics:
             template = getattr(route, "path", "unmatched")
             metrics.API_REQUESTS.labels(scope["method"], template, str(status)).inc()
             metrics.API_REQUEST_SECONDS.labels(scope["method"], template).observe(time.perf_counter() - started)
-
-
-def _reject_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON (RFC 8259) although Python's parser takes them."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def path_job_id(request: Request) -> str:
-    """The `{job_id}` of the path; a malformed one is a 400 (the reference: 24 hex characters)."""
-    job_id: str = request.path_params["job_id"]
-    if len(job_id) != 24 or any(c not in "0123456789abcdefABCDEF" for c in job_id):
-        raise HTTPException(400, f"malformed job id {job_id!r}: expected 24 hex characters")
-    return job_id
 
 
 def _status_error(status: int) -> Callable[[Request, Exception], Awaitable[Response]]:

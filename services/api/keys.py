@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from services.api.app import describe
+from services.api.bodies import describe
 from services.api.tenancy import current_principal
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key, revoke_key

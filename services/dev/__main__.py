@@ -157,7 +157,9 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
             create_app(
                 store,
                 auth,
-                KnownTypes(
+                on_due_job=scheduler.nudge,
+                due_within=settings.claim_lookahead,
+                known_types=KnownTypes(
                     job_type_registry,
                     local=registry,
                     configured=settings.job_types,

@@ -63,6 +63,10 @@ class Worker:
         self._lease = lease
         self._running: dict[str, tuple[Job, Cancellation]] = {}
         self._lock = threading.Lock()
+        # This type's series, looked up once rather than by label at every attempt.
+        self._lateness = metrics.EXECUTOR_START_LATENESS_SECONDS.labels(job_type)
+        self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
+        self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
 
     @property
     def job_type(self) -> str:
@@ -165,20 +169,20 @@ class Worker:
         if job.cancelRequested:  # asked for between the claim and the start
             cancellation.request()
         lateness_s = (started - job.scheduledAt).total_seconds()
-        metrics.EXECUTOR_START_LATENESS_SECONDS.labels(self._job_type).observe(max(lateness_s, 0.0))
+        self._lateness.observe(max(lateness_s, 0.0))
         self._event("job.execution.started", job)
         with self._lock:
             self._running[job.id] = (job, cancellation)
-        metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).inc()
+        self._in_flight.inc()
         try:
             handler = self._handler
             outcome, error = run_handler(handler.fn, handler.is_async, job.payload, ctx, timeout_s, cancellation)
         finally:
-            metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).dec()
+            self._in_flight.dec()
             with self._lock:
                 self._running.pop(job.id, None)
         finished = utc_now()
-        metrics.EXECUTOR_HANDLER_SECONDS.labels(self._job_type).observe((finished - started).total_seconds())
+        self._handler_seconds.observe((finished - started).total_seconds())
         return AttemptResult(
             outcome=outcome,
             startedAt=started,

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from shared.backoff import DEFAULT_BACKOFF, Backoff
-from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
+from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
 
 
 class StoreError(Exception):
@@ -72,7 +72,7 @@ class StartHint:
 
 
 @dataclass(frozen=True)
-class NewJob:
+class NewJob(TemplatePolicy):
     """What a client asks for; the store assigns id, status and timestamps."""
 
     idempotencyKey: str
@@ -89,6 +89,18 @@ class NewJob:
     templateId: str | None = None
     # The anchor of an interval schedule; the store uses its own clock when None.
     createdAt: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run a template spawns: for a fire time (keyed `<templateKey>-run-<unix ns>` unless `key` is given),
+    pending or buffered, at `scheduledAt` (default: the fire time), with the template's payload unless given."""
+
+    planned: datetime
+    key: str | None = None
+    status: Status = Status.PENDING
+    scheduledAt: datetime | None = None
+    payload: dict[str, Any] | None = None
 
 
 class JobStore(Protocol):
@@ -122,7 +134,7 @@ class JobStore(Protocol):
         """The job's attempt records, oldest first."""
 
     def cancel(self, job_id: str) -> Job:
-        """pending|queued → cancelled, and return the cancelled job; claimed|running → cancelRequested set
+        """pending|queued|buffered → cancelled, and return the cancelled job; claimed|running → cancelRequested set
         (the status stays): the executor stops the handler, and the attempt's end makes the job cancelled
         unless it is a success recorded first. Return the job either way.
 
@@ -156,11 +168,32 @@ class JobStore(Protocol):
         """The job types of due pending runs (to warn about types no executor handles)."""
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        """Recurring templates that are pending with scheduledAt <= now, earliest first."""
+        """Recurring templates that are pending, not paused, with scheduledAt <= now, earliest first."""
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
         """Insert the template's one-off run for the planned fire time, keyed `<key>-run-<unix ns>`.
         Return False if that run already exists (a retry after a crash between spawn and advance)."""
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
+        key exists (the same fire time spawned before, a repeated trigger), return that job with False."""
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        """The tenant's job with this idempotencyKey, or None."""
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        """The template's runs, optionally only these statuses, newest plannedAt first, at most `limit`."""
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        """Buffered runs of every template, oldest plannedAt first."""
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        """buffered → pending, due `now`; False when the run is not buffered any more (cancelled, promoted)."""
+
+    def update_pending(self, job: Job, fields: dict[str, Any]) -> Job | None:
+        """Apply `fields` (a transition's, see transitions.py) to a job that is still pending with the
+        scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
+        leader, a pause or an update); the updated job, or None when it changed meanwhile."""
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         """Move a pending template from its current scheduledAt to `next_at`; False if it changed meanwhile
