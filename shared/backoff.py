@@ -1,5 +1,6 @@
-"""Retry backoff: base * 2^attempts, capped (by default 2^attempts seconds, capped at 5 minutes), optionally
-jittered. One rule for every job type; a type's registration may change its base, cap and jitter."""
+"""Retry backoff: base * 2^attempts, capped, optionally jittered; by default 2^attempts seconds capped at 5
+minutes (where a job type sets none). One rule for every job type; a type's registration may change its base,
+cap and jitter."""
 
 from __future__ import annotations
 

@@ -54,8 +54,8 @@ def can_transition(current: Status, target: Status) -> bool:
 
 
 def effective_max_attempts(requested: int | None, type_default: int | None = None) -> int:
-    """maxAttempts defaults, when missing or not positive, to the job type's registered default, else to 3
-    (the reference contract)."""
+    """maxAttempts defaults, when missing or not positive, to the job type's registered default, else to 3 (the
+    API contract, docs/api.md)."""
     if requested is not None and requested > 0:
         return requested
     return type_default if type_default is not None and type_default > 0 else DEFAULT_MAX_ATTEMPTS

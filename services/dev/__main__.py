@@ -74,7 +74,7 @@ def resume(store: JobStore) -> None:
 
 
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
-    """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
+    """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     parser = argparse.ArgumentParser(prog="jobsched dev")
     parser.add_argument(
         "--handlers", default=None, help=f"comma-separated handler modules to load (or {HANDLERS_VARIABLE})"
