@@ -75,8 +75,7 @@ def create_app(
                 return error(
                     400, f"jobType: unknown jobType {job_request.jobType!r}; known types: {', '.join(known.names())}"
                 )
-            defaults = known.defaults(job_request.jobType)
-            new = job_request.to_new_job(utc_now(), defaults.max_attempts if defaults else None)
+            new = job_request.to_new_job(utc_now(), known.max_attempts(job_request.jobType))
         except ScheduleError as exc:
             return error(400, str(exc))
         await gate.wait_ready()
@@ -176,7 +175,7 @@ def create_app(
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         *operator_routes(store, browser),
-        *schedule_routes(store, gate),
+        *schedule_routes(store, gate, known.max_attempts),
     ]
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])

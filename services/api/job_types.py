@@ -67,6 +67,11 @@ class KnownTypes:
         announced = self._announced.get(name)
         return announced.defaults if announced is not None else self._local.defaults(name)
 
+    def max_attempts(self, name: str) -> int | None:
+        """The type's default attempt budget, for a job or template that gives none (None: the global 3)."""
+        defaults = self.defaults(name)
+        return defaults.max_attempts if defaults is not None else None
+
     async def listing(self) -> list[dict[str, Any]]:
         """GET /job-types: every accepted type with its live executors and last announcement, fresh."""
         now = utc_now()

@@ -110,3 +110,18 @@ def test_job_types_lists_every_accepted_type_as_a_bare_array(client: TestClient,
     assert by_name["send-email"] == {"name": "send-email", "executors": 2, "lastSeenAt": format_time(now)}
     assert (by_name["noop"]["executors"], by_name["old"]["executors"]) == (1, 0)
     assert by_name["fax"] == {"name": "fax", "executors": 0, "lastSeenAt": None}
+
+
+def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_on_a_null_patch(
+    client: TestClient, types: CountingRegistry
+) -> None:
+    now = utc_now()
+    types.inner.announce("exec-1", {"report": TypeDefaults(max_attempts=6)}, now, now + BEAT)
+    wait_until(lambda: client.post("/jobs", json=body("report", "probe")).status_code == 201, 15, "the announced type")
+    template = body("report", "nightly", cron="0 2 * * *")
+    del template["scheduledAt"]
+    created = client.post("/jobs", json=template).json()
+    assert created["maxAttempts"] == 6
+    assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": 2}).json()["maxAttempts"] == 2
+    # null means the default, as on creation: the type's, not the global 3
+    assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": None}).json()["maxAttempts"] == 6
