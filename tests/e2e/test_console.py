@@ -28,7 +28,7 @@ LATER = timedelta(days=1)
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     made = Dev(tmp_path_factory.mktemp("console-dev"))
-    made.start()
+    made.start(JOB_TYPES="fax")  # a type the API accepts with no executor (yet) and no job
     yield made
     for process in made.runs:
         process.stop()
@@ -101,6 +101,10 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     expect(flaky.locator('td[data-status="dlq"]')).to_have_text("1")
     expect(flaky.locator('td[data-recent="failed"]')).to_have_text("1")
     expect(page.locator('[data-count="dlq"]')).to_have_text("1")
+    expect(noop.locator("td[data-executors]")).to_have_text("1")  # GET /job-types: jobsched dev's own executor
+    fax = page.locator('tr[data-job-type="fax"]')
+    expect(fax.locator("td[data-executors]")).to_have_text("0")
+    expect(fax.locator('td[data-status="pending"]')).to_have_text("0")
     expect(page.locator("#tenant")).to_have_value("overview")
     expect(page.locator("#banner")).to_contain_text("AUTH=off")
     screenshot(page, "overview")
@@ -242,6 +246,7 @@ def test_the_jobs_list_filters_and_pages_by_cursor(dev: Dev, tab: Tab) -> None:
     expect(rows).to_have_count(50)
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.jobId)") == newest_first[:50]
 
+    assert "fax" in page.locator("#filter-jobType option").all_inner_texts()  # every type GET /job-types lists
     page.locator("#filter-jobType").select_option("log-message")
     expect(rows).to_have_count(1)
     expect(page).to_have_url(re.compile(r"jobType=log-message"))
