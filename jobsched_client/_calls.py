@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, NoReturn, TypedDict, TypeVar
@@ -118,6 +118,9 @@ class CreateOptions(TypedDict, total=False):
     priority: int | None
     max_attempts: int | None
     timeout_seconds: float | None
+    # A template's schedule policy, keyed as the API spells it: overlap, catchup, catchupWindow, startAt, endAt,
+    # remainingRuns, jitter, pauseOnFailure (the API checks it, and refuses it on a one-off job).
+    policy: Mapping[str, Any] | None
 
 
 def create(
@@ -139,6 +142,7 @@ def create(
         "priority": options.get("priority"),
         "maxAttempts": options.get("max_attempts"),
         "timeoutSeconds": options.get("timeout_seconds"),
+        **(options.get("policy") or {}),
     }
     if not recurring:
         body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))

@@ -59,8 +59,15 @@ def test_every_call_of_the_sync_client(dev: Dev) -> None:
         assert client.retry(dead.id).status == "pending"
         assert client.wait(dead.id, ["dlq"]).attempts == 2
 
-        template = client.create("noop", cron="0 3 * * *", timezone="Europe/Berlin", idempotency_key="nightly")
+        template = client.create(
+            "noop",
+            cron="0 3 * * *",
+            timezone="Europe/Berlin",
+            idempotency_key="nightly",
+            policy={"overlap": "skip", "remainingRuns": 5},
+        )
         assert (template.cron, template.timezone, template.status) == ("0 3 * * *", "Europe/Berlin", "pending")
+        assert (template.raw["overlap"], template.raw["remainingRuns"]) == ("skip", 5)
 
         ids = {j.id for j in client.list()}
         assert {job.id, later.id, dead.id, template.id} <= ids
