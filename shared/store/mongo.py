@@ -725,7 +725,7 @@ class MongoJobStore:
                 _update(transitions.attempt_closed(job, outcome, error, at, backoff)),
                 return_document=ReturnDocument.AFTER,
             )
-        if job.cancelRequested:
+        if job.cancelRequested or (doc is not None and doc.get("cancelRequested")):  # also a success that won
             self._cancel_requests.delete_one({"_id": job.id})
         # Last: a lease left by a failure before this point brings the reaper back to finish the work.
         self._leases.delete_one({"_id": decided["_id"]})
