@@ -103,6 +103,19 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     scheduler = Scheduler(
         SingleNodeElector(), dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds()
     )
+    announcers = {
+        job_type: TypeAnnouncer(
+            job_type_registry,
+            f"dev-{job_type}",
+            {job_type: registry.defaults(job_type) or BUILTIN_DEFAULTS},
+            settings.executor_heartbeat,
+        )
+        for job_type in job_types
+    }
+    for announcer in announcers.values():
+        # Before the scheduler's first tick: its view of the live types is re-read only every second, and a job
+        # created right after start (nudged, with a long tick) must find its type live.
+        announcer.announce()
     executors = [
         Executor(
             Worker(
@@ -120,12 +133,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
             lease=settings.claim_timeout,
             stop=stop,
             heartbeat=settings.executor_heartbeat,
-            announcer=TypeAnnouncer(
-                job_type_registry,
-                f"dev-{job_type}",
-                {job_type: registry.defaults(job_type) or BUILTIN_DEFAULTS},
-                settings.executor_heartbeat,
-            ),
+            announcer=announcers[job_type],
         )
         for job_type in job_types
     ]
