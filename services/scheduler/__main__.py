@@ -7,6 +7,7 @@ import socket
 
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
+from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
 from shared.handlers import registry
@@ -15,6 +16,7 @@ from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, connect_store, on_termination
 
 
+@one_line_errors("jobsched scheduler")
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
     settings = Settings.from_env()
@@ -30,7 +32,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 
     on_termination(scheduler.request_stop)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     try:
         scheduler.run()
     finally:

@@ -134,7 +134,9 @@ class Dispatcher:
                     timezone=template.timezone,
                     anchor=template.createdAt,
                 )
-            except ScheduleError as exc:
+                planned = schedule.latest_at_or_before(now) or template.scheduledAt
+                next_at = schedule.next_after(now)
+            except ScheduleError as exc:  # no longer parses, or no fire time left before the year 10000
                 self._store.dead_letter_template(template, f"invalid schedule: {exc}")
                 metrics.SCHEDULER_INVALID_TEMPLATES.inc()
                 log.error(
@@ -142,7 +144,6 @@ class Dispatcher:
                     extra={"action": "template_invalid", "jobId": template.id, "error": str(exc)},
                 )
                 continue
-            planned = schedule.latest_at_or_before(now) or template.scheduledAt
             if self._store.spawn_run(template, planned):
                 spawned += 1
                 metrics.SCHEDULER_CRON_SPAWNED.inc()
@@ -155,7 +156,7 @@ class Dispatcher:
                         "planned": planned.isoformat(),
                     },
                 )
-            self._store.advance_template(template, schedule.next_after(now))
+            self._store.advance_template(template, next_at)
         return spawned
 
     def _warn_unknown_types(self, now: datetime) -> None:

@@ -31,6 +31,14 @@ class DuplicateJob(StoreError):
         self.idempotency_key = idempotency_key
 
 
+class JobRefused(StoreError):
+    """The database cannot hold the job as given (a value or a key its documents cannot carry); nothing was
+    stored. The message says why, for the client."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the job store cannot hold this job: {reason}")
+
+
 class JobNotFound(StoreError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id} not found")
@@ -107,7 +115,8 @@ class JobStore(Protocol):
 
     def create(self, new: NewJob) -> Job:
         """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
-        under races); another tenant's job with the same key is no conflict."""
+        under races; another tenant's job with the same key is no conflict), JobRefused if the database cannot
+        hold one of its values."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""

@@ -26,10 +26,12 @@ from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
+from bson.errors import InvalidDocument
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
+from shared.jsonsafe import shorten
 from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -37,6 +39,7 @@ from shared.store.base import (
     AttemptTaken,
     DuplicateJob,
     JobNotFound,
+    JobRefused,
     NewJob,
     StartHint,
     StoreError,
@@ -198,6 +201,8 @@ class MongoJobStore:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError as exc:
                 raise DuplicateJob(new.idempotencyKey) from exc
+            except (WriteError, InvalidDocument, OverflowError) as exc:
+                raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
 
@@ -775,6 +780,12 @@ def _to_execution(doc: Document) -> Execution:
         durationMs=doc.get("durationMs"),
         error=doc.get("error"),
     )
+
+
+def _refusal(exc: Exception) -> str:
+    """The server's (or the driver's) reason for refusing a document, short: it may quote the document."""
+    reason = exc.details.get("errmsg") if isinstance(exc, WriteError) and exc.details else None
+    return shorten(str(reason or exc), 200)
 
 
 def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:
