@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -58,3 +59,34 @@ def test_make_up_and_down_drive_the_stack_script() -> None:
         assert recipe, f"no `make {target}`"
         assert f"$(STACK) {target}" in recipe.group(1) or f"stack.sh {target}" in recipe.group(1)
     assert re.search(r"^STACK\s*:?=\s*deployments/local/stack.sh", makefile, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("script", "command", "variable"),
+    [
+        ("ferretdb.sh", "start", "FERRETDB_PORT"),
+        ("etcd.sh", "start", "ETCD_PORT"),
+        ("stack.sh", "up", "STACK_METRICS_PORT"),
+    ],
+)
+def test_a_start_that_finds_its_port_taken_names_the_holder(
+    tmp_path: Path, script: str, command: str, variable: str
+) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        isolated = {"JOBSCHED_RUN_DIR": str(tmp_path / "run"), "STACK_DIR": str(tmp_path / "stack")}
+        result = run(script, command, **isolated, **{variable: str(port)})
+    assert result.returncode != 0
+    assert f"port 127.0.0.1:{port}" in result.stderr, result.stderr
+    assert f"in use by pid {os.getpid()} (" in result.stderr, result.stderr
+    assert variable in result.stderr
+
+
+def test_fixed_ports_lie_outside_the_ephemeral_range() -> None:
+    """Linux hands out 32768-60999 to outgoing connections: a server port there can be taken at any moment."""
+    defaults = re.compile(r'_PORT="\$\{[A-Z_]+:-(\d+)\}"')
+    found = {(path.name, int(port)) for path in LOCAL_DIR.glob("*.sh") for port in defaults.findall(path.read_text())}
+    assert len(found) >= 6, found
+    assert [(name, port) for name, port in found if 32768 <= port <= 60999] == []
