@@ -22,6 +22,7 @@ from typing import Any
 from loadtest.benchkit import Scenario
 from loadtest.procs import PROFILE_ENV
 from loadtest.scenarios import api, backlog, console, dispatch, drain, embedded, failover, lateness, peer
+from shared.cli import one_line_errors
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -78,4 +79,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    # What the scenarios meet when a server of MONGO_URI / KAFKA_BROKERS / ETCD_ENDPOINTS is not there.
+    from confluent_kafka import KafkaException
+    from etcd3.exceptions import ConnectionFailedError
+
+    one_line_errors("python -m loadtest.bench", KafkaException, ConnectionFailedError, ConnectionError)(main)()
