@@ -21,6 +21,7 @@ MAX_DEPTH = 32  # levels of nesting in a request body; the body object itself is
 RENDER_MAX_DEPTH = 200  # what rendering keeps of a stored value; far below the interpreter's recursion limit
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a Python str every surrogate code point is a lone one
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class JsonRejected(ValueError):
@@ -37,6 +38,8 @@ def parse_request(raw: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise JsonRejected(f"malformed JSON: the body is not UTF-8 (invalid byte at offset {exc.start})") from None
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except JsonRejected:
+        raise
     except json.JSONDecodeError as exc:
         raise JsonRejected(f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg.lower()}") from None
     except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
@@ -90,6 +93,12 @@ def renderable(value: Any, depth: int = 1) -> Any:
     if isinstance(value, list | tuple):
         return [renderable(v, depth + 1) for v in value]
     return value
+
+
+def storable_text(text: str) -> str:
+    """`text` with what no store can hold (lone surrogates, NUL) replaced by U+FFFD: for text we write that did
+    not come from a client, such as a handler's error message."""
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def _dumps(value: Any) -> bytes:

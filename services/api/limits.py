@@ -25,8 +25,9 @@ from services.api.body import is_json_media_type, unsupported_media_type
 from services.api.errors import CLOSE, ApiError, error, overloaded
 from shared.config import Settings
 
-# The payload limit is 256 KiB; the rest of a job is small, so a body past this is too large whatever it is.
-MAX_BODY_BYTES = 512 * 1024
+# Room for the largest payload (256 KiB of UTF-8) however a client escapes it: a character that is one byte
+# in UTF-8 can take six as a \u escape. The payload's own limit is checked on its UTF-8 size.
+MAX_BODY_BYTES = 2 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
 HEADER_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT = 256

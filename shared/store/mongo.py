@@ -134,6 +134,9 @@ class MongoJobStore:
         client: MongoClient[Document] = MongoClient(
             uri,
             tz_aware=True,
+            # Text that is not UTF-8 (written by other clients or older versions) reads as U+FFFD instead of
+            # failing every read of its job.
+            unicode_decode_error_handler="replace",
             serverSelectionTimeoutMS=timeout_ms,
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),

@@ -10,10 +10,7 @@ edge instants, oversized schedules, and bodies that are not declared JSON.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -21,12 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from services.executor.worker import Worker
-from services.scheduler.dispatcher import Dispatcher
-from shared.bus.memory import MemoryBus
-from shared.election.single import SingleNodeElector
-from shared.handlers import registry
 from shared.store.base import JobStore
+from tests.integration.product import run_what_is_due
 
 FINAL = {"completed", "dlq", "cancelled"}
 JSON = {"content-type": "application/json"}
@@ -202,28 +195,6 @@ def test_hostile_bodies_never_fail_the_api_and_what_it_accepted_ends_well(api: T
         listing = api.get("/jobs", params={"tenantId": tenant, "limit": "5000"})
         assert listing.status_code == 200, listing.text
         assert all(j["status"] in FINAL for j in listing.json())
-
-
-def run_what_is_due(store: JobStore) -> None:
-    """One pass of the product over the store, as `jobsched dev` wires it: claim every due run, run each
-    handler once (retries stay pending, for the caller to cancel)."""
-    bus = MemoryBus()
-    job_types = registry.names()
-    dispatcher = Dispatcher(store, bus, job_types, batch=500)
-    term = SingleNodeElector().campaign(threading.Event())
-    assert term is not None
-    workers = {
-        t: Worker(store, bus, registry, t, "fuzz", default_timeout=timedelta(seconds=5), lease=timedelta(minutes=5))
-        for t in job_types
-    }
-    subscriptions = {t: bus.subscribe(t) for t in job_types}
-    with ThreadPoolExecutor(16) as pool:
-        while dispatcher.tick(term).claimed:
-            for job_type, subscription in subscriptions.items():
-                deliveries = []
-                while (delivery := subscription.poll(0)) is not None:
-                    deliveries.append(delivery)
-                list(pool.map(workers[job_type].process, deliveries))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
