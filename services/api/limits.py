@@ -1,5 +1,7 @@
 """Limits every request meets before and while a route sees it, whatever the route (ASGI middleware).
 
+- Headers larger than `max_header_bytes` are refused with 431 (the HTTP server bounds what it buffers of
+  headers that never end).
 - At most `max_in_flight` requests are served at once; past that the answer is an immediate 503 with
   Retry-After, instead of a queue that turns into seconds of latency for everyone.
 - A body declared larger than `max_body_bytes` (Content-Length) is refused with 413 before a byte of it is
@@ -28,6 +30,7 @@ from shared.config import Settings
 # Room for the largest payload (256 KiB of UTF-8) however a client escapes it: a character that is one byte
 # in UTF-8 can take six as a \u escape. The payload's own limit is checked on its UTF-8 size.
 MAX_BODY_BYTES = 2 * 1024 * 1024
+MAX_HEADER_BYTES = 16 * 1024
 BODY_TIMEOUT_S = 30.0
 HEADER_TIMEOUT_S = 10.0
 MAX_IN_FLIGHT = 256
@@ -37,6 +40,7 @@ _UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 @dataclass(frozen=True)
 class ApiLimits:
     max_body_bytes: int = MAX_BODY_BYTES
+    max_header_bytes: int = MAX_HEADER_BYTES
     body_timeout_s: float = BODY_TIMEOUT_S
     header_timeout_s: float = HEADER_TIMEOUT_S
     max_in_flight: int = MAX_IN_FLIGHT
@@ -75,6 +79,9 @@ class RequestLimits:
 
     def _refusal(self, scope: Scope) -> Response | None:
         """The answer to a request refused on its headers alone, or None."""
+        header_bytes = sum(len(name) + len(value) for name, value in scope["headers"])
+        if header_bytes > self._limits.max_header_bytes:
+            return error(431, f"request headers are {header_bytes} bytes; the limit is {self._limits.max_header_bytes}")
         headers = Headers(scope=scope)
         length = headers.get("content-length", "")
         declared = int(length) if length.isascii() and length.isdigit() else None  # the server checked its form

@@ -22,7 +22,6 @@ from shared import jsonsafe
 from shared.ports import listen
 
 KEEP_ALIVE_S = 5
-MAX_HEADER_BYTES = 16 * 1024  # request line and headers together
 
 
 class _JsonH11Protocol(H11Protocol):
@@ -97,7 +96,7 @@ def make_server(app: Any, host: str, port: int, limits: ApiLimits) -> uvicorn.Se
         port=port,
         http=protocol(limits),
         timeout_keep_alive=KEEP_ALIVE_S,
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        h11_max_incomplete_event_size=limits.max_header_bytes,  # headers still arriving: 400 past this
         log_config=None,
         access_log=False,
     )
