@@ -18,12 +18,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from services.api.admission import Admission
 from services.api.body import read_json
 from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
 from services.api.errors import ApiError, SafeJSONResponse, error, exception_handlers
 from services.api.intake import new_job
 from services.api.limits import ApiLimits, RequestLimits
+from services.api.listing import Page, page_of, stream_jobs
 from services.api.operator import guarded_browser, operator_routes, page_query
 from services.api.request_metrics import RequestMetrics
 from services.api.schema_gate import SchemaGate
@@ -31,7 +33,7 @@ from services.api.schemas import STATUS_VALUES
 from shared.jsonsafe import shorten
 from shared.model import Status
 from shared.store.base import DuplicateJob, JobNotFound, JobStore
-from shared.store.browse import browser_for
+from shared.store.browse import JobQuery, browser_for
 
 if TYPE_CHECKING:
     from services.api.auth import ApiAuth
@@ -56,17 +58,19 @@ def list_limit(raw: str | None) -> int:
 def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits | None = None) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
     the store only through the tenant guard of the request's key."""
+    limits = limits or ApiLimits()
     browser = browser_for(store)
     if auth is not None:
         store = auth.guard(store)
         browser = guarded_browser(browser)
     gate = SchemaGate(store)
+    admission = Admission(write_slots=limits.store_slots, read_slots=limits.store_slots, wait_s=limits.store_wait_s)
 
     async def create_job(request: Request) -> Response:
         new = await run_in_threadpool(new_job, await read_json(request))
         await gate.wait_ready()
         try:
-            job = await run_in_threadpool(store.create, new)
+            job = await admission.write(store.create, new)
         except DuplicateJob as exc:
             return error(409, f"a job with idempotencyKey {shorten(exc.idempotency_key)!r} already exists")
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
@@ -74,7 +78,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
 
     async def get_job(request: Request) -> Response:
         job_id = path_job_id(request)
-        job = await run_in_threadpool(store.get, job_id)
+        job = await admission.read(store.get, job_id)
         if job is None:
             raise JobNotFound(job_id)
         return SafeJSONResponse(job.to_wire())
@@ -88,23 +92,30 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
             return error(400, f"unknown status {shorten(raw_status)!r}; one of {', '.join(STATUS_VALUES)}")
         status = Status(raw_status) if raw_status else None
         limit = list_limit(request.query_params.get("limit"))
-        jobs = await run_in_threadpool(browser.page, tenant, page_query(request.query_params, status, limit))
-        return SafeJSONResponse([j.to_wire() for j in jobs])
+        query = page_query(request.query_params, status, limit)
+
+        def read_page(page: JobQuery) -> Page:
+            return page_of(browser.page(tenant, page))
+
+        async def next_page(page: JobQuery) -> Page:
+            return await admission.read(read_page, page)
+
+        return await stream_jobs(next_page, query)
 
     async def cancel_job(request: Request) -> Response:
-        job = await run_in_threadpool(store.cancel, path_job_id(request))
+        job = await admission.write(store.cancel, path_job_id(request))
         log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
         return SafeJSONResponse(job.to_wire())
 
     async def list_executions(request: Request) -> Response:
         job_id = path_job_id(request)
-        if await run_in_threadpool(store.get, job_id) is None:
+        if await admission.read(store.get, job_id) is None:
             raise JobNotFound(job_id)
-        executions = await run_in_threadpool(store.list_executions, job_id)
+        executions = await admission.read(store.list_executions, job_id)
         return SafeJSONResponse([e.to_wire() for e in executions])
 
     async def retry_job(request: Request) -> Response:
-        job = await run_in_threadpool(store.redrive, path_job_id(request))
+        job = await admission.write(store.redrive, path_job_id(request))
         log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
         return SafeJSONResponse(job.to_wire())
 
@@ -114,7 +125,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
     async def readyz(request: Request) -> Response:
         if not gate.ready:
             return error(503, gate.problem or "store schema not ready yet")
-        await run_in_threadpool(store.ping)
+        await admission.read(store.ping)
         return PlainTextResponse("ok")
 
     document = auth.document(openapi_document()) if auth else openapi_document()
@@ -156,7 +167,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
         routes=served,
         exception_handlers=exception_handlers(),
         lifespan=lifespan,
-        middleware=[Middleware(RequestMetrics), Middleware(RequestLimits, limits=limits or ApiLimits())],
+        middleware=[Middleware(RequestMetrics), Middleware(RequestLimits, limits=limits)],
     )
 
 

@@ -23,6 +23,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api import admission
 from services.api.body import is_json_media_type, unsupported_media_type
 from services.api.errors import CLOSE, ApiError, error, overloaded
 from shared.config import Settings
@@ -44,6 +45,8 @@ class ApiLimits:
     body_timeout_s: float = BODY_TIMEOUT_S
     header_timeout_s: float = HEADER_TIMEOUT_S
     max_in_flight: int = MAX_IN_FLIGHT
+    store_slots: int = admission.WRITE_SLOTS
+    store_wait_s: float = admission.WAIT_S
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiLimits:
@@ -51,6 +54,8 @@ class ApiLimits:
             body_timeout_s=settings.api_body_timeout.total_seconds(),
             header_timeout_s=settings.api_header_timeout.total_seconds(),
             max_in_flight=settings.api_max_in_flight,
+            store_slots=settings.api_store_slots,
+            store_wait_s=settings.api_store_wait.total_seconds(),
         )
 
 

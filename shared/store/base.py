@@ -10,11 +10,17 @@ updates move statuses.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
+
+# How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
+# Set by a caller that prefers a quick StoreUnavailable to a long wait (the API answers 503 instead of making
+# its client queue); unset, a store waits as long as its own timeout allows.
+WAIT_DEADLINE: ContextVar[float | None] = ContextVar("store_wait_deadline", default=None)
 
 
 class StoreError(Exception):

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -376,12 +376,18 @@ class MongoJobStore:
             except DuplicateKeyError as exc:
                 self._heal_from_ledger(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
-            _insert_new(self._leases, [_lease(record)])
-            doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
-                _update({**transitions.started(worker, now, lease_until), "startToken": transitions.UNSET}),
-                return_document=ReturnDocument.AFTER,
-            )
+            try:
+                _insert_new(self._leases, [_lease(record)])
+                doc = self._jobs.find_one_and_update(
+                    {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
+                    _update({**transitions.started(worker, now, lease_until), "startToken": transitions.UNSET}),
+                    return_document=ReturnDocument.AFTER,
+                )
+            except ConnectionFailure:
+                started = self._settle_interrupted_start(job.id, attempt, worker)
+                if started is None:
+                    raise
+                return started
             if doc is None:
                 # The job moved on (cancelled, re-pended, finished) before the claim: the attempt never
                 # started, so give it back for a delivery that matches the job's real state.
@@ -431,7 +437,6 @@ class MongoJobStore:
         which names the exact reason."""
         now = utc_now()
         token = uuid.uuid4().hex
-        results: list[Job | BaseException | None] = [None] * len(requests)
         records = [
             {
                 "_id": attempt_record_id(r.job_id, r.hint.attempt),
@@ -443,9 +448,31 @@ class MongoJobStore:
         with _translate_errors():
             taken = _insert_new(self._executions, records)
             won = [i for i in range(len(requests)) if i not in taken]
-            # The leases of the attempts won are written beside the jobs' update (a crash between the record and
-            # its lease is healed at the next delivery, see _heal_from_ledger).
-            leases = self._side_writes.submit(_insert_new, self._leases, [_lease(records[i]) for i in won])
+            try:
+                return self._start_won(requests, records, taken, won, token, now)
+            except ConnectionFailure as exc:  # see _settle_interrupted_start
+                unavailable = StoreUnavailable(f"MongoDB unavailable: {exc}")
+                results: list[Job | BaseException] = [unavailable] * len(requests)
+                for i in won:
+                    r = requests[i]
+                    results[i] = self._settle_interrupted_start(r.job_id, r.hint.attempt, r.worker) or unavailable
+                return results
+
+    def _start_won(
+        self,
+        requests: Sequence[_StartRequest],
+        records: list[Document],
+        taken: set[int],
+        won: list[int],
+        token: str,
+        now: datetime,
+    ) -> list[Job | BaseException]:
+        """The rest of _start_batch once the records are in: the leases, the jobs' move, the results."""
+        results: list[Job | BaseException | None] = [None] * len(requests)
+        # The leases of the attempts won are written beside the jobs' update (a crash between the record and
+        # its lease is healed at the next delivery, see _heal_from_ledger).
+        leases = self._side_writes.submit(_insert_new, self._leases, [_lease(records[i]) for i in won])
+        try:
             started: dict[str, Document] = {}
             unsure: list[str] = []
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
@@ -471,18 +498,40 @@ class MongoJobStore:
                 unsure.extend(ids)
             if unsure:
                 started.update((str(d["_id"]), d) for d in self._jobs.find({"startToken": token}))
-            leases.result()
-            for i in won:
-                doc = started.get(requests[i].job_id)
-                if doc is not None:
-                    results[i] = job_from_document(doc)
-                    continue
-                # Not queued for this attempt of this claim (or of another type): give the attempt back.
-                self._give_back(records[i]["_id"])
-                results[i] = self._start_in_steps(requests[i])
-            for i in taken:  # the record exists: the step-by-step path heals and names the reason
-                results[i] = self._start_in_steps(requests[i])
+        except ConnectionFailure:
+            wait([leases])  # a lease still being written would outlive a give-back of its attempt
+            raise
+        leases.result()
+        for i in won:
+            doc = started.get(requests[i].job_id)
+            if doc is not None:
+                results[i] = job_from_document(doc)
+                continue
+            # Not queued for this attempt of this claim (or of another type): give the attempt back.
+            self._give_back(records[i]["_id"])
+            results[i] = self._start_in_steps(requests[i])
+        for i in taken:  # the record exists: the step-by-step path heals and names the reason
+            results[i] = self._start_in_steps(requests[i])
         return [r for r in results if r is not None]
+
+    def _settle_interrupted_start(self, job_id: str, attempt: int, worker: str) -> Job | None:
+        """A start that lost the connection after its attempt's record was inserted: the started job when its
+        move to running landed after all; otherwise, with the job still queued for this attempt, the attempt
+        is given back, so that the executor's retry starts it again instead of finding it taken (and leaving it
+        to the reaper, which would spend the attempt as lost). Best effort: while the database stays away the
+        record keeps its first lease, after which the reaper closes it."""
+        try:
+            doc = self._jobs.find_one({"_id": ObjectId(job_id)})
+            job = job_from_document(doc) if doc else None
+            if job is None or job.attempts != attempt - 1:
+                return None
+            if job.status is Status.RUNNING and job.claimedBy == worker:
+                return job
+            if job.status is Status.QUEUED:
+                self._give_back(attempt_record_id(job_id, attempt))
+        except ConnectionFailure:
+            pass
+        return None
 
     def _give_back(self, record_id: str) -> None:
         """Undo the start of an attempt that never ran, lease first: a record left without its lease is

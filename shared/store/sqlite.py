@@ -25,6 +25,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ from bson import ObjectId
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
+    WAIT_DEADLINE,
     AttemptResult,
     AttemptTaken,
     DuplicateJob,
@@ -496,8 +498,10 @@ class SqliteJobStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE transaction: the write lock is taken before the first read (waiting up to
         busy_timeout), so nothing read inside can change before COMMIT. Any exception rolls it back."""
-        if not self._writer.acquire(timeout=self._timeout):
-            raise StoreUnavailable(f"SQLite unavailable: no write turn within {self._timeout}s")
+        deadline = WAIT_DEADLINE.get()
+        wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
+        if not self._writer.acquire(timeout=wait):
+            raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")
         try:
             with _translate_errors(), self._pool.connection() as conn:
                 conn.execute("BEGIN IMMEDIATE")
