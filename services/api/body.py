@@ -36,12 +36,15 @@ def unsupported_media_type(content_type: str | None) -> ApiError:
     return ApiError(415, f"Content-Type must be application/json ({given})")
 
 
-async def read_json(request: Request) -> Any:
-    """The request's JSON value; ApiError 415 when it is not declared JSON, 400 when it is not JSON we accept."""
+async def read_json(request: Request, *, max_bytes: int | None = None) -> Any:
+    """The request's JSON value; ApiError 415 when it is not declared JSON, 400 when it is not JSON we accept,
+    413 when it is longer than `max_bytes` (a route's own limit, below the one every request meets)."""
     content_type = request.headers.get("content-type")
     if content_type is None or not is_json_media_type(content_type):
         raise unsupported_media_type(content_type)
     raw = await request.body()
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise ApiError(413, f"request body is {len(raw)} bytes; the limit is {max_bytes}")
     try:
         if len(raw) <= INLINE_PARSE_BYTES:
             return jsonsafe.parse_request(raw)

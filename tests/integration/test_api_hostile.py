@@ -41,7 +41,7 @@ INTERNALS = ("Traceback", "Error:", "Exception", "pydantic", "char ", "<class", 
 def body(**overrides: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "idempotencyKey": f"k-{ObjectId()}",
-        "tenantId": "hostile",
+        "tenantId": "tenant-a",  # the tenant of the test client's key when AUTH=required
         "jobType": "noop",
         "scheduledAt": WHEN,
         "payload": {},
@@ -55,7 +55,7 @@ def post_raw(api: TestClient, text: str, content_type: str = "application/json")
 
 
 def listed(api: TestClient, **params: str) -> list[dict[str, Any]]:
-    response = api.get("/jobs", params={"tenantId": "hostile", "limit": "5000", **params})
+    response = api.get("/jobs", params={"tenantId": "tenant-a", "limit": "5000", **params})
     assert response.status_code == 200, response.text
     result: list[dict[str, Any]] = response.json()
     return result
