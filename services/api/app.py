@@ -1,7 +1,8 @@
 """The HTTP API: create, read, list and cancel jobs; liveness, readiness and the OpenAPI document.
 
-Errors are `{"error": message}` with a fitting status and never a stack trace; successful responses are the
-bare resource. Store calls are blocking pymongo/sqlite calls, so they run in the thread pool.
+Errors are `{"error": message}` with a fitting status and never a stack trace (services/api/errors.py);
+successful responses are the bare resource. Store calls are blocking pymongo/sqlite calls: they run in worker
+threads, admitted by services/api/admission.py. Every request first meets services/api/limits.py.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
     async def readyz(request: Request) -> Response:
         if not gate.ready:
             return error(503, gate.problem or "store schema not ready yet")
-        await admission.read(store.ping)
+        await run_in_threadpool(store.ping)  # not admitted: an overloaded API is still ready
         return PlainTextResponse("ok")
 
     document = auth.document(openapi_document()) if auth else openapi_document()
