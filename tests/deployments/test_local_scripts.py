@@ -45,6 +45,19 @@ def test_status_and_targets_of_a_stack_that_is_not_up(tmp_path: Path) -> None:
     assert "not up" in targets.stderr
 
 
+def test_the_tools_environment_of_a_stack_is_its_env_file(tmp_path: Path) -> None:
+    missing = run("stack.sh", "env", STACK_DIR=str(tmp_path / "stack"))
+    assert missing.returncode != 0
+    assert "not up" in missing.stderr
+    (tmp_path / "stack").mkdir(exist_ok=True)  # the script made it already
+    (tmp_path / "stack" / "env").write_text("export MONGO_URI=mongodb://127.0.0.1:27018/\n")
+    found = run("stack.sh", "env", STACK_DIR=str(tmp_path / "stack"))
+    assert (found.returncode, found.stdout) == (0, "export MONGO_URI=mongodb://127.0.0.1:27018/\n")
+    script = (LOCAL_DIR / "stack.sh").read_text()
+    assert "write_env_file" in script.split("cmd_up()")[1].split("cmd_down()")[0], "up writes the file"
+    assert '"$ENV_FILE"' in script.split("cmd_down()")[1], "down removes it"
+
+
 def test_down_of_a_stack_that_is_not_up_stops_nothing(tmp_path: Path) -> None:
     """No manifest and no record of started servers: `down` must not touch the shared local servers."""
     result = run("stack.sh", "down", STACK_DIR=str(tmp_path / "stack"))
