@@ -7,7 +7,6 @@ redrive (one job, one guarded transition), so a job that left the DLQ meanwhile 
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import timedelta
 from typing import cast
@@ -17,11 +16,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from services.api.body import read_json
+from services.api.errors import ApiError, SafeJSONResponse
 from services.api.tenancy import TenantGuard, current_principal
 from shared.handlers import registry
+from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Status, format_time, utc_now
 from shared.store.base import JobNotFound, JobStore, TransitionRefused
@@ -80,7 +82,7 @@ def _kind(raw: str | None) -> bool | None:
     if raw is None or raw == "":
         return None
     if raw not in KINDS:
-        raise HTTPException(400, f"unknown kind {raw!r}; one of {', '.join(KINDS)}")
+        raise HTTPException(400, f"unknown kind {shorten(raw)!r}; one of {', '.join(KINDS)}")
     return raw == KIND_TEMPLATE
 
 
@@ -107,7 +109,7 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
         for by_status in counts.byType.values():
             for status, count in by_status.items():
                 totals[status] = totals.get(status, 0) + count
-        return JSONResponse(
+        return SafeJSONResponse(
             {
                 "at": format_time(now),
                 "tenantId": tenant,
@@ -129,24 +131,28 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
         for group in groups:
             jobs = await run_in_threadpool(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
             out.append({**vars(group), "jobs": [j.to_wire() for j in jobs]})
-        return JSONResponse(out)
+        return SafeJSONResponse(out)
 
     async def redrive(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > REDRIVE_BODY_MAX_BYTES:
-            raise HTTPException(413, f"request body is {len(body)} bytes; the limit is {REDRIVE_BODY_MAX_BYTES}")
+        expected = 'expected {"jobIds": [...]} or {"lastError": "..."}'
         try:
-            wanted = RedriveRequest.model_validate(json.loads(body))
-        except (ValueError, UnicodeDecodeError) as exc:  # ValidationError is a ValueError
-            detail = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
-            raise HTTPException(400, f'expected {{"jobIds": [...]}} or {{"lastError": "..."}}: {detail}') from None
+            data = await read_json(request, max_bytes=REDRIVE_BODY_MAX_BYTES)
+        except ApiError as exc:
+            message = f"{expected}: {exc.message}" if exc.status == 400 else exc.message
+            raise ApiError(exc.status, message, exc.headers) from None
+        try:
+            wanted = RedriveRequest.model_validate(data)
+        except ValidationError as exc:
+            detail = "; ".join(e["msg"] for e in exc.errors())
+            raise HTTPException(400, f"{expected}: {detail}") from None
         if (wanted.jobIds is None) == (wanted.lastError is None):
             raise HTTPException(400, "give jobIds or lastError, not both and not neither")
         more = False
         if wanted.jobIds is not None:
             bad = [i for i in wanted.jobIds if len(i) != 24 or any(c not in "0123456789abcdefABCDEF" for c in i)]
             if bad:
-                raise HTTPException(400, f"malformed job ids {bad[:5]}: expected 24 hex characters")
+                shown = ", ".join(repr(shorten(i, 32)) for i in bad[:5])
+                raise HTTPException(400, f"malformed job ids {shown}: expected 24 hex characters")
             (redriven, refused) = await run_in_threadpool(_redrive_each, store, wanted.jobIds)
         else:
             # A group of the key's tenant unless the body names one (that the authentication allowed).
@@ -156,13 +162,13 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
                 _redrive_group, store, browser, tenant, wanted.lastError or ""
             )
         log.info("dlq re-driven", extra={"action": "dlq_redriven", "jobs": len(redriven), "refused": len(refused)})
-        return JSONResponse({"redriven": redriven, "refused": refused, "more": more})
+        return SafeJSONResponse({"redriven": redriven, "refused": refused, "more": more})
 
     async def session(request: Request) -> Response:
         principal = current_principal.get()
         if principal is None:  # AUTH=off: every caller may read and change every tenant's jobs
-            return JSONResponse({"auth": "off", "role": Role.ADMIN.value, "tenantId": None})
-        return JSONResponse({"auth": "required", "role": principal.role.value, "tenantId": principal.tenant})
+            return SafeJSONResponse({"auth": "off", "role": Role.ADMIN.value, "tenantId": None})
+        return SafeJSONResponse({"auth": "required", "role": principal.role.value, "tenantId": principal.tenant})
 
     return [
         Route("/session", session, methods=["GET"]),
