@@ -22,6 +22,7 @@ from prometheus_client import generate_latest
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
+from services.api.listing import FIRST_PAGE_JOBS
 from services.api.request_metrics import KNOWN_METHODS
 from shared import metrics
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
@@ -414,3 +415,22 @@ def test_payload_size_is_counted_in_utf8_bytes_of_compact_json(api: TestClient) 
     too_big = api.post("/jobs", json=body(payload={"t": cjk + exact + "x"}))
     assert too_big.status_code == 413
     assert str(MAX_PAYLOAD_BYTES) in too_big.json()["error"]
+
+
+# --- 7. listings stream in pages, in both cursor directions ------------------------------------------------
+
+
+def test_a_long_listing_read_in_pages_is_the_listing_in_order(api: TestClient) -> None:
+    for _ in range(3 * FIRST_PAGE_JOBS + 5):
+        api.post("/jobs", json=body())
+    whole = listed(api)
+    assert len(whole) == 3 * FIRST_PAGE_JOBS + 5
+    assert [j["id"] for j in listed(api, limit=str(2 * FIRST_PAGE_JOBS + 3))] == [j["id"] for j in whole][
+        : 2 * FIRST_PAGE_JOBS + 3
+    ]
+    oldest = whole[-1]
+    cursor = f"{oldest['createdAt']}_{oldest['id']}"
+    newer = listed(api, after=cursor, limit=str(2 * FIRST_PAGE_JOBS + 3))  # read upwards in pages, sent reversed
+    assert [j["id"] for j in newer] == [j["id"] for j in whole][-1 - (2 * FIRST_PAGE_JOBS + 3) : -1]
+    older = listed(api, before=f"{whole[4]['createdAt']}_{whole[4]['id']}")
+    assert [j["id"] for j in older] == [j["id"] for j in whole][5:]
