@@ -7,7 +7,7 @@
 #   FERRETDB_PORT     listen port on 127.0.0.1 (default 27018)
 #   FERRETDB_BACKEND  sqlite | postgresql (default postgresql: faster claims, see FERRETDB.md)
 #   FERRETDB_GOGC     the Go garbage collector target of the FerretDB process (default 400, see cmd_start)
-#   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 25432: every
+#   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 15432: every
 #                     fixed port of the project lies below Linux's ephemeral range 32768-60999, where any
 #                     outgoing connection may hold a port for a moment)
 #
@@ -20,7 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FDB_PORT="${FERRETDB_PORT:-27018}"
 FDB_BACKEND="${FERRETDB_BACKEND:-postgresql}"
-PG_PORT="${POSTGRES_PORT:-25432}"
+PG_PORT="${POSTGRES_PORT:-15432}"
 MOD_DIR="$LOCAL_DIR/ferretdb"
 FDB_RUN="$JOBSCHED_RUN_DIR/ferretdb"
 VENV_PY="$REPO_ROOT/.venv/bin/python"
