@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared.durations import parse_duration
+from shared.nudge import parse_address
 
 
 class ConfigError(ValueError):
@@ -58,6 +59,9 @@ class Settings:
     auth_refresh: timedelta = timedelta(seconds=2)
     rate_limit: int = 200  # requests per second per API key (token bucket; 0: no limit)
     rate_limit_burst: int = 400
+    # Nudges (shared/nudge.py): where a scheduler listens for them, and where the API sends them; off when empty.
+    nudge_listen: tuple[str, int] | None = None
+    nudge_targets: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -97,6 +101,8 @@ class Settings:
             auth_refresh=reader.duration("AUTH_REFRESH", cls.auth_refresh),
             rate_limit=reader.integer("RATE_LIMIT", cls.rate_limit, minimum=0),
             rate_limit_burst=reader.integer("RATE_LIMIT_BURST", cls.rate_limit_burst, minimum=1),
+            nudge_listen=next(iter(reader.addresses("NUDGE_LISTEN")), None),
+            nudge_targets=reader.addresses("NUDGE_TARGETS"),
         )
         if settings.lease_ttl < timedelta(seconds=2):
             raise ConfigError("LEASE_TTL must be at least 2s")
@@ -122,6 +128,13 @@ class _Reader:
         if value < minimum:
             raise ConfigError(f"{name}={value} must be >= {minimum}")
         return value
+
+    def addresses(self, name: str) -> tuple[tuple[str, int], ...]:
+        raw = self._env.get(name, "").strip()
+        try:
+            return tuple(parse_address(part) for part in raw.split(",") if part.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
 
     def duration(self, name: str, default: timedelta, *, allow_zero: bool = False) -> timedelta:
         raw = self._env.get(name, "").strip()

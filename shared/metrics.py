@@ -37,6 +37,11 @@ SCHEDULER_DISPATCH_ERRORS = Counter(
     "scheduler_dispatch_errors_total", "Wake-ups not delivered to Kafka (job put back to pending)", ["job_type"]
 )
 SCHEDULER_CRON_SPAWNED = Counter("scheduler_cron_runs_spawned_total", "Runs spawned from recurring templates")
+SCHEDULER_SCHEDULE_ACTIONS = Counter(
+    "scheduler_schedule_actions_total",
+    "Fire times of templates by what became of them (spawned, buffered, skipped by overlap, missed by catch-up)",
+    ["action"],
+)
 SCHEDULER_INVALID_TEMPLATES = Counter(
     "scheduler_invalid_templates_total", "Templates dead-lettered because their schedule no longer parses"
 )

@@ -11,6 +11,7 @@ from shared.config import Settings
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.nudge import NudgeSender
 from shared.runtime import connect_store
 
 
@@ -26,7 +27,8 @@ def main() -> None:
     listener = bind(settings.api_host, settings.api_port, "jobsched api")
     serve_metrics(settings.metrics_host, settings.metrics_port)
     store = connect_store(settings)
-    app = create_app(store, auth, limits)
+    nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
+    app = create_app(store, auth, limits, on_due_job=nudge, due_within=settings.claim_lookahead)
     make_server(app, settings.api_host, settings.api_port, limits).run(sockets=[listener])
 
 

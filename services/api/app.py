@@ -8,8 +8,9 @@ threads, admitted by services/api/admission.py. Every request first meets servic
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -20,19 +21,20 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from services.api.admission import Admission
-from services.api.body import read_json
+from services.api.bodies import list_limit, path_job_id, read_json
 from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
-from services.api.errors import ApiError, SafeJSONResponse, error, exception_handlers
+from services.api.errors import SafeJSONResponse, error, exception_handlers
 from services.api.intake import new_job
 from services.api.limits import ApiLimits, RequestLimits
 from services.api.listing import Page, page_of, stream_jobs
 from services.api.operator import guarded_browser, operator_routes, page_query
 from services.api.request_metrics import RequestMetrics
+from services.api.schedules import schedule_routes
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES
 from shared.jsonsafe import shorten
-from shared.model import Status
+from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore
 from shared.store.browse import JobQuery, browser_for
 
@@ -41,24 +43,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobsched.api")
 
-LIST_LIMIT_DEFAULT = 100
-LIST_LIMIT_MAX = 5000
 
-
-def list_limit(raw: str | None) -> int:
-    """Default 100, cap 5000; anything but ASCII digits, or zero, falls back to the default (reference
-    contract): `+5`, `1_0` and other scripts' digits are not numbers here although Python's int() takes them."""
-    if raw is None or not (raw.isascii() and raw.isdigit()):
-        return LIST_LIMIT_DEFAULT
-    digits = raw.lstrip("0")
-    if not digits:
-        return LIST_LIMIT_DEFAULT
-    return LIST_LIMIT_MAX if len(digits) > len(str(LIST_LIMIT_MAX)) else min(int(digits), LIST_LIMIT_MAX)
-
-
-def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits | None = None) -> Starlette:
+def create_app(
+    store: JobStore,
+    auth: ApiAuth | None = None,
+    limits: ApiLimits | None = None,
+    on_due_job: Callable[[], None] | None = None,
+    due_within: timedelta = timedelta(0),
+) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
-    the store only through the tenant guard of the request's key."""
+    the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
+    after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
+    that it is claimed without waiting for the next tick."""
     limits = limits or ApiLimits()
     browser = browser_for(store)
     if auth is not None:
@@ -74,6 +70,8 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
             job = await admission.write(store.create, new)
         except DuplicateJob as exc:
             return error(409, f"a job with idempotencyKey {shorten(exc.idempotency_key)!r} already exists")
+        if on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + due_within:
+            on_due_job()
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
         return SafeJSONResponse(job.to_wire(), status_code=201)
 
@@ -158,7 +156,8 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
-        *operator_routes(store, browser),
+        *operator_routes(store, browser, admission),
+        *schedule_routes(store, gate, admission),
     ]
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])
@@ -170,12 +169,3 @@ def create_app(store: JobStore, auth: ApiAuth | None = None, limits: ApiLimits |
         lifespan=lifespan,
         middleware=[Middleware(RequestMetrics), Middleware(RequestLimits, limits=limits)],
     )
-
-
-def path_job_id(request: Request) -> str:
-    """The `{job_id}` of the path, lowercased as every store's lookup reads it; a malformed one is a 400 (the
-    reference: 24 hex characters)."""
-    job_id: str = request.path_params["job_id"]
-    if len(job_id) != 24 or any(c not in "0123456789abcdefABCDEF" for c in job_id):
-        raise ApiError(400, f"malformed job id {shorten(job_id)!r}: expected 24 hex characters")
-    return job_id.lower()

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
 from shared import jsonsafe
+from shared.schedules.engine import ScheduleRefused
 from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, TransitionRefused
 
 log = logging.getLogger("jobsched.api")
@@ -56,6 +57,7 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
         JobNotFound: _status_error(404),
         JobRefused: _status_error(400),
         TransitionRefused: _status_error(409),
+        ScheduleRefused: _status_error(409),
         StoreUnavailable: _store_unavailable,
         Exception: _unexpected,
     }

@@ -11,9 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.api.body import read_json
+from services.api.bodies import describe, read_json
 from services.api.errors import SafeJSONResponse, error
-from services.api.intake import describe
 from services.api.tenancy import current_principal
 from shared import jsonsafe
 from shared.keys.base import KeyStore, Role

@@ -9,6 +9,9 @@
   so the rest is never read.
 - A body must arrive within `body_timeout_s` of the request's headers (408), so a client that sends slowly
   cannot hold a connection and its buffer. Headers have their own deadline in the HTTP server (server.py).
+- A request target (path or query) holding a NUL character (`%00`) is a 400: no text that can be stored holds
+  one (bodies refuse it too), so such an id or filter can match nothing, and a store on PostgreSQL (the
+  stand-in) fails the query instead of finding nothing.
 - A request that carries a body, or a POST/PUT/PATCH/DELETE that declares a Content-Type, must declare JSON
   (415): browsers send other sites' forms and `text/plain` bodies without asking (no CORS preflight), JSON
   only after a preflight this API never grants.
@@ -24,7 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api import admission
-from services.api.body import is_json_media_type, unsupported_media_type
+from services.api.bodies import is_json_media_type, unsupported_media_type
 from services.api.errors import CLOSE, ApiError, error, overloaded
 from shared.config import Settings
 
@@ -87,6 +90,8 @@ class RequestLimits:
         header_bytes = sum(len(name) + len(value) for name, value in scope["headers"])
         if header_bytes > self._limits.max_header_bytes:
             return error(431, f"request headers are {header_bytes} bytes; the limit is {self._limits.max_header_bytes}")
+        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+            return error(400, "the request target holds a NUL character (%00), which no stored text can")
         headers = Headers(scope=scope)
         length = headers.get("content-length", "")
         declared = int(length) if length.isascii() and length.isdigit() else None  # the server checked its form

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.api.body import read_json
+from services.api.admission import Admission
+from services.api.bodies import describe, read_json
 from services.api.errors import ApiError, SafeJSONResponse
 from services.api.tenancy import TenantGuard, current_principal
 from shared.handlers import registry
@@ -42,6 +41,7 @@ REDRIVE_BATCH = 500
 REDRIVE_MAX_PER_CALL = 5000
 REDRIVE_IDS_MAX = 1000
 REDRIVE_BODY_MAX_BYTES = 64 * 1024
+LAST_ERROR_MAX = 4096
 
 KINDS = (KIND_TEMPLATE, KIND_RUN)
 Redriven = tuple[list[str], list[dict[str, str]]]
@@ -53,7 +53,8 @@ class RedriveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     jobIds: list[str] | None = Field(default=None, min_length=1, max_length=REDRIVE_IDS_MAX)
-    lastError: str | None = None
+    # Longer than any stored error (an attempt's is cut to 2,000 characters plus the exception's name).
+    lastError: str | None = Field(default=None, max_length=LAST_ERROR_MAX)
     tenantId: str | None = Field(default=None, min_length=1, max_length=256)
 
 
@@ -63,7 +64,7 @@ def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQue
     each `<createdAt>_<id>` of the job at the page's edge."""
     before, after = params.get("before"), params.get("after")
     if before is not None and after is not None:
-        raise HTTPException(400, "give before or after, not both")
+        raise ApiError(400, "give before or after, not both")
     try:
         return JobQuery(
             status=status,
@@ -75,14 +76,14 @@ def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQue
             after=PageCursor.parse(after) if after is not None else None,
         )
     except CursorError as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise ApiError(400, str(exc)) from None
 
 
 def _kind(raw: str | None) -> bool | None:
     if raw is None or raw == "":
         return None
     if raw not in KINDS:
-        raise HTTPException(400, f"unknown kind {shorten(raw)!r}; one of {', '.join(KINDS)}")
+        raise ApiError(400, f"unknown kind {shorten(raw)!r}; one of {', '.join(KINDS)}")
     return raw == KIND_TEMPLATE
 
 
@@ -99,12 +100,12 @@ def _visible_tenants() -> str | None:
     return None if principal is None or principal.role is Role.ADMIN else principal.tenant
 
 
-def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
+def operator_routes(store: JobStore, browser: JobBrowser, admission: Admission) -> list[Route]:
     async def overview(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
         now = utc_now()
-        counts = await run_in_threadpool(browser.counts, tenant, now - RECENT_WINDOW)
-        tenants = await run_in_threadpool(browser.tenants, _visible_tenants(), TENANTS_SHOWN)
+        counts = await admission.read(browser.counts, tenant, now - RECENT_WINDOW)
+        tenants = await admission.read(browser.tenants, _visible_tenants(), TENANTS_SHOWN)
         totals: dict[str, int] = {}
         for by_status in counts.byType.values():
             for status, count in by_status.items():
@@ -126,11 +127,11 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
 
     async def dlq(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
-        groups = await run_in_threadpool(browser.dlq_groups, tenant, DLQ_GROUPS_SHOWN)
+        groups = await admission.read(browser.dlq_groups, tenant, DLQ_GROUPS_SHOWN)
         out = []
         for group in groups:
-            jobs = await run_in_threadpool(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
-            out.append({**vars(group), "jobs": [j.to_wire() for j in jobs]})
+            jobs = await admission.read(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
+            out.append({**vars(group), "jobs": [_without_payload(j.to_wire()) for j in jobs]})
         return SafeJSONResponse(out)
 
     async def redrive(request: Request) -> Response:
@@ -143,22 +144,21 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
         try:
             wanted = RedriveRequest.model_validate(data)
         except ValidationError as exc:
-            detail = "; ".join(e["msg"] for e in exc.errors())
-            raise HTTPException(400, f"{expected}: {detail}") from None
+            raise ApiError(400, f"{expected}: {describe(exc)}") from None
         if (wanted.jobIds is None) == (wanted.lastError is None):
-            raise HTTPException(400, "give jobIds or lastError, not both and not neither")
+            raise ApiError(400, "give jobIds or lastError, not both and not neither")
         more = False
         if wanted.jobIds is not None:
             bad = [i for i in wanted.jobIds if len(i) != 24 or any(c not in "0123456789abcdefABCDEF" for c in i)]
             if bad:
                 shown = ", ".join(repr(shorten(i, 32)) for i in bad[:5])
-                raise HTTPException(400, f"malformed job ids {shown}: expected 24 hex characters")
-            (redriven, refused) = await run_in_threadpool(_redrive_each, store, wanted.jobIds)
+                raise ApiError(400, f"malformed job ids {shown}: expected 24 hex characters")
+            (redriven, refused) = await admission.write(_redrive_each, store, [i.lower() for i in wanted.jobIds])
         else:
             # A group of the key's tenant unless the body names one (that the authentication allowed).
             principal = current_principal.get()
             tenant = wanted.tenantId or (principal.tenant if principal is not None else None)
-            (redriven, refused), more = await run_in_threadpool(
+            (redriven, refused), more = await admission.read(
                 _redrive_group, store, browser, tenant, wanted.lastError or ""
             )
         log.info("dlq re-driven", extra={"action": "dlq_redriven", "jobs": len(redriven), "refused": len(refused)})
@@ -176,6 +176,13 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
         Route("/dlq", dlq, methods=["GET"]),
         Route("/dlq/redrive", redrive, methods=["POST"]),
     ]
+
+
+def _without_payload(job: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter as the DLQ lists it: up to 2,000 of them, each payload up to 256 KiB, would make one answer
+    of hundreds of megabytes; the job's own page has its payload."""
+    job.pop("payload", None)
+    return job
 
 
 def _redrive_each(store: JobStore, job_ids: list[str]) -> Redriven:

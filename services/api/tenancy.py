@@ -2,9 +2,10 @@
 
 The API's routes never see the real job store: create_app hands them a TenantGuard, which reads the request's
 principal (set by the authentication wrapper, auth.py) and applies one rule per kind of argument, whatever the
-method is called. An argument named `job_id` must name a job of the principal's tenant, or the call raises
-JobNotFound (the 404 of an unknown id: another tenant's job is indistinguishable from none); `tenant_id`, and
-the tenant of a NewJob argument `new`, must be the principal's, or the call is 403. A store method with none of
+method is called. An argument named `job_id` (or `template_id`) must name a job of the principal's tenant, and a
+Job passed as `job` or `template` must be one, or the call raises JobNotFound (the 404 of an unknown id: another
+tenant's job is indistinguishable from none); `tenant_id`, and the tenant of a NewJob argument `new`, must be
+the principal's, or the call is 403. A store method with none of
 these arguments is refused unless it is one of the tenant-free ones (schema, ping, close), so a route added
 later that calls a new store method is scoped by its arguments' names, or fails loudly, never leaks. An admin
 key's principal may use every tenant.
@@ -126,6 +127,13 @@ def _check_job_id(guard: TenantGuard, principal: Principal, job_id: str) -> None
         raise JobNotFound(job_id)
 
 
+def _check_job(guard: TenantGuard, principal: Principal, job: Job) -> None:
+    """A job the route read through the guard already: scoped again all the same, by its tenant."""
+    if not principal.may_use(job.tenantId):
+        audit_denied("other_tenant", 404, principal, jobId=job.id)
+        raise JobNotFound(job.id)
+
+
 def _check_tenant_id(guard: TenantGuard, principal: Principal, tenant: str) -> None:
     check_tenant(principal, tenant)
 
@@ -136,6 +144,11 @@ def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob) -> Non
 
 _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "job_id": _check_job_id,
+    "template_id": _check_job_id,
+    "job": _check_job,
+    "template": _check_job,
     "tenant_id": _check_tenant_id,
     "new": _check_new_job,
 }
+SCOPING_ARGUMENTS: Final = frozenset(_CHECKS)
+"""The argument names that scope a store method to the request's tenant (see the module docstring)."""

@@ -132,7 +132,8 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
         "jobsched dev ready",
         extra={"action": "dev_ready", "api": f"http://{settings.api_host}:{settings.api_port}", "db": str(path)},
     )
-    server = make_server(create_app(store, auth, limits), settings.api_host, settings.api_port, limits)
+    app = create_app(store, auth, limits, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead)
+    server = make_server(app, settings.api_host, settings.api_port, limits)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # uvicorn takes these over while serving and, once stopped, re-raises the signal to the handler that

@@ -41,15 +41,17 @@ from shared.store.base import (
     JobNotFound,
     JobRefused,
     NewJob,
+    RunSpec,
     StartHint,
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    request_cancel_in_steps,
 )
 from shared.store.claim_lanes import BacklogCache, ClaimDocs, ClaimerMemory, new_lane, plan_claim
 from shared.store.due_slots import LOOKBACK_SLOTS, due_slot, slot_of
 from shared.store.group_commit import GroupCommit
-from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
+from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
 from shared.store.transitions import attempt_record_id as attempt_record_id
@@ -188,6 +190,7 @@ class MongoJobStore:
             [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("status", ASCENDING)],
             name="tenant_listing",
         )
+        self._jobs.create_index([("templateId", ASCENDING), ("plannedAt", DESCENDING)], name="template_runs")
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
         self._leases.create_index("leaseExpiresAt", name="lease_expiry")
         for collection, keys, options in OPERATOR_INDEXES:
@@ -330,18 +333,17 @@ class MongoJobStore:
             )
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        query = {"status": Status.PENDING.value, "kind": KIND_TEMPLATE, "scheduledAt": {"$lte": now}}
+        query = {
+            "status": Status.PENDING.value,
+            "kind": KIND_TEMPLATE,
+            "scheduledAt": {"$lte": now},
+            "paused": {"$ne": True},
+        }
         with _translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        doc = pending_document(transitions.template_run(template, planned, utc_now()))
-        with _translate_errors():
-            try:
-                self._jobs.insert_one(doc)
-            except DuplicateKeyError:
-                return False
-        return True
+        return self.add_run(template, RunSpec(planned))[1]
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         with _translate_errors():
@@ -358,6 +360,70 @@ class MongoJobStore:
                 _update(transitions.template_dead_lettered(reason, utc_now())),
             )
         return result.modified_count == 1
+
+    # --- schedules --------------------------------------------------------------------------------------
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        fields = transitions.template_run(template, run, utc_now())
+        doc = pending_document(fields) if run.status is Status.PENDING else dict(fields)
+        with _translate_errors():
+            try:
+                result = self._jobs.insert_one(doc)
+            except DuplicateKeyError:
+                # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
+                existing = self.job_by_key(fields["tenantId"], fields["idempotencyKey"])
+                if existing is None:  # removed since: nothing of ours to return
+                    raise StoreUnavailable("the run's key was taken and then vanished; retry") from None
+                return existing, False
+        doc["_id"] = result.inserted_id
+        return job_from_document(doc), True
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with _translate_errors():
+            doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
+        return job_from_document(doc) if doc else None
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        query: Document = {"templateId": template_id}
+        if statuses is not None:
+            query["status"] = {"$in": sorted(s.value for s in statuses)}
+        order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
+        with _translate_errors():
+            return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        query = {"kind": KIND_BUFFERED, "status": Status.BUFFERED.value}
+        order = [("plannedAt", ASCENDING), ("_id", ASCENDING)]
+        with _translate_errors():
+            return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        with _translate_errors():
+            result = self._jobs.update_one(
+                {"_id": ObjectId(run.id), "status": Status.BUFFERED.value}, _update(transitions.promoted(now))
+            )
+        return result.modified_count == 1
+
+    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+        with _translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},
+                _update(fields),
+                return_document=ReturnDocument.AFTER,
+            )
+        return job_from_document(doc) if doc is not None else None
+
+    def request_cancel(self, job_id: str) -> Job:
+        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
+
+    def _mark_cancel_requested(self, job: Job) -> Job | None:
+        with _translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                _update(transitions.cancel_requested(utc_now())),
+                return_document=ReturnDocument.AFTER,
+            )
+        return job_from_document(doc) if doc is not None else None
 
     # --- executor ---------------------------------------------------------------------------------------
 

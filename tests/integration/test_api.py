@@ -216,7 +216,7 @@ def test_list_is_newest_first_filtered_and_limited(api: TestClient) -> None:
 
 
 def test_list_limit_caps_at_5000() -> None:
-    from services.api.app import list_limit
+    from services.api.bodies import list_limit
 
     assert list_limit("5001") == 5000
     assert list_limit("99999999999") == 5000
@@ -336,6 +336,13 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",
+        "/jobs/{id}/pause",
+        "/jobs/{id}/resume",
+        "/jobs/{id}/trigger",
+        "/jobs/{id}/backfill",
+        "/jobs/{id}/runs",
+        "/jobs/{id}/upcoming",
+        "/schedules/preview",
         "/healthz",
         "/readyz",
         *key_paths,
@@ -345,7 +352,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/dlq/redrive",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
-    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete"}
+    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}
     request_schema = doc["components"]["schemas"]["JobRequest"]
     assert {"idempotencyKey", "tenantId", "jobType"} <= set(request_schema["required"])
     assert "cron" in request_schema["properties"]

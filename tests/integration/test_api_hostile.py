@@ -7,7 +7,7 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -205,16 +205,18 @@ def test_validation_and_large_bodies_wait_for_a_worker_thread_not_the_event_loop
     async def scenario() -> None:
         transport = httpx.ASGITransport(app=create_app(api_store))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
-            for bad in (
-                body(jobType="no-such-type", payload={"filler": "x" * 100_000}),  # a large body
-                body(scheduledAt=None, cron="0 0 30 2 *"),  # a schedule search that finds nothing
-            ):
+            requests: list[Callable[[], Coroutine[Any, Any, httpx.Response]]] = [
+                lambda: client.post("/jobs", json=body(jobType="no-such-type", payload={"filler": "x" * 100_000})),
+                lambda: client.post("/jobs", json=body(scheduledAt=None, cron="0 0 30 2 *")),  # finds no time
+                lambda: client.get("/schedules/preview", params={"cron": "0 0 30 2 *"}),  # the same search
+            ]
+            for bad in requests:
                 async with every_worker_thread_taken() as limiter:
-                    create = asyncio.create_task(client.post("/jobs", json=bad))
+                    request = asyncio.create_task(bad())
                     await until(lambda: limiter.statistics().tasks_waiting > 0)
                     assert (await client.get("/healthz")).status_code == 200
-                    assert not create.done()
-                assert (await create).status_code == 400
+                    assert not request.done()
+                assert (await request).status_code == 400
 
     asyncio.run(scenario())
 
@@ -371,7 +373,7 @@ def test_executions_are_found_by_an_uppercase_id_as_the_job_is(api: TestClient, 
     ("method", "path", "allow"),
     [
         ("PUT", "/jobs", "GET, HEAD, POST"),
-        ("PATCH", f"/jobs/{'a' * 24}", "DELETE, GET, HEAD"),
+        ("PUT", f"/jobs/{'a' * 24}", "DELETE, GET, HEAD, PATCH"),
         ("GET", f"/jobs/{'a' * 24}/retry", "POST"),
         ("BREW", "/healthz", "GET, HEAD"),
     ],
@@ -434,3 +436,198 @@ def test_a_long_listing_read_in_pages_is_the_listing_in_order(api: TestClient) -
     assert [j["id"] for j in newer] == [j["id"] for j in whole][-1 - (2 * FIRST_PAGE_JOBS + 3) : -1]
     older = listed(api, before=f"{whole[4]['createdAt']}_{whole[4]['id']}")
     assert [j["id"] for j in older] == [j["id"] for j in whole][5:]
+
+
+# --- the schedule and operator endpoints meet the same rules ------------------------------------------------
+
+
+def template(api: TestClient, **fields: Any) -> dict[str, Any]:
+    response = api.post("/jobs", json=body(scheduledAt=None, cron="0 0 * * *", payload={"keep": 1}, **fields))
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+# What the strict reader refuses wherever it sits in a body: each placed as the value of a text field and
+# inside an object (a payload).
+REFUSED_VALUES = ["1e999", "NaN", "-Infinity", '"\\udfff"', '"a\\u0000b"', "18446744073709551616", "1" + "0" * 5000]
+BODY_ROUTES = [  # (method, path under the template, the body with VALUE where a hostile value goes)
+    ("POST", "/pause", '{"note": VALUE}'),
+    ("POST", "/pause", '{"note": "n", "note": "duplicate"}'),
+    ("POST", "/trigger", '{"payload": {"v": VALUE}}'),
+    ("POST", "/trigger", '{"idempotencyKey": VALUE}'),
+    ("POST", "/backfill", '{"from": VALUE, "to": "2030-01-02T00:00:00Z"}'),
+    ("PATCH", "", '{"payload": {"v": VALUE}}'),
+    ("PATCH", "", '{"cron": "0 1 * * *", "timezone": VALUE}'),
+    ("PATCH", "", '{"jitter": VALUE}'),
+    ("PATCH", "", '{"payload": DEEP}'),
+]
+
+
+@pytest.mark.parametrize(("method", "suffix", "template_text"), BODY_ROUTES)
+def test_schedule_bodies_are_read_strictly_and_change_nothing_when_refused(
+    api: TestClient, method: str, suffix: str, template_text: str
+) -> None:
+    tpl = template(api)
+    path = f"/jobs/{tpl['id']}{suffix}"
+    texts = [template_text.replace("VALUE", v).replace("DEEP", json.dumps(deep(500))) for v in REFUSED_VALUES]
+    for text in dict.fromkeys(texts):
+        response = api.request(method, path, content=text.encode("utf-8", "surrogatepass"), headers=JSON)
+        assert response.status_code == 400, (text[:80], response.text)
+        message = response.json()["error"]
+        assert len(message) < 300, message
+        assert not any(word in message for word in INTERNALS), message
+    assert api.get(f"/jobs/{tpl['id']}").json() == tpl
+    assert api.get(f"/jobs/{tpl['id']}/runs").json() == []
+
+
+def test_schedule_and_operator_bodies_must_be_declared_json(api: TestClient) -> None:
+    tpl = template(api)
+    once = api.post("/jobs", json=body()).json()
+    for method, path, text in (
+        ("POST", f"/jobs/{tpl['id']}/pause", '{"note": "n"}'),
+        ("POST", f"/jobs/{tpl['id']}/trigger", "{}"),
+        ("POST", f"/jobs/{tpl['id']}/backfill", '{"from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"}'),
+        ("PATCH", f"/jobs/{tpl['id']}", '{"priority": 5}'),
+        ("PATCH", f"/jobs/{once['id']}", '{"priority": 5}'),
+        ("POST", "/dlq/redrive", f'{{"jobIds": ["{once["id"]}"]}}'),
+    ):
+        for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+            response = api.request(method, path, content=text.encode(), headers={"content-type": content_type})
+            assert response.status_code == 415, (path, response.text)
+    assert api.get(f"/jobs/{tpl['id']}").json() == tpl
+    assert api.get(f"/jobs/{once['id']}").json() == once
+    # Without a body, a route whose body is optional needs no Content-Type; one that needs a body says so.
+    assert api.post(f"/jobs/{tpl['id']}/pause").status_code == 200
+    needs_body = api.patch(f"/jobs/{tpl['id']}")
+    assert needs_body.status_code == 400
+    assert "JSON body" in needs_body.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"lastError": "a\\u0000b"}',
+        '{"lastError": "\\udfff"}',
+        '{"jobIds": ["aaaaaaaaaaaaaaaaaaaaaaaa"], "jobIds": []}',
+        '{"lastError": 1e999}',
+        json.dumps({"lastError": deep(500)}),
+    ],
+)
+def test_redrive_bodies_are_read_strictly(api: TestClient, text: str) -> None:
+    response = api.post("/dlq/redrive", content=text.encode("utf-8", "surrogatepass"), headers=JSON)
+    assert response.status_code == 400, response.text
+    assert len(response.json()["error"]) < 300
+
+
+@pytest.mark.parametrize(
+    ("field", "limit", "valid"),
+    [
+        ("cron", MAX_CRON_LENGTH, "0 0 * * *"),
+        ("interval", MAX_INTERVAL_LENGTH, "30s"),
+        ("timezone", MAX_TIMEZONE_LENGTH, "UTC"),
+        ("jitter", MAX_INTERVAL_LENGTH, "30s"),
+        ("catchupWindow", MAX_INTERVAL_LENGTH, "1h"),
+    ],
+)
+def test_schedule_texts_have_their_maximum_length_on_patch_and_preview(
+    api: TestClient, field: str, limit: int, valid: str
+) -> None:
+    tpl = template(api)
+    for too_long in (valid.ljust(limit + 1), "1," * 255_000 + "1 * * * *"):
+        patched = api.patch(f"/jobs/{tpl['id']}", json={field: too_long})
+        assert patched.status_code == 400, patched.text
+        assert str(limit) in patched.json()["error"]
+        assert len(patched.json()["error"]) < 300
+        if field in ("cron", "interval", "timezone"):
+            too_long = too_long[:20_000]  # as long as a URL this client sends may be
+            query = {"cron": "0 0 * * *", field: too_long} if field == "timezone" else {field: too_long}
+            preview = api.get("/schedules/preview", params=query)
+            assert preview.status_code == 400, preview.text
+            assert str(limit) in preview.json()["error"]
+            assert len(preview.json()["error"]) < 300
+    assert api.get(f"/jobs/{tpl['id']}").json() == tpl
+    assert api.patch(f"/jobs/{tpl['id']}", json={field: valid}).status_code == 200
+
+
+def test_a_nul_in_a_path_or_query_is_a_400_on_every_route(api: TestClient) -> None:
+    """No stored text holds a NUL (bodies refuse it), so no filter or id with one can match; the stand-in's
+    PostgreSQL fails a query holding one, which used to be a 500 for the listings and the operator's reads."""
+    tpl = template(api)
+    nul = "a\x00b"
+    for path, params in (
+        ("/jobs", {"tenantId": nul}),
+        ("/jobs", {"tenantId": "tenant-a", "jobType": nul}),
+        ("/jobs", {"tenantId": "tenant-a", "templateId": nul}),
+        ("/overview", {"tenantId": nul}),
+        ("/dlq", {"tenantId": nul}),
+        ("/schedules/preview", {"cron": "0 0 * * *", "timezone": nul}),
+        (f"/jobs/{tpl['id']}/runs", {"limit": nul}),
+        (f"/jobs/{tpl['id']}/upcoming", {"count": nul}),
+        (f"/jobs/{tpl['id'][:12]}%00{tpl['id'][13:]}", {}),
+    ):
+        response = api.get(path, params=params)
+        assert response.status_code == 400, (path, params, response.text)
+        assert "NUL" in response.json()["error"]
+    assert listed(api)[0]["id"] == tpl["id"]
+
+
+def test_schedule_and_operator_errors_echo_at_most_a_short_piece_and_no_internals(api: TestClient) -> None:
+    long = "z" * 10_000
+    tpl = template(api)
+    base = f"/jobs/{tpl['id']}"
+    responses = [
+        api.post(f"/jobs/{long}/pause"),
+        api.patch(f"/jobs/{long}", json={"priority": 1}),
+        api.patch(base, json={long: 1}),
+        api.patch(base, json={"cron": long[:200]}),
+        api.patch(base, json={"startAt": long}),
+        api.post(f"{base}/trigger", json={"idempotencyKey": long}),
+        api.post(f"{base}/trigger", json={"overlap": long}),
+        api.post(f"{base}/backfill", json={"from": long, "to": long}),
+        api.post(f"{base}/pause", json={"note": long}),
+        api.get(f"{base}/upcoming", params={"count": long}),
+        api.get("/schedules/preview", params={"cron": long[:200]}),
+        api.get("/schedules/preview", params={"interval": "1h", "timezone": long[:60]}),
+        api.post("/dlq/redrive", json={"jobIds": [long]}),
+        api.post("/dlq/redrive", json={"lastError": long}),
+        api.post("/dlq/redrive", json={long: 1}),
+        api.get("/jobs", params={"tenantId": "tenant-a", "kind": long}),
+        api.get("/jobs", params={"tenantId": "tenant-a", "before": long}),
+    ]
+    for response in responses:
+        assert 400 <= response.status_code < 500, response.text[:300]
+        message = response.json()["error"]
+        assert "z" * 65 not in message, message  # each echo shortened to 64 characters
+        assert len(message) < 1000, message
+        assert not any(word in message.replace("lastError", "") for word in INTERNALS), message
+
+
+def test_schedule_routes_read_ids_case_insensitively(api: TestClient) -> None:
+    tpl = template(api)
+    upper = tpl["id"].upper()
+    assert api.post(f"/jobs/{upper}/pause").json()["paused"] is True
+    assert api.post(f"/jobs/{upper}/resume").json()["paused"] is False
+    run = api.post(f"/jobs/{upper}/trigger", json={})
+    assert run.status_code == 201, run.text
+    assert [r["id"] for r in api.get(f"/jobs/{upper}/runs").json()] == [run.json()["id"]]
+    assert api.patch(f"/jobs/{upper}", json={"priority": 3}).json()["priority"] == 3
+    once = api.post("/jobs", json=body(scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1)).json()
+    redriven = api.post("/dlq/redrive", json={"jobIds": [once["id"].upper()]})
+    assert redriven.status_code == 200
+    assert redriven.json()["refused"][0]["id"] == once["id"]  # found (not in the DLQ), not "no such job"
+    assert "not found" not in redriven.json()["refused"][0]["error"]
+
+
+def test_stored_values_json_cannot_carry_never_break_the_schedule_routes(api: TestClient, api_store: JobStore) -> None:
+    tpl = template(api)
+    rendering = poison(api_store, tpl["id"])
+    assert api.get(f"/jobs/{tpl['id']}").json()["payload"] == rendering
+    run = api.post(f"/jobs/{tpl['id']}/trigger", json={})  # the run copies the stored payload
+    assert run.status_code == 201, run.text
+    assert run.json()["payload"] == rendering
+    assert api.get(f"/jobs/{tpl['id']}/runs").status_code == 200
+    assert api.post(f"/jobs/{tpl['id']}/pause", json={"note": "poisoned"}).status_code == 200
+    assert api.patch(f"/jobs/{tpl['id']}", json={"priority": 2}).json()["payload"] == rendering
+    assert api.get("/overview").status_code == 200
+    assert api.get("/dlq").status_code == 200

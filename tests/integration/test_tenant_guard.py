@@ -15,15 +15,20 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from services.api.auth import api_auth
-from services.api.tenancy import TENANT_FREE, Principal, TenantForbidden, TenantGuard, current_principal
+from services.api.tenancy import (
+    SCOPING_ARGUMENTS,
+    TENANT_FREE,
+    Principal,
+    TenantForbidden,
+    TenantGuard,
+    current_principal,
+)
 from shared.config import Settings
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key
 from shared.model import Status
 from shared.store.base import JobNotFound, JobStore, NewJob
 from tests.integration.test_api_auth import job_from
-
-SCOPING_ARGUMENTS = {"job_id", "tenant_id", "new"}
 
 
 @pytest.fixture
