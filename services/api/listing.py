@@ -9,6 +9,8 @@ A listing `after` a cursor (the page just newer than it, listed newest first) is
 so its pages come oldest first: they are rendered into a spool file (memory up to SPOOL_MEMORY_BYTES, the rest
 on disk) and sent back in reverse. Store failures then all happen before the status line. Otherwise a failure
 after the first page closes the connection mid-array: the client sees a truncated body, not a 503.
+
+A template's runs stream the same way, each page read after the previous page's last run (stream_runs).
 """
 
 from __future__ import annotations
@@ -45,41 +47,53 @@ def page_of(jobs: list[Job]) -> Page:
 
 
 ReadPage = Callable[[JobQuery], Awaitable[Page]]
+# A page of at most `size` jobs that continues after `edge` (the previous page's last job read; None: the first).
+ReadAfter = Callable[[int, Job | None], Awaitable[Page]]
 
 
 async def stream_jobs(read_page: ReadPage, query: JobQuery) -> Response:
-    pages = _Pages(read_page, query)
-    if query.after is not None:
+    upwards = query.after is not None
+
+    async def read_after(size: int, edge: Job | None) -> Page:
+        page = replace(query, limit=size)
+        if edge is not None:
+            cursor = PageCursor.of(edge)
+            page = replace(page, after=cursor) if upwards else replace(page, before=cursor)
+        return await read_page(page)
+
+    pages = _Pages(read_after, query.limit, upwards=upwards)
+    if upwards:
         return await _reversed(pages)
-    first = await pages.next()
-    return StreamingResponse(_array(first, pages), media_type="application/json")
+    return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
+
+
+async def stream_runs(read_after: ReadAfter, limit: int) -> Response:
+    """A template's runs in the store's order, each page read after the previous page's last run."""
+    pages = _Pages(read_after, limit, upwards=False)
+    return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
 
 
 class _Pages:
-    """The listing's pages in the order the cursor walks: down from `before` (or the newest job), or up from
-    `after`."""
+    """The listing's pages in the order they are read: down from the first (each page's oldest job is the next
+    one's edge), or, `upwards`, up from a cursor (each page's newest job is the edge)."""
 
-    def __init__(self, read_page: ReadPage, query: JobQuery) -> None:
-        self._read_page = read_page
-        self._query = query
-        self._remaining = query.limit
+    def __init__(self, read_after: ReadAfter, limit: int, *, upwards: bool) -> None:
+        self._read_after = read_after
+        self._upwards = upwards
+        self._edge: Job | None = None
+        self._remaining = limit
         self._size = FIRST_PAGE_JOBS
 
     async def next(self) -> list[bytes] | None:
         if self._remaining <= 0:
             return None
         size = min(self._size, self._remaining)
-        page = await self._read_page(replace(self._query, limit=size))
+        page = await self._read_after(size, self._edge)
         if not page.rendered:
             return None
         count = len(page.rendered)
         self._remaining = self._remaining - count if count == size else 0  # a short page is the last one
-        if self._query.after is not None:
-            assert page.newest is not None
-            self._query = replace(self._query, after=PageCursor.of(page.newest))
-        else:
-            assert page.oldest is not None
-            self._query = replace(self._query, before=PageCursor.of(page.oldest))
+        self._edge = page.newest if self._upwards else page.oldest
         self._size = max(1, min(MAX_PAGE_JOBS, size * PAGE_BYTES // max(sum(map(len, page.rendered)), 1)))
         return page.rendered
 

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from services.api.admission import Admission
 from services.api.bodies import checked, json_object, list_limit, path_job_id
 from services.api.errors import ApiError, SafeJSONResponse
+from services.api.listing import Page, page_of, stream_runs
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import MAX_TIMEOUT_S, JobPayload, OverlapName, Rfc3339, SchedulePolicy
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH, ScheduleError
@@ -194,8 +195,14 @@ def schedule_routes(store: JobStore, gate: SchemaGate, admission: Admission) -> 
     async def runs(request: Request) -> Response:
         template = await load(request)
         limit = list_limit(request.query_params.get("limit"))
-        found = await admission.read(store.template_runs, template.id, None, limit)
-        return SafeJSONResponse([j.to_wire() for j in found])
+
+        def read_page(size: int, edge: Job | None) -> Page:
+            return page_of(store.template_runs(template.id, None, size, edge))
+
+        async def next_page(size: int, edge: Job | None) -> Page:
+            return await admission.read(read_page, size, edge)
+
+        return await stream_runs(next_page, limit)
 
     async def upcoming(request: Request) -> Response:
         count = preview_count(request)

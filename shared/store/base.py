@@ -186,8 +186,12 @@ class JobStore(Protocol):
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         """The tenant's job with this idempotencyKey, or None."""
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
-        """The template's runs, optionally only these statuses, newest plannedAt first, at most `limit`."""
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
+        """The template's runs, optionally only these statuses, newest plannedAt first (then scheduledAt, then
+        id; runs without plannedAt last), at most `limit`; with `after_run`, those listed after that one (a
+        page after the previous page's last run)."""
 
     def buffered_runs(self, limit: int) -> list[Job]:
         """Buffered runs of every template, oldest plannedAt first."""

@@ -383,10 +383,14 @@ class MongoJobStore:
             doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
         return job_from_document(doc) if doc else None
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
         query: Document = {"templateId": template_id}
         if statuses is not None:
             query["status"] = {"$in": sorted(s.value for s in statuses)}
+        if after_run is not None:
+            query.update(_runs_after(after_run))
         order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
         with _translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
@@ -830,6 +834,24 @@ def _bson_time(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.replace(microsecond=value.microsecond // 1000 * 1000)
     return value
+
+
+def _runs_after(run: Job) -> Document:
+    """The filter for the runs listed after `run` in template_runs' order (MongoDB sorts a missing plannedAt
+    lowest, so runs without one come last)."""
+    same_planned: list[Document] = [
+        {"scheduledAt": {"$lt": run.scheduledAt}},
+        {"scheduledAt": run.scheduledAt, "_id": {"$lt": ObjectId(run.id)}},
+    ]
+    if run.plannedAt is None:
+        return {"plannedAt": None, "$or": same_planned}
+    return {
+        "$or": [
+            {"plannedAt": None},
+            {"plannedAt": {"$lt": run.plannedAt}},
+            {"plannedAt": run.plannedAt, "$or": same_planned},
+        ]
+    }
 
 
 def _update(fields: transitions.Fields) -> Document:

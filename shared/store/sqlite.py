@@ -465,14 +465,17 @@ class SqliteJobStore:
             ).fetchone()
         return _to_job(row) if row else None
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
-        values = sorted(s.value for s in statuses) if statuses is not None else []
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
+        values: list[Any] = sorted(s.value for s in statuses) if statuses is not None else []
         status_clause = f"AND status IN ({_marks(values)})" if statuses is not None else ""
+        after_clause, after_values = _runs_after(after_run)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} "
+                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} {after_clause} "
                 "ORDER BY plannedAt DESC, scheduledAt DESC, id DESC LIMIT ?",
-                [template_id, *values, max(limit, 0)],
+                [template_id, *values, *after_values, max(limit, 0)],
             ).fetchall()
         return [_to_job(r) for r in rows]
 
@@ -711,6 +714,22 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
     row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
     return _to_job(row) if row else None
+
+
+def _runs_after(run: Job | None) -> tuple[str, list[Any]]:
+    """The condition for the runs listed after `run` in template_runs' order (SQLite sorts NULL lowest, so runs
+    without plannedAt come last, as in MongoDB)."""
+    if run is None:
+        return "", []
+    scheduled = _to_ms(run.scheduledAt)
+    same_planned = "(scheduledAt < ? OR (scheduledAt = ? AND id < ?))"
+    if run.plannedAt is None:
+        return f"AND plannedAt IS NULL AND {same_planned}", [scheduled, scheduled, run.id]
+    planned = _to_ms(run.plannedAt)
+    return (
+        f"AND (plannedAt IS NULL OR plannedAt < ? OR (plannedAt = ? AND {same_planned}))",
+        [planned, planned, scheduled, scheduled, run.id],
+    )
 
 
 def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:

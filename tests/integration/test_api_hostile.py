@@ -9,6 +9,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -28,7 +29,7 @@ from shared import metrics
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.handlers.registry import HandlerError, HandlerRegistry
 from shared.jsonsafe import MAX_DEPTH
-from shared.model import MAX_PAYLOAD_BYTES
+from shared.model import MAX_PAYLOAD_BYTES, format_time
 from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
@@ -631,3 +632,40 @@ def test_stored_values_json_cannot_carry_never_break_the_schedule_routes(api: Te
     assert api.patch(f"/jobs/{tpl['id']}", json={"priority": 2}).json()["payload"] == rendering
     assert api.get("/overview").status_code == 200
     assert api.get("/dlq").status_code == 200
+
+
+def test_a_templates_runs_longer_than_a_page_are_listed_in_order(api: TestClient) -> None:
+    tpl = template(api)
+    count = 3 * FIRST_PAGE_JOBS + 5
+    start = datetime(2030, 1, 1, tzinfo=UTC)  # daily fire times at midnight
+    window = {"from": format_time(start), "to": format_time(start + timedelta(days=count))}
+    assert api.post(f"/jobs/{tpl['id']}/backfill", json=window).json()["spawned"] == count
+    whole = api.get(f"/jobs/{tpl['id']}/runs", params={"limit": "5000"}).json()
+    assert len(whole) == count
+    planned = [r["plannedAt"] for r in whole]
+    assert planned == sorted(planned, reverse=True)
+    assert len(set(planned)) == count
+    part = api.get(f"/jobs/{tpl['id']}/runs", params={"limit": str(2 * FIRST_PAGE_JOBS + 3)}).json()
+    assert [r["id"] for r in part] == [r["id"] for r in whole][: 2 * FIRST_PAGE_JOBS + 3]
+
+
+def test_the_dlq_lists_dead_letters_without_their_payloads(api: TestClient, api_store: JobStore) -> None:
+    big = {"f": "x" * (MAX_PAYLOAD_BYTES - 1024)}
+    jobs = [
+        api.post(
+            "/jobs",
+            json=body(
+                scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1, jobType="flaky", payload={**big, "failRate": 1.0}
+            ),
+        ).json()
+        for _ in range(3)
+    ]
+    run_what_is_due(api_store)
+    assert {api.get(f"/jobs/{j['id']}").json()["status"] for j in jobs} == {"dlq"}
+    response = api.get("/dlq")
+    assert response.status_code == 200
+    assert len(response.content) < 64 * 1024  # three 255 KiB payloads are not in it
+    [group] = response.json()
+    assert {j["id"] for j in group["jobs"]} == {j["id"] for j in jobs}
+    assert all("payload" not in j for j in group["jobs"])
+    assert api.get(f"/jobs/{jobs[0]['id']}").json()["payload"]["f"] == big["f"]
