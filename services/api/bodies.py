@@ -26,8 +26,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def list_limit(raw: str | None) -> int:
-    """Default 100, cap 5000; anything but ASCII digits, or zero, falls back to the default (reference
-    contract): `+5`, `1_0` and other scripts' digits are not numbers here although Python's int() takes them."""
+    """Default 100, cap 5000; anything but ASCII digits, or zero, falls back to the default (the API contract
+    says so): `+5`, `1_0` and other scripts' digits are not numbers here although Python's int() takes them."""
     if raw is None or not (raw.isascii() and raw.isdigit()):
         return LIST_LIMIT_DEFAULT
     digits = raw.lstrip("0")
@@ -37,8 +37,8 @@ def list_limit(raw: str | None) -> int:
 
 
 def path_job_id(request: Request) -> str:
-    """The `{job_id}` of the path, lowercased as every store's lookup reads it; a malformed one is a 400 (the
-    reference: 24 hex characters)."""
+    """The `{job_id}` of the path, lowercased as every store's lookup reads it; a malformed one is a 400 (job ids
+    are 24 hex characters)."""
     job_id: str = request.path_params["job_id"]
     if len(job_id) != 24 or any(c not in "0123456789abcdefABCDEF" for c in job_id):
         raise ApiError(400, f"malformed job id {jsonsafe.shorten(job_id)!r}: expected 24 hex characters")
