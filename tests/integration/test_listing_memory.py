@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,28 +34,16 @@ def test_a_listing_of_large_jobs_streams_within_bounded_memory(tmp_path: Path, l
     store.ensure_schema()
     later = utc_now() + timedelta(days=365)
     filler = "x" * (MAX_PAYLOAD_BYTES - 1024)
+    large: dict[str, Any] = {"tenantId": "big", "jobType": "noop", "scheduledAt": later, "payload": {"f": filler}}
     if listing == "jobs":
         for n in range(JOBS):
-            store.create(
-                NewJob(
-                    idempotencyKey=f"big-{n}", tenantId="big", jobType="noop", scheduledAt=later, payload={"f": filler}
-                )
-            )
+            store.create(NewJob(idempotencyKey=f"big-{n}", **large))
         path, params = "/jobs", {"tenantId": "big", "limit": "5000"}
     else:
-        template = store.create(
-            NewJob(
-                idempotencyKey="big-template",
-                tenantId="big",
-                jobType="noop",
-                interval="1h",
-                scheduledAt=later,
-                createdAt=later - timedelta(hours=JOBS),  # an interval's fire times count from it
-                payload={"f": filler},
-                paused=True,  # nothing of it fires while the server runs
-            )
-        )
-        spawned = ScheduleEngine(store).backfill(template, later - JOBS * timedelta(hours=1), later).spawned
+        # Paused: nothing of it fires while the server runs; an interval's fire times count from createdAt.
+        since = later - timedelta(hours=JOBS)
+        template = store.create(NewJob(idempotencyKey="tpl", interval="1h", createdAt=since, paused=True, **large))
+        spawned = ScheduleEngine(store).backfill(template, since, later).spawned
         assert spawned == JOBS
         path, params = f"/jobs/{template.id}/runs", {"limit": "5000"}
     store.close()
