@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
@@ -15,6 +14,7 @@ from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from shared.bus.kafka import KafkaBus
+from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
 from shared.handlers import registry
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
@@ -26,8 +26,9 @@ from shared.store.type_registries import type_registry_of
 log = logging.getLogger("jobsched.executor")
 
 
+@one_line_errors("jobsched executor")
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="jobsched executor")
+    parser = OneLineParser(prog="jobsched executor")
     parser.add_argument(
         "--type", dest="job_type", default=os.environ.get("JOB_TYPE"), help="the job type to run (or JOB_TYPE)"
     )
@@ -59,7 +60,7 @@ def main() -> None:
     stop = threading.Event()
 
     on_termination(stop.set)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     ensure_topic(bus, args.job_type, stop)  # before subscribing: a missing topic is only re-checked slowly
     executor = Executor(
         worker,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from services.reaper.sweeper import run
+from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
@@ -12,6 +13,7 @@ from shared.runtime import connect_store, on_termination
 from shared.store.type_registries import type_registry_of
 
 
+@one_line_errors("jobsched reaper")
 def main() -> None:
     settings = Settings.from_env()
     configure_logging("reaper", settings.log_level)
@@ -19,7 +21,7 @@ def main() -> None:
     stop = threading.Event()
 
     on_termination(stop.set)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     run(
         store,
         interval=settings.reaper_interval,
