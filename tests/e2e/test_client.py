@@ -121,12 +121,16 @@ def test_the_async_client_creates_waits_and_cancels_a_running_job(dev: Dev) -> N
 
 
 def count_503(dev: Dev) -> float:
+    """The creates answered 503 (a /readyz 503 while dev was starting is not the client's)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{dev.runs[-1].metrics_port}/metrics", timeout=5) as response:
         text = response.read().decode()
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("api_requests_total{") and 'status="503"' in line
+        if line.startswith("api_requests_total{")
+        and 'status="503"' in line
+        and 'method="POST"' in line
+        and 'route="/jobs"' in line
     )
 
 
