@@ -34,7 +34,7 @@ from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
-from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
+from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
@@ -801,13 +801,17 @@ def _from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _to_job(row: sqlite3.Row) -> Job:
-    values = {k: v for k, v in _from_row(row).items() if k in JOB_FIELDS}
+    values = dict(zip(row.keys(), row, strict=True))
+    values.pop("kind", None)  # the store's own column, not a job field
+    for key in _TIME_COLUMNS.intersection(values):
+        if values[key] is not None:
+            values[key] = _from_ms(values[key])
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
     for key in _BOOL_COLUMNS.intersection(values):
         if values[key] is not None:
             values[key] = bool(values[key])
-    return Job(**values)
+    return job_from_fields(values)
 
 
 def _to_execution(row: sqlite3.Row) -> Execution:
