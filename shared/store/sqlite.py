@@ -667,15 +667,13 @@ def _start_one(
     transitions.check_startable(job, job_type)
     record_id = attempt_record_id(job.id, job.next_attempt)
     record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
-    if _insert_unique(conn, "executions", record) is None:
+    if _insert_unique(conn, "executions", record, returning="id") is None:
         _restore_cancellation(conn, job, record_id)
         return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
-    lease_until = transitions.stored_time(lease_until)
     fields = transitions.started(worker, now, lease_until)
-    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
+    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,), returning="id")
     assert row is not None, "the write lock was held since the job was read"
-    # The job as read plus the fields just set is the row written (converting the row back costs more).
-    return job.evolve(status=Status.RUNNING, claimedBy=worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now)
+    return _with_fields(job, fields)
 
 
 def _close_attempt(
@@ -694,10 +692,11 @@ def _close_attempt(
     if decided.rowcount != 1:
         return None
     fields = transitions.attempt_closed(job, outcome, error, at)
-    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", (job.attempts, *ATTEMPT_ACTIVE))
+    guard = (job.attempts, *ATTEMPT_ACTIVE)
+    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
     if row is None:
         raise _Refused  # the job is not in this attempt any more: keep record and job as they are
-    return _to_job(row)
+    return _with_fields(job, fields)
 
 
 # --- row helpers ------------------------------------------------------------------------------------------
@@ -709,15 +708,17 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     return _to_job(row) if row else None
 
 
-def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
-    """Insert a row and return it, or None when its unique key (id; tenantId + idempotencyKey) is taken: the atomic
-    "who owns this" decision of every store."""
+def _insert_unique(
+    conn: sqlite3.Connection, table: str, fields: transitions.Fields, returning: str = "*"
+) -> sqlite3.Row | None:
+    """Insert a row and return it (its `returning` columns), or None when its unique key (id; tenantId +
+    idempotencyKey) is taken: the atomic "who owns this" decision of every store."""
     columns = _JOB_COLUMNS if table == "jobs" else _EXECUTION_COLUMNS
     _check_columns(fields, columns)
     values = [_to_sql(k, v) for k, v in fields.items()]
     try:
         row: sqlite3.Row = conn.execute(
-            f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({_marks(values)}) RETURNING *", values
+            f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({_marks(values)}) RETURNING {returning}", values
         ).fetchone()
     except sqlite3.IntegrityError as exc:
         if getattr(exc, "sqlite_errorcode", None) in _DUPLICATE_CODES:
@@ -727,15 +728,38 @@ def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fie
 
 
 def _update_job(
-    conn: sqlite3.Connection, job_id: str, fields: transitions.Fields, guard: str, guard_params: Sequence[Any]
+    conn: sqlite3.Connection,
+    job_id: str,
+    fields: transitions.Fields,
+    guard: str,
+    guard_params: Sequence[Any],
+    returning: str = "*",
 ) -> sqlite3.Row | None:
     """Apply a transition's fields to one job if `guard` (the compare of compare-and-set) still holds;
-    the updated row, or None when it does not."""
+    the updated row (its `returning` columns), or None when it does not."""
     set_sql, set_params = _assignments(fields, _JOB_COLUMNS)
     row: sqlite3.Row | None = conn.execute(
-        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING *", [*set_params, job_id, *guard_params]
+        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING {returning}",
+        [*set_params, job_id, *guard_params],
     ).fetchone()
     return row
+
+
+def _with_fields(job: Job, fields: transitions.Fields) -> Job:
+    """`job` as read, with the fields a write just set, as the row now holds them: what RETURNING * and a
+    conversion of the whole row would give back, for less than the conversion alone."""
+    changes: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is transitions.UNSET:
+            value = None
+        elif isinstance(value, datetime):
+            value = _from_ms(_to_ms(value))  # the stored precision
+        elif key == "status":
+            value = Status(value)
+        elif key in _BOOL_COLUMNS and value is not None:
+            value = bool(value)
+        changes[key] = value
+    return job.evolve(**changes)
 
 
 def _restore_cancellation(conn: sqlite3.Connection, job: Job, record_id: str) -> None:
