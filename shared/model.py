@@ -223,12 +223,12 @@ def job_from_fields(values: dict[str, Any]) -> Job:
     with some fields changed), without the dataclass constructor: a frozen dataclass sets each of its ~40
     fields through object.__setattr__, and a store builds several jobs per attempt. Fields left out take their
     defaults; `values` is taken over, not copied."""
-    if not values.keys() >= JOB_FIELDS:
+    if values.keys() != JOB_FIELDS:
+        if unknown := values.keys() - JOB_FIELDS:
+            raise TypeError(f"Job has no fields {sorted(unknown)}")
         if missing := _JOB_REQUIRED - values.keys():
             raise TypeError(f"Job needs the fields {sorted(missing)}")
         values = {**_JOB_DEFAULTS, **{n: make() for n, make in _JOB_FACTORIES.items() if n not in values}, **values}
-    if unknown := values.keys() - JOB_FIELDS:
-        raise TypeError(f"Job has no fields {sorted(unknown)}")
     job = object.__new__(Job)
     job.__dict__.update(values)
     return job
