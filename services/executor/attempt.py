@@ -74,7 +74,10 @@ def _run_sync(
     handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float
 ) -> tuple[Outcome, str | None]:
     box: list[tuple[Outcome, str | None]] = []
-    done = threading.Event()
+    # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
+    # condition, a lock and a list of waiters, each built anew per call).
+    done = threading.Lock()
+    done.acquire()
 
     def call() -> None:
         try:
@@ -83,11 +86,11 @@ def _run_sync(
         except BaseException as exc:
             box.append((Outcome.FAILED, describe(exc)))
         finally:
-            done.set()
+            done.release()
 
     thread = _HandlerThread.take()
     thread.run_call(call)
-    if not done.wait(timeout_s) or not box:
+    if not done.acquire(timeout=timeout_s) or not box:
         thread.abandon()
         return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
     thread.give_back()
