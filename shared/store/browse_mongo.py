@@ -71,7 +71,10 @@ class MongoBrowser:
                 )
             ]
             failed = self._failed_by_type(since, tenant_id)
-        return counts_from(by_status, templates, ended, failed.items())
+            paused = self._jobs.count_documents(
+                {"kind": KIND_TEMPLATE, "status": Status.PENDING.value, "paused": True, **tenant}
+            )
+        return counts_from(by_status, templates, ended, failed.items(), paused)
 
     def _by_type_and_status(self, match: Document) -> list[tuple[str, str, int]]:
         pipeline: list[Document] = [

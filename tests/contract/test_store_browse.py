@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from shared.model import Job, Outcome, Status, format_time, utc_now
+from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore
 from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts, browser_for
 from tests.contract.store_kit import new, result, running
@@ -82,16 +83,19 @@ def test_counts_by_type_and_status_and_the_last_hour(store: JobStore, browser: J
     store.create(new(tenantId="tenant-b", jobType="flaky"))
     store.create(new(cron="0 2 * * *"))
     store.cancel(store.create(new(interval="1h", jobType="hourly")).id)  # a cancelled template: no schedule
+    for tenant in ("tenant-a", "tenant-b"):
+        paused = store.create(new(tenantId=tenant, interval="5m", jobType="paused"))
+        assert ScheduleEngine(store).pause(paused, "maintenance", utc_now()).paused
 
     counts = browser.counts(None, start)
     assert counts.byType == {"noop": {"pending": 2, "completed": 1}, "flaky": {"dlq": 1, "pending": 2}}
     assert counts.lastHour == {"noop": RecentCounts(completed=1), "flaky": RecentCounts(failed=2, dlq=1)}
-    assert counts.activeTemplates == 1
+    assert (counts.activeTemplates, counts.pausedTemplates) == (1, 2)
 
     only_b = browser.counts("tenant-b", start)
     assert only_b.byType == {"flaky": {"pending": 1}}
     assert only_b.lastHour == {}
-    assert only_b.activeTemplates == 0
+    assert (only_b.activeTemplates, only_b.pausedTemplates) == (0, 1)
     assert browser.counts(None, utc_now() + timedelta(seconds=1)).lastHour == {}
 
 

@@ -91,6 +91,10 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     for n in range(2):
         create(dev, "overview", f"later-{n}", scheduledAt=format_time(utc_now() + LATER))
     dead_letter(dev, "overview", "dead")
+    create(dev, "overview", "hourly", cron="0 * * * *")
+    for n in range(2):
+        paused = create(dev, "overview", f"paused-{n}", interval="1h")
+        assert dev.http.post(f"/jobs/{paused['id']}/pause", json={}).status_code == 200
 
     page.goto(ui(dev, "/?tenantId=overview"))
     noop = page.locator('tr[data-job-type="noop"]')
@@ -101,6 +105,8 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     expect(flaky.locator('td[data-status="dlq"]')).to_have_text("1")
     expect(flaky.locator('td[data-recent="failed"]')).to_have_text("1")
     expect(page.locator('[data-count="dlq"]')).to_have_text("1")
+    expect(page.locator('[data-count="schedules-active"]')).to_have_text("1")
+    expect(page.locator('[data-count="schedules-paused"]')).to_have_text("2")
     expect(page.locator("#tenant")).to_have_value("overview")
     expect(page.locator("#banner")).to_contain_text("AUTH=off")
     screenshot(page, "overview")
