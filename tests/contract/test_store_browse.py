@@ -9,7 +9,7 @@ import pytest
 
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
-from shared.store.base import JobStore
+from shared.store.base import JobStore, RunSpec
 from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts, browser_for
 from tests.contract.store_kit import new, result, running
 
@@ -69,6 +69,21 @@ def test_pages_of_templates_and_of_a_templates_runs(store: JobStore, browser: Jo
     assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False))] == [run.id, one_off.id]
     assert [j.id for j in browser.page("tenant-a", JobQuery(templateId=template.id))] == [run.id]
     assert browser.page("tenant-a", JobQuery(templateId=other.id)) == []
+
+
+def test_buffered_runs_are_listed_as_runs_waiting_or_cancelled(store: JobStore, browser: JobBrowser) -> None:
+    template = store.create(new(interval="5m"))
+    waiting, _ = store.add_run(template, RunSpec(template.scheduledAt, status=Status.BUFFERED))
+    dropped, _ = store.add_run(template, RunSpec(template.scheduledAt + timedelta(minutes=5), status=Status.BUFFERED))
+    assert store.cancel(dropped.id).status is Status.CANCELLED
+    one_off = store.create(new())
+    newest_first = sorted([waiting, dropped, one_off], key=lambda j: (j.createdAt, j.id), reverse=True)
+
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False))] == [j.id for j in newest_first]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=True))] == [template.id]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False, status=Status.BUFFERED))] == [waiting.id]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False, status=Status.CANCELLED))] == [dropped.id]
+    assert {j.id for j in browser.page("tenant-a", JobQuery(templateId=template.id))} == {waiting.id, dropped.id}
 
 
 def test_counts_by_type_and_status_and_the_last_hour(store: JobStore, browser: JobBrowser) -> None:
