@@ -452,6 +452,13 @@ def test_keyboard_alone_pauses_a_template_with_a_note(dev: Dev, tab: Tab) -> Non
     paused = job(dev, template["id"])
     assert (paused["paused"], paused["pauseNote"]) == (True, "disk full")
     expect(page.locator("section.schedule [data-pause-note]")).to_have_text("disk full")
+    # The page was redrawn under the focus: the keyboard goes on from the page's content, to Resume.
+    expect(page.locator("main#view")).to_be_focused()
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.dataset.action") == "resume":
+            break
+    assert page.evaluate("document.activeElement.dataset.action") == "resume", "Tab never reached Resume"
 
 
 PHONE_SCREENSHOTS = {"/": "phone-overview", "/jobs/{id}": "phone-job", "/schedules?tenantId=phone": "phone-schedules"}
@@ -461,7 +468,7 @@ PHONE_SCREENSHOTS = {"/": "phone-overview", "/jobs/{id}": "phone-job", "/schedul
     "route", ["/", "/jobs?tenantId=phone", "/dlq", "/jobs/{id}", "/schedules?tenantId=phone", "/jobs/{template}"]
 )
 def test_every_page_fits_a_phone(dev: Dev, browser: Browser, route: str) -> None:
-    name = route.split("?")[0].strip("/").replace("/", "-").strip("{}") or "home"
+    name = re.sub(r"[^a-z]+", "-", route.split("?")[0]).strip("-") or "home"
     dead = dead_letter(dev, "phone", f"dead-{name}")
     template = create(dev, "phone", f"template-{name}", cron="0 5 * * *", overlap="buffer_one")
     page, errors = browser.open(PHONE)
@@ -471,8 +478,8 @@ def test_every_page_fits_a_phone(dev: Dev, browser: Browser, route: str) -> None
     page.wait_for_load_state("networkidle")
     width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
-    if route in PHONE_SCREENSHOTS:
-        screenshot(page, PHONE_SCREENSHOTS[route])
+    if route in PHONE_SCREENSHOTS:  # the list of schedules as far as the screen shows it
+        screenshot(page, PHONE_SCREENSHOTS[route], full_page=not route.startswith("/schedules"))
     page.close()
     assert errors.unexpected() == []
 

@@ -36,11 +36,20 @@ export function link(href, ...children) {
   return h("a", { href }, ...children);
 }
 
-export function table(headers, rows, { caption } = {}) {
+// `stack`: at phone width each row becomes a block of labelled cells (the labels are the column headers), for
+// tables too wide to scroll through comfortably.
+export function table(headers, rows, { caption, stack = false } = {}) {
   const head = h("tr", {}, headers.map((t) => (typeof t === "string" ? h("th", { scope: "col" }, t) : t)));
+  if (stack) {
+    for (const row of rows) {
+      [...row.children].forEach((cell, i) => {
+        if (typeof headers[i] === "string" && headers[i]) cell.dataset.label = headers[i];
+      });
+    }
+  }
   return h(
     "div",
-    { class: "table-wrap" },
+    { class: stack ? "table-wrap stack" : "table-wrap" },
     h("table", {}, caption ? h("caption", { class: "muted" }, caption) : null, h("thead", {}, head), h("tbody", {}, rows)),
   );
 }
@@ -121,6 +130,11 @@ export async function act({ question, label, run, done, refresh, danger = false,
     if (refresh) await refresh();
   } finally {
     notify(...message);
+    // The refresh replaced the button that had the focus: a keyboard user goes on from the top of the page
+    // content, not from the start of the document.
+    if (!document.activeElement || document.activeElement === document.body) {
+      document.getElementById("view").focus({ preventScroll: true });
+    }
   }
 }
 

@@ -46,7 +46,7 @@ function content(tenants, tenant, templates, times, more, before, refresh) {
     h("h1", {}, "Schedules"),
     tenantPicker(tenants, tenant, { allowAll: false, route: "/schedules" }),
     templates.length
-      ? table(writer ? [...headers, "Actions"] : headers, rows)
+      ? table(writer ? [...headers, "Actions"] : headers, rows, { stack: true })
       : h("p", { class: "muted", id: "empty" }, tenant ? "No recurring templates for this tenant." : "No jobs yet."),
     h(
       "nav",
