@@ -404,17 +404,22 @@ def test_schedules_in_words(dev: Dev, tab: Tab, schedule: dict[str, str], words:
     assert said == words
 
 
+def tab_to(page: Page, what: str, value: str, presses: int = 30) -> None:
+    """Press Tab until the focused element's `what` (a JavaScript expression on it) is `value`."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"document.activeElement.{what}") == value:
+            return
+    raise AssertionError(f"Tab never reached the element whose {what} is {value!r}")
+
+
 def test_keyboard_alone_reaches_and_takes_an_action(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     dead = dead_letter(dev, "keyboard", "dead")
 
     page.goto(ui(dev, f"/jobs/{dead['id']}"))
     expect(page.locator("#redrive")).to_be_visible()
-    for _ in range(30):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.id") == "redrive":
-            break
-    assert page.evaluate("document.activeElement.id") == "redrive", "Tab never reached the re-drive button"
+    tab_to(page, "id", "redrive")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none", "the focused button shows no focus ring"
 
@@ -437,11 +442,7 @@ def test_keyboard_alone_pauses_a_template_with_a_note(dev: Dev, tab: Tab) -> Non
 
     page.goto(ui(dev, f"/jobs/{template['id']}"))
     expect(page.locator("section.schedule time")).to_have_count(5)
-    for _ in range(30):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.dataset.action") == "pause":
-            break
-    assert page.evaluate("document.activeElement.dataset.action") == "pause", "Tab never reached Pause"
+    tab_to(page, "dataset.action", "pause")
     page.keyboard.press("Enter")
     expect(page.locator("dialog#confirm")).to_be_visible()
     assert page.evaluate("document.activeElement.id") == "confirm-input"  # the note's field has the focus
@@ -454,11 +455,7 @@ def test_keyboard_alone_pauses_a_template_with_a_note(dev: Dev, tab: Tab) -> Non
     expect(page.locator("section.schedule [data-pause-note]")).to_have_text("disk full")
     # The page was redrawn under the focus: the keyboard goes on from the page's content, to Resume.
     expect(page.locator("main#view")).to_be_focused()
-    for _ in range(10):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.dataset.action") == "resume":
-            break
-    assert page.evaluate("document.activeElement.dataset.action") == "resume", "Tab never reached Resume"
+    tab_to(page, "dataset.action", "resume", presses=10)
 
 
 PHONE_SCREENSHOTS = {"/": "phone-overview", "/jobs/{id}": "phone-job", "/schedules?tenantId=phone": "phone-schedules"}
