@@ -19,17 +19,19 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bson import ObjectId
+from bson.errors import InvalidDocument
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
+from shared.jsonsafe import shorten
 from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -37,6 +39,7 @@ from shared.store.base import (
     AttemptTaken,
     DuplicateJob,
     JobNotFound,
+    JobRefused,
     NewJob,
     RunSpec,
     StartHint,
@@ -133,6 +136,9 @@ class MongoJobStore:
         client: MongoClient[Document] = MongoClient(
             uri,
             tz_aware=True,
+            # Text that is not UTF-8 (written by other clients or older versions) reads as U+FFFD instead of
+            # failing every read of its job.
+            unicode_decode_error_handler="replace",
             serverSelectionTimeoutMS=timeout_ms,
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
@@ -201,6 +207,8 @@ class MongoJobStore:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError as exc:
                 raise DuplicateJob(new.idempotencyKey) from exc
+            except (WriteError, InvalidDocument, OverflowError) as exc:
+                raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
 
@@ -375,10 +383,14 @@ class MongoJobStore:
             doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
         return job_from_document(doc) if doc else None
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
         query: Document = {"templateId": template_id}
         if statuses is not None:
             query["status"] = {"$in": sorted(s.value for s in statuses)}
+        if after_run is not None:
+            query.update(_runs_after(after_run))
         order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
         with _translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
@@ -434,12 +446,18 @@ class MongoJobStore:
             except DuplicateKeyError as exc:
                 self._heal_from_ledger(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
-            _insert_new(self._leases, [_lease(record)])
-            doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
-                _update({**transitions.started(worker, now, lease_until), "startToken": transitions.UNSET}),
-                return_document=ReturnDocument.AFTER,
-            )
+            try:
+                _insert_new(self._leases, [_lease(record)])
+                doc = self._jobs.find_one_and_update(
+                    {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
+                    _update({**transitions.started(worker, now, lease_until), "startToken": transitions.UNSET}),
+                    return_document=ReturnDocument.AFTER,
+                )
+            except ConnectionFailure:
+                started = self._settle_interrupted_start(job.id, attempt, worker)
+                if started is None:
+                    raise
+                return started
             if doc is None:
                 # The job moved on (cancelled, re-pended, finished) before the claim: the attempt never
                 # started, so give it back for a delivery that matches the job's real state.
@@ -489,7 +507,6 @@ class MongoJobStore:
         which names the exact reason."""
         now = utc_now()
         token = uuid.uuid4().hex
-        results: list[Job | BaseException | None] = [None] * len(requests)
         records = [
             {
                 "_id": attempt_record_id(r.job_id, r.hint.attempt),
@@ -501,9 +518,31 @@ class MongoJobStore:
         with _translate_errors():
             taken = _insert_new(self._executions, records)
             won = [i for i in range(len(requests)) if i not in taken]
-            # The leases of the attempts won are written beside the jobs' update (a crash between the record and
-            # its lease is healed at the next delivery, see _heal_from_ledger).
-            leases = self._side_writes.submit(_insert_new, self._leases, [_lease(records[i]) for i in won])
+            try:
+                return self._start_won(requests, records, taken, won, token, now)
+            except ConnectionFailure as exc:  # see _settle_interrupted_start
+                unavailable = StoreUnavailable(f"MongoDB unavailable: {exc}")
+                results: list[Job | BaseException] = [unavailable] * len(requests)
+                for i in won:
+                    r = requests[i]
+                    results[i] = self._settle_interrupted_start(r.job_id, r.hint.attempt, r.worker) or unavailable
+                return results
+
+    def _start_won(
+        self,
+        requests: Sequence[_StartRequest],
+        records: list[Document],
+        taken: set[int],
+        won: list[int],
+        token: str,
+        now: datetime,
+    ) -> list[Job | BaseException]:
+        """The rest of _start_batch once the records are in: the leases, the jobs' move, the results."""
+        results: list[Job | BaseException | None] = [None] * len(requests)
+        # The leases of the attempts won are written beside the jobs' update (a crash between the record and
+        # its lease is healed at the next delivery, see _heal_from_ledger).
+        leases = self._side_writes.submit(_insert_new, self._leases, [_lease(records[i]) for i in won])
+        try:
             started: dict[str, Document] = {}
             unsure: list[str] = []
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
@@ -529,18 +568,40 @@ class MongoJobStore:
                 unsure.extend(ids)
             if unsure:
                 started.update((str(d["_id"]), d) for d in self._jobs.find({"startToken": token}))
-            leases.result()
-            for i in won:
-                doc = started.get(requests[i].job_id)
-                if doc is not None:
-                    results[i] = job_from_document(doc)
-                    continue
-                # Not queued for this attempt of this claim (or of another type): give the attempt back.
-                self._give_back(records[i]["_id"])
-                results[i] = self._start_in_steps(requests[i])
-            for i in taken:  # the record exists: the step-by-step path heals and names the reason
-                results[i] = self._start_in_steps(requests[i])
+        except ConnectionFailure:
+            wait([leases])  # a lease still being written would outlive a give-back of its attempt
+            raise
+        leases.result()
+        for i in won:
+            doc = started.get(requests[i].job_id)
+            if doc is not None:
+                results[i] = job_from_document(doc)
+                continue
+            # Not queued for this attempt of this claim (or of another type): give the attempt back.
+            self._give_back(records[i]["_id"])
+            results[i] = self._start_in_steps(requests[i])
+        for i in taken:  # the record exists: the step-by-step path heals and names the reason
+            results[i] = self._start_in_steps(requests[i])
         return [r for r in results if r is not None]
+
+    def _settle_interrupted_start(self, job_id: str, attempt: int, worker: str) -> Job | None:
+        """A start that lost the connection after its attempt's record was inserted: the started job when its
+        move to running landed after all; otherwise, with the job still queued for this attempt, the attempt
+        is given back, so that the executor's retry starts it again instead of finding it taken (and leaving it
+        to the reaper, which would spend the attempt as lost). Best effort: while the database stays away the
+        record keeps its first lease, after which the reaper closes it."""
+        try:
+            doc = self._jobs.find_one({"_id": ObjectId(job_id)})
+            job = job_from_document(doc) if doc else None
+            if job is None or job.attempts != attempt - 1:
+                return None
+            if job.status is Status.RUNNING and job.claimedBy == worker:
+                return job
+            if job.status is Status.QUEUED:
+                self._give_back(attempt_record_id(job_id, attempt))
+        except ConnectionFailure:
+            pass
+        return None
 
     def _give_back(self, record_id: str) -> None:
         """Undo the start of an attempt that never ran, lease first: a record left without its lease is
@@ -775,6 +836,24 @@ def _bson_time(value: Any) -> Any:
     return value
 
 
+def _runs_after(run: Job) -> Document:
+    """The filter for the runs listed after `run` in template_runs' order (MongoDB sorts a missing plannedAt
+    lowest, so runs without one come last)."""
+    same_planned: list[Document] = [
+        {"scheduledAt": {"$lt": run.scheduledAt}},
+        {"scheduledAt": run.scheduledAt, "_id": {"$lt": ObjectId(run.id)}},
+    ]
+    if run.plannedAt is None:
+        return {"plannedAt": None, "$or": same_planned}
+    return {
+        "$or": [
+            {"plannedAt": None},
+            {"plannedAt": {"$lt": run.plannedAt}},
+            {"plannedAt": run.plannedAt, "$or": same_planned},
+        ]
+    }
+
+
 def _update(fields: transitions.Fields) -> Document:
     """A transition's fields as an update document: UNSET fields are removed, the rest set. A job that becomes
     pending, or is moved in time, gets the due slot of its (new) scheduledAt."""
@@ -841,6 +920,12 @@ def _to_execution(doc: Document) -> Execution:
         durationMs=doc.get("durationMs"),
         error=doc.get("error"),
     )
+
+
+def _refusal(exc: Exception) -> str:
+    """The server's (or the driver's) reason for refusing a document, short: it may quote the document."""
+    reason = exc.details.get("errmsg") if isinstance(exc, WriteError) and exc.details else None
+    return shorten(str(reason or exc), 200)
 
 
 def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:

@@ -114,12 +114,16 @@ def test_an_attempt_whose_executor_stopped_before_its_lease_is_closed_by_a_later
     leases = store._leases
 
     class StoppedBeforeTheLease:
-        """The leases collection, except that inserting one loses the connection."""
+        """The leases collection, except that inserting one loses the connection, and so does the attempt's
+        give-back that would follow in a live executor: a stopped one writes nothing more."""
 
         def __getattr__(self, name: str) -> Any:
             return getattr(leases, name)
 
         def insert_many(self, *args: Any, **kwargs: Any) -> Any:
+            raise AutoReconnect("executor stopped (injected)")
+
+        def delete_one(self, *args: Any, **kwargs: Any) -> Any:
             raise AutoReconnect("executor stopped (injected)")
 
     with monkeypatch.context() as patch:
