@@ -46,13 +46,15 @@ function content(data, listing, tenant) {
     .filter(([status]) => !FINAL.includes(status))
     .reduce((sum, [, count]) => sum + count, 0);
   const dlqHref = tenant ? `#/dlq?tenantId=${encodeURIComponent(tenant)}` : "#/dlq";
+  const schedulesHref = tenant ? `#/schedules?tenantId=${encodeURIComponent(tenant)}` : "#/schedules";
   const cards = h(
     "div",
     { class: "cards" },
     card("Dead letters", data.dlq, dlqHref, "dlq"),
     card("Waiting or running", active),
     card("Completed", totals.completed || 0),
-    card("Active schedules", data.schedules.active, tenant ? `#/schedules?tenantId=${encodeURIComponent(tenant)}` : "#/schedules", "schedules-active"),
+    card("Active schedules", data.schedules.active, schedulesHref, "schedules-active"),
+    card("Paused schedules", data.schedules.paused, schedulesHref, "schedules-paused"),
   );
 
   const executors = Object.fromEntries(listing.map((type) => [type.name, type.executors]));
