@@ -192,7 +192,7 @@ class MongoJobStore:
             [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("status", ASCENDING)],
             name="tenant_listing",
         )
-        self._jobs.create_index([("templateId", ASCENDING), ("plannedAt", DESCENDING)], name="template_runs")
+        self._jobs.create_index([("templateId", ASCENDING), ("plannedAt", DESCENDING)], name="template_runs_planned")
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
         self._leases.create_index("leaseExpiresAt", name="lease_expiry")
         for collection, keys, options in OPERATOR_INDEXES:
