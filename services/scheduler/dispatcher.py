@@ -28,10 +28,9 @@ from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
-# The warning about due runs no executor serves (at the first tick, then every UNKNOWN_TYPES_CHECK_S) reads
-# every pending run on FerretDB, which filters on time only after decoding. Checked once a minute, together with
-# the MongoDB store's full sweep (which reads the same), it stalled the pipeline for a second each minute
-# (lateness at 150 jobs/s: p99 ~150 ms outside that second, ~570 ms in it); it is a warning, so it is rarer.
+# The warning about due runs no executor serves (at the first tick, then every UNKNOWN_TYPES_CHECK_S) may read
+# every pending run where the store cannot answer it from an index, and a read that large delays the claims
+# next to it; it is only a warning, so it runs every few minutes rather than with each sweep.
 UNKNOWN_TYPES_CHECK_S = 300.0
 
 
@@ -97,7 +96,7 @@ class Dispatcher:
             if not self.drains_backlog or len(jobs) < self._batch or result.failed:
                 break
             now = self._clock()
-        self._warn_unknown_types(now)  # after the claims: on FerretDB it reads every pending job
+        self._warn_unknown_types(now)  # after the claims: it may read every pending job
         return result
 
     def _claim(self, now: datetime, job_types: frozenset[str]) -> list[Job]:
