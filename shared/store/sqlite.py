@@ -205,11 +205,6 @@ _UNAVAILABLE_CODES: Final = frozenset(
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
-class _Refused(StoreError):
-    """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on (never
-    leaves the store)."""
-
-
 @dataclass(frozen=True)
 class _FinishRequest:
     job: Job
@@ -534,7 +529,7 @@ class SqliteJobStore:
     def _start_batch(self, requests: Sequence[_Start]) -> list[Job | BaseException]:
         now = utc_now()
         with self._write() as conn:
-            return [_each_alone(conn, partial(start, conn, now)) for start in requests]
+            return [_refused_before_writing(partial(start, conn, now)) for start in requests]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -550,9 +545,8 @@ class SqliteJobStore:
 
     def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
         with self._write() as conn:
-            closed = [
-                _each_alone(
-                    conn,
+            return [
+                _refused_before_writing(
                     partial(
                         _close_attempt,
                         conn,
@@ -566,7 +560,6 @@ class SqliteJobStore:
                 )
                 for r in requests
             ]
-        return [None if isinstance(c, _Refused) else c for c in closed]
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with self._read() as conn:
@@ -604,11 +597,8 @@ class SqliteJobStore:
         return [_to_job(r) for r in rows]
 
     def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
-        try:
-            with self._write() as conn:
-                return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None, backoff)
-        except _Refused:
-            return None
+        with self._write() as conn:
+            return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None, backoff)
 
     # --- transactions -----------------------------------------------------------------------------------
 
@@ -686,6 +676,17 @@ def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreErr
     return outcome
 
 
+def _refused_before_writing(step: Callable[[], T]) -> T | StoreError:
+    """Run one request's statements of a shared transaction whose refusals (a StoreError: not found, not
+    startable) are all decided by reads before its first write: a refusal is its own result rather than the
+    batch's and leaves nothing to undo, so it needs no savepoint (two statements more per request). Anything
+    else rolls back the whole transaction."""
+    try:
+        return step()
+    except StoreError as exc:
+        return exc
+
+
 def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
     fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
     row = _insert_unique(conn, "jobs", fields)
@@ -729,22 +730,26 @@ def _close_attempt(
     """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
     reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
     record_id = attempt_record_id(job.id, job.next_attempt)
+    # One read decides, the write lock keeping it true until COMMIT: the record still open, and the job still
+    # in this attempt (else record and job stay as they are); and whether a cancel was asked after `job` was
+    # read (then no retry).
+    state = conn.execute(
+        f"""SELECT jobs.cancelRequested FROM executions, jobs WHERE executions.id = ? AND executions.outcome = ?
+            AND jobs.id = ? AND jobs.attempts = ? AND jobs.{_IS_ACTIVE}""",
+        (record_id, Outcome.RUNNING.value, job.id, job.attempts, *ATTEMPT_ACTIVE),
+    ).fetchone()
+    if state is None:
+        return None
+    if state[0] and not job.cancelRequested:
+        job = job.evolve(cancelRequested=True)
     record_set, record_params = _assignments(
         transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
     )
-    decided = conn.execute(
-        f"UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?",
-        [*record_params, record_id, Outcome.RUNNING.value],
-    )
-    if decided.rowcount != 1:
-        return None
-    if not job.cancelRequested and _cancel_was_requested(conn, job.id):
-        job = job.evolve(cancelRequested=True)  # asked after `job` was read: no retry then
+    conn.execute(f"UPDATE executions SET {record_set} WHERE id = ?", [*record_params, record_id])
     fields = transitions.attempt_closed(job, outcome, error, at, backoff)
     guard = (job.attempts, *ATTEMPT_ACTIVE)
     row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
-    if row is None:
-        raise _Refused  # the job is not in this attempt any more: keep record and job as they are
+    assert row is not None, "the write lock was held since the job was read"
     return _with_fields(job, fields)
 
 
@@ -755,11 +760,6 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
     row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
     return _to_job(row) if row else None
-
-
-def _cancel_was_requested(conn: sqlite3.Connection, job_id: str) -> bool:
-    row = conn.execute("SELECT cancelRequested FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return bool(row and row[0])
 
 
 def _runs_after(run: Job | None) -> tuple[str, list[Any]]:
