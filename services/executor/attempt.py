@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
 from shared.handlers.registry import HandlerContext, HandlerFn, Payload
@@ -63,11 +66,29 @@ def run_handler(
         outcome, error = _run_async(handler, payload, ctx, timeout_s, cancellation)
     else:
         outcome, error = _run_sync(handler, payload, ctx, timeout_s)
+    return settled(outcome, error, cancellation)
+
+
+def settled(outcome: Outcome, error: str | None, cancellation: Cancellation) -> tuple[Outcome, str | None]:
+    """Once cancellation was requested, any end but a success is `cancelled`."""
     if cancellation.requested and outcome is not Outcome.SUCCEEDED:
         return Outcome.CANCELLED, "cancelled while running" + (
             f" ({error})" if error and outcome is not Outcome.CANCELLED else ""
         )
     return outcome, error
+
+
+def timed_out(timeout_s: float) -> tuple[Outcome, str]:
+    return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
+
+
+def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> tuple[Outcome, str | None]:
+    """A plain handler's call on the current thread: its outcome before any deadline or cancellation."""
+    try:
+        handler(payload, ctx)
+    except BaseException as exc:
+        return Outcome.FAILED, describe(exc)
+    return Outcome.SUCCEEDED, None
 
 
 def _run_sync(
@@ -81,37 +102,97 @@ def _run_sync(
 
     def call() -> None:
         try:
-            handler(payload, ctx)
-            box.append((Outcome.SUCCEEDED, None))
-        except BaseException as exc:
-            box.append((Outcome.FAILED, describe(exc)))
+            box.append(call_plain(handler, payload, ctx))
         finally:
             done.release()
 
-    thread = _HandlerThread.take()
+    thread = ReusableThread.take()
     thread.run_call(call)
     if not done.acquire(timeout=timeout_s) or not box:
         thread.abandon()
-        return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
+        return timed_out(timeout_s)
     thread.give_back()
     return box[0]
 
 
-class _HandlerThread:
-    """A thread that runs one handler call at a time and is reused for the next while its calls return in
-    time (starting a thread per call was a tenth of an executor's CPU with fast handlers). One that overran its
+@dataclass(eq=False)
+class WatchedCall:
+    """A plain handler call that runs on its attempt's own thread, watched by `Deadlines`."""
+
+    deadline: float  # time.monotonic()
+    on_expiry: Callable[[], None]
+    expired: bool = field(default=False)
+
+
+class Deadlines:
+    """The deadlines of plain handler calls that run on their attempt's own thread rather than being handed to a
+    handler thread and waited for (two thread hand-overs per attempt less). One watcher thread sleeps until the
+    earliest deadline; a call still running past its deadline is expired: `on_expiry` runs on a thread of its
+    own (to write the timeout), and the call's thread, once the call returns, learns it was abandoned.
+
+    The watcher is woken only when a call's deadline is earlier than the one it sleeps towards, so calls of
+    one timeout, started one after the other, never wake it."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._calls: set[WatchedCall] = set()
+        self._wakes_at = math.inf
+        self._watcher: threading.Thread | None = None
+
+    def watch(self, timeout_s: float, on_expiry: Callable[[], None]) -> WatchedCall:
+        call = WatchedCall(time.monotonic() + timeout_s, on_expiry)
+        with self._changed:
+            self._calls.add(call)
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, daemon=True, name="deadlines")
+                self._watcher.start()
+            if call.deadline < self._wakes_at:
+                self._wakes_at = call.deadline
+                self._changed.notify()
+        return call
+
+    def returned(self, call: WatchedCall) -> bool:
+        """The call has returned: True if in time (its thread goes on with the result), False if it had expired
+        (its timeout is being written; its thread is abandoned)."""
+        with self._changed:
+            if call.expired:
+                return False
+            self._calls.discard(call)  # the watcher's wake time stays: one early wake-up at most
+            return True
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                expired = [call for call in self._calls if call.deadline <= now]
+                for call in expired:
+                    call.expired = True
+                    self._calls.discard(call)
+                self._wakes_at = min((call.deadline for call in self._calls), default=math.inf)
+                if not expired:
+                    self._changed.wait(None if self._wakes_at == math.inf else self._wakes_at - now)
+                    continue
+            for call in expired:
+                threading.Thread(target=call.on_expiry, daemon=True, name="timeout").start()
+
+
+class ReusableThread:
+    """A thread that runs one call at a time and is reused for the next while its calls return in time
+    (starting a thread per call was a tenth of an executor's CPU with fast handlers). One that overran its
     deadline is abandoned: it ends once its call returns, and is never handed a call again."""
 
-    _idle: ClassVar[list[_HandlerThread]] = []
+    _idle: ClassVar[list[ReusableThread]] = []
     _idle_lock: ClassVar = threading.Lock()
-    MAX_IDLE: ClassVar = 256
+    # An executor has up to (1 + RECORD_BACKLOG_PER_SLOT) threads per handler slot in flight; idle ones cost
+    # little memory, a new one a thread start.
+    MAX_IDLE: ClassVar = 1024
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         threading.Thread(target=self._serve, daemon=True, name="handler").start()
 
     @classmethod
-    def take(cls) -> _HandlerThread:
+    def take(cls) -> ReusableThread:
         with cls._idle_lock:
             if cls._idle:
                 return cls._idle.pop()

@@ -13,10 +13,11 @@ import itertools
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from functools import partial
 
 from services.executor.announcer import TypeAnnouncer
+from services.executor.attempt import Deadlines, ReusableThread
 from services.executor.worker import Worker
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
@@ -63,16 +64,13 @@ class Executor:
         self._slots = threading.Semaphore(concurrency)
         self._record_room = threading.Semaphore(RECORD_BACKLOG_PER_SLOT * concurrency)
         self.stop = stop or threading.Event()
+        self._deadlines = Deadlines()
 
     def run(self) -> None:
         if self._announcer is not None:
             self._announcer.announce()  # before the first delivery: the scheduler claims only announced types
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
         heartbeat.start()
-        # A thread per handler slot and per outcome that may wait to be written: the thread that ran a handler
-        # writes its outcome itself once the slot is free (handing it to a recorder thread was one more thread
-        # wake-up per attempt).
-        pool = ThreadPoolExecutor(self._concurrency * (1 + RECORD_BACKLOG_PER_SLOT), thread_name_prefix="attempt")
         # Wake-ups claimed ahead of time: (monotonic due, arrival, ...); arrival breaks ties between partitions.
         held: list[tuple[float, int, Delivery, Wakeup]] = []
         arrivals = itertools.count()
@@ -96,7 +94,7 @@ class Executor:
                     paused = False
                 if held and held[0][0] <= time.monotonic():
                     _, _, due_delivery, due_wakeup = heapq.heappop(held)
-                    pool.submit(self._handle, due_delivery, due_wakeup)
+                    self._submit(due_delivery, due_wakeup)
                     continue
                 wait_s = min(POLL_S, held[0][0] - time.monotonic()) if held else POLL_S
                 delivery = self._subscription.poll(max(wait_s, 0.0))
@@ -114,7 +112,7 @@ class Executor:
                     heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
                     self._slots.release()
                     continue
-                pool.submit(self._handle, delivery, wakeup)
+                self._submit(delivery, wakeup)
         finally:
             # Held wake-ups stay unacknowledged: their jobs are still queued, redelivered after a restart.
             log.info(
@@ -123,27 +121,54 @@ class Executor:
             )
             if self._announcer is not None:
                 self._announcer.withdraw()
-            pool.shutdown(wait=True)
+            self._wait_for_attempts()
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
-    def _handle(self, delivery: Delivery, wakeup: Wakeup) -> None:
+    def _submit(self, delivery: Delivery, wakeup: Wakeup) -> None:
+        """Hand a delivery that holds a handler slot to a thread of its own, which starts the attempt, calls the
+        handler itself (a plain one under `Deadlines`) and writes the outcome: one thread hand-over per
+        attempt rather than three (to an attempt thread, to a handler thread and back)."""
+        thread = ReusableThread.take()
+        thread.run_call(partial(self._handle, delivery, wakeup, thread))
+
+    def _handle(self, delivery: Delivery, wakeup: Wakeup, thread: ReusableThread) -> None:
         """Start and run on a handler slot; the slot is freed as soon as the handler returns, then this thread
         writes the outcome (concurrent threads' writes are batched together) and acknowledges the delivery.
-        At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are held."""
+        At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are held.
+        A handler that overran its deadline has its timeout written by `_expired`, and this thread is
+        abandoned (it ends when the call returns)."""
         job, result = None, None
         try:
             job = self._worker.start(delivery, wakeup)
-            result = self._worker.run(job) if job is not None else None
+            if job is not None:
+                result = self._worker.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
+                if result is None:
+                    thread.abandon()
+                    return
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
             log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})
         if job is None or result is None:
             self._subscription.ack(delivery)
             self._slots.release()
-            return
+        else:
+            self._record_room.acquire()
+            self._slots.release()
+            self._record(delivery, job, result)
+        thread.give_back()
+
+    def _expired(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
         self._record_room.acquire()
         self._slots.release()
         self._record(delivery, job, result)
+
+    def _wait_for_attempts(self) -> None:
+        """Until every handler slot is free and every outcome written (a hung handler's slot is freed at its
+        deadline)."""
+        for _ in range(self._concurrency):
+            self._slots.acquire()
+        for _ in range(RECORD_BACKLOG_PER_SLOT * self._concurrency):
+            self._record_room.acquire()
 
     def _record(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
         try:

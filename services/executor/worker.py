@@ -14,12 +14,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
-from services.executor.attempt import Cancellation, run_handler
+from services.executor.attempt import Cancellation, Deadlines, call_plain, run_handler, settled, timed_out
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.handlers.registry import HandlerContext, HandlerRegistry, JobLogger
@@ -39,6 +40,16 @@ log = logging.getLogger("jobsched.executor")
 handler_log = logging.getLogger("jobsched.handler")  # what handlers log through ctx.logger
 T = TypeVar("T")
 STORE_RETRY_S = (0.5, 1, 2, 4, 8, 15)  # then give up: the reaper returns the job
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """A started attempt's handler call, as prepared for it."""
+
+    ctx: HandlerContext
+    cancellation: Cancellation
+    timeout_s: float
+    started: datetime
 
 
 class Worker:
@@ -161,7 +172,44 @@ class Worker:
 
     def run(self, job: Job) -> AttemptResult:
         """Run the handler of a started attempt under its timeout (the job's, else the type's, else
-        JOB_TIMEOUT); never raises for the handler's sake."""
+        JOB_TIMEOUT), a plain one on a handler thread of its own; never raises for the handler's sake."""
+        attempt = self._begin(job)
+        try:
+            handler = self._handler
+            outcome, error = run_handler(
+                handler.fn, handler.is_async, job.payload, attempt.ctx, attempt.timeout_s, attempt.cancellation
+            )
+        finally:
+            self._leave(job)
+        return self._result(attempt, outcome, error)
+
+    def run_inline(
+        self, job: Job, deadlines: Deadlines, on_expiry: Callable[[AttemptResult], None]
+    ) -> AttemptResult | None:
+        """`run`, with a plain handler called on this thread and its timeout watched by `deadlines`: the result,
+        or None when the call overran its deadline: then `on_expiry` got the timeout's result (on another
+        thread, at the deadline) and this thread is to be abandoned."""
+        handler = self._handler
+        if handler.is_async:
+            return self.run(job)
+        attempt = self._begin(job)
+
+        def expire() -> None:
+            self._leave(job)
+            on_expiry(self._result(attempt, *settled(*timed_out(attempt.timeout_s), attempt.cancellation)))
+
+        watched = deadlines.watch(attempt.timeout_s, expire)
+        try:
+            outcome, error = call_plain(handler.fn, job.payload, attempt.ctx)
+        finally:
+            in_time = deadlines.returned(watched)
+            if in_time:
+                self._leave(job)
+        if not in_time:
+            return None
+        return self._result(attempt, *settled(outcome, error, attempt.cancellation))
+
+    def _begin(self, job: Job) -> _Attempt:
         timeout_s = job.timeoutSeconds or self._handler.defaults.timeout_s or self._default_timeout.total_seconds()
         started = utc_now()
         cancellation = Cancellation()
@@ -184,18 +232,20 @@ class Worker:
         with self._lock:
             self._running[job.id] = (job, cancellation)
         self._in_flight.inc()
-        try:
-            handler = self._handler
-            outcome, error = run_handler(handler.fn, handler.is_async, job.payload, ctx, timeout_s, cancellation)
-        finally:
-            self._in_flight.dec()
-            with self._lock:
-                self._running.pop(job.id, None)
+        return _Attempt(ctx, cancellation, timeout_s, started)
+
+    def _leave(self, job: Job) -> None:
+        """The handler has returned or was abandoned: the attempt no longer runs here."""
+        self._in_flight.dec()
+        with self._lock:
+            self._running.pop(job.id, None)
+
+    def _result(self, attempt: _Attempt, outcome: Outcome, error: str | None) -> AttemptResult:
         finished = utc_now()
-        self._handler_seconds.observe((finished - started).total_seconds())
+        self._handler_seconds.observe((finished - attempt.started).total_seconds())
         return AttemptResult(
             outcome=outcome,
-            startedAt=started,
+            startedAt=attempt.started,
             finishedAt=finished,
             error=error,
             backoff=self._handler.defaults.backoff,
