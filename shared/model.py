@@ -183,3 +183,4 @@ def parse_time(text: str) -> datetime:
 
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))
+EXECUTION_FIELDS = frozenset(f.name for f in fields(Execution))

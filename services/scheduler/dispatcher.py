@@ -24,10 +24,9 @@ from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
-# The warning about due runs no executor serves (at the first tick, then every UNKNOWN_TYPES_CHECK_S) reads
-# every pending run on FerretDB, which filters on time only after decoding. Checked once a minute, together with
-# the MongoDB store's full sweep (which reads the same), it stalled the pipeline for a second each minute
-# (lateness at 150 jobs/s: p99 ~150 ms outside that second, ~570 ms in it); it is a warning, so it is rarer.
+# The warning about due runs no executor serves reads the job types of every due pending run, a query whose cost
+# grows with the backlog where the server cannot answer it from an index; it is only a warning, so it runs at
+# the first tick and then every UNKNOWN_TYPES_CHECK_S rather than with every claim.
 UNKNOWN_TYPES_CHECK_S = 300.0
 
 
@@ -83,7 +82,7 @@ class Dispatcher:
             if not self.drains_backlog or len(jobs) < self._batch or result.failed:
                 break
             now = self._clock()
-        self._warn_unknown_types(now)  # after the claims: on FerretDB it reads every pending job
+        self._warn_unknown_types(now)  # after the claims, which must not wait for it
         return result
 
     def _claim(self, now: datetime) -> list[Job]:

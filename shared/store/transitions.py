@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from shared.backoff import retry_delay
-from shared.model import CANCELLABLE, Job, Outcome, Status, run_key
+from shared.model import CANCELLABLE, JOB_FIELDS, Job, Outcome, Status, run_key
 from shared.store.base import NewJob, TransitionRefused
 
 Fields = dict[str, Any]
@@ -92,6 +92,7 @@ def template_run(template: Job, planned: datetime, now: datetime) -> Fields:
 
 def queued(now: datetime) -> Fields:
     """pending → queued by the scheduler; queuedAt is what the reaper's stale-queued sweep measures."""
+    now = stored_time(now)
     return {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now}
 
 
@@ -115,11 +116,12 @@ def cancelled(now: datetime) -> Fields:
 def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     """queued → running by the executor that inserted the attempt's record, its lease running until
     `lease_until` (extended by extend_leases)."""
+    now = stored_time(now)
     return {
         "status": Status.RUNNING.value,
         "claimedBy": worker,
         "claimedAt": now,
-        "leaseExpiresAt": lease_until,
+        "leaseExpiresAt": stored_time(lease_until),
         "updatedAt": now,
     }
 
@@ -143,6 +145,14 @@ def attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) 
 def redriven(job: Job, now: datetime) -> Fields:
     """dlq → pending, due now, with a fresh budget counted from the attempts made so far."""
     return {"status": Status.PENDING.value, "attemptBase": job.attempts, "scheduledAt": now, "updatedAt": now}
+
+
+def applied(job: Job, fields: Fields) -> Job:
+    """`job` as stored after a write of `fields` that moved it: what a store returns without reading it back."""
+    changes = {k: None if v is UNSET else v for k, v in fields.items() if k in JOB_FIELDS}
+    if "status" in changes:
+        changes["status"] = Status(str(changes["status"]))
+    return job.evolve(**changes)
 
 
 def claim_order(job: Job) -> tuple[int, datetime, str]:
