@@ -109,7 +109,7 @@ class MongoJobStore:
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
         )
         if accommodate is False:
-            return cls(client, database)
+            return MongoJobStore(client, database)
         from shared.store.mongo_compat import AccommodatingStore  # it builds on this module
 
         return AccommodatingStore(client, database, accommodate=accommodate)
