@@ -21,7 +21,21 @@ from typing import Any
 
 from loadtest.benchkit import Scenario
 from loadtest.procs import PROFILE_ENV
-from loadtest.scenarios import api, backlog, dispatch, drain, embedded, failover, lateness, peer
+from loadtest.scenarios import (
+    api,
+    backlog,
+    console,
+    dispatch,
+    drain,
+    due_now,
+    embedded,
+    failover,
+    lateness,
+    lateness_embedded,
+    peer,
+    peers_celery,
+    peers_embedded,
+)
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -34,12 +48,17 @@ SCENARIOS: dict[str, Scenario] = {
         failover.SCENARIO,
         peer.SCENARIO,
         backlog.SCENARIO,
+        console.SCENARIO,
+        peers_embedded.SCENARIO,
+        peers_celery.SCENARIO,
+        lateness_embedded.SCENARIO,
+        due_now.SCENARIO,
     )
 }
 
 
 def parser() -> argparse.ArgumentParser:
-    listing = "\n".join(f"  {s.name:<10} {s.summary}" for s in SCENARIOS.values())
+    listing = "\n".join(f"  {s.name:<16} {s.summary}" for s in SCENARIOS.values())
     main = argparse.ArgumentParser(
         prog="python -m loadtest.bench",
         description=(__doc__ or "").replace("{scenarios}", listing),

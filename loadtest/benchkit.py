@@ -56,6 +56,8 @@ class Run:
     seconds: float
     # CPU milliseconds per job, where measured (loadtest/cpu.py): "machine", "own_processes"
     cpu_ms_per_job: dict[str, float] = field(default_factory=dict)
+    # scenario-specific figures (e.g. peak_rss_mb), added to figures() as they are
+    extra: Figures = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -70,6 +72,7 @@ class Run:
         }
         if self.cpu_ms_per_job:
             figures["cpu_ms_per_job"] = self.cpu_ms_per_job
+        figures.update(self.extra)
         return figures
 
 

@@ -50,3 +50,27 @@ class CpuWindow:
         if own_s is not None:
             figures["own_processes"] = round(own_s * 1000 / jobs, 2)
         return figures
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Resident memory of a live process in MiB (VmRSS)."""
+    try:
+        status = (PROC / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def process_tree_cpu_s(pid: int) -> float | None:
+    """CPU seconds of a live process and of its live descendants (a worker and its pool processes)."""
+    total = process_cpu_s(pid)
+    if total is None:
+        return None
+    try:
+        children = [int(c) for t in (PROC / str(pid) / "task").iterdir() for c in (t / "children").read_text().split()]
+    except OSError:
+        children = []
+    return total + sum(process_tree_cpu_s(child) or 0.0 for child in children)

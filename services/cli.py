@@ -11,6 +11,7 @@ SERVICES = {
     "executor": "services.executor.__main__",
     "reaper": "services.reaper.__main__",
     "dev": "services.dev.__main__",
+    "keys": "services.keys_cli",
 }
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared.durations import parse_duration
+from shared.nudge import parse_address
 
 
 class ConfigError(ValueError):
@@ -43,6 +44,17 @@ class Settings:
     job_timeout: timedelta = timedelta(minutes=5)
     executor_concurrency: int = 64
     log_level: str = "INFO"
+    # API authentication: "required" or "off"; "" (not set) is off, refused on a non-loopback API_HOST.
+    auth: str = ""
+    auth_bootstrap_key: str = field(default="", repr=False)  # an admin key taken from a secret
+    auth_bootstrap_key_file: str = ""  # ... or the file that holds it (a mounted secret)
+    # How often each API replica reloads the keys: a revoked key is refused by every replica within this.
+    auth_refresh: timedelta = timedelta(seconds=2)
+    rate_limit: int = 200  # requests per second per API key (token bucket; 0: no limit)
+    rate_limit_burst: int = 400
+    # Nudges (shared/nudge.py): where a scheduler listens for them, and where the API sends them; off when empty.
+    nudge_listen: tuple[str, int] | None = None
+    nudge_targets: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -70,6 +82,14 @@ class Settings:
             job_timeout=reader.duration("JOB_TIMEOUT", cls.job_timeout),
             executor_concurrency=reader.integer("EXECUTOR_CONCURRENCY", cls.executor_concurrency, minimum=1),
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
+            auth=reader.choice("AUTH", cls.auth, ("required", "off")),
+            auth_bootstrap_key=reader.text("AUTH_BOOTSTRAP_KEY", cls.auth_bootstrap_key),
+            auth_bootstrap_key_file=reader.text("AUTH_BOOTSTRAP_KEY_FILE", cls.auth_bootstrap_key_file),
+            auth_refresh=reader.duration("AUTH_REFRESH", cls.auth_refresh),
+            rate_limit=reader.integer("RATE_LIMIT", cls.rate_limit, minimum=0),
+            rate_limit_burst=reader.integer("RATE_LIMIT_BURST", cls.rate_limit_burst, minimum=1),
+            nudge_listen=next(iter(reader.addresses("NUDGE_LISTEN")), None),
+            nudge_targets=reader.addresses("NUDGE_TARGETS"),
         )
         if settings.lease_ttl < timedelta(seconds=2):
             raise ConfigError("LEASE_TTL must be at least 2s")
@@ -95,6 +115,13 @@ class _Reader:
         if value < minimum:
             raise ConfigError(f"{name}={value} must be >= {minimum}")
         return value
+
+    def addresses(self, name: str) -> tuple[tuple[str, int], ...]:
+        raw = self._env.get(name, "").strip()
+        try:
+            return tuple(parse_address(part) for part in raw.split(",") if part.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
 
     def duration(self, name: str, default: timedelta, *, allow_zero: bool = False) -> timedelta:
         raw = self._env.get(name, "").strip()

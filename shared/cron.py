@@ -29,6 +29,8 @@ from shared.durations import parse_duration
 
 MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 MIN_INTERVAL = timedelta(seconds=1)
+# Longer than any schedule needs, and short enough that fire times stay far inside datetime's range.
+MAX_INTERVAL = timedelta(days=3660)
 # A search that finds no fire time within this many candidates means the expression can never fire.
 _MAX_CANDIDATES = 10_000
 
@@ -44,6 +46,8 @@ def parse_interval(text: str) -> timedelta:
         raise ScheduleError(f"invalid interval {text!r}: use a duration such as '30s', '5m' or '1h30m'") from exc
     if total < MIN_INTERVAL:
         raise ScheduleError(f"invalid interval {text!r}: the shortest interval is 1s")
+    if total > MAX_INTERVAL:
+        raise ScheduleError(f"invalid interval {text!r}: the longest interval is {MAX_INTERVAL.days}d")
     return total
 
 

@@ -20,4 +20,7 @@ def parse_duration(text: str) -> timedelta:
     compact = text.strip().replace(" ", "")
     if not compact or _PART.sub("", compact):
         raise ValueError(f"invalid duration {text!r}: use a number with a unit, such as '500ms', '30s' or '1h30m'")
-    return sum((float(n) * _UNIT[unit] for n, unit in _PART.findall(compact)), timedelta())
+    try:
+        return sum((float(n) * _UNIT[unit] for n, unit in _PART.findall(compact)), timedelta())
+    except OverflowError:
+        raise ValueError(f"invalid duration {text!r}: too long") from None

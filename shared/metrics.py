@@ -19,6 +19,10 @@ API_REQUEST_SECONDS = Histogram(
     ["method", "route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+API_AUTH_DENIED = Counter(
+    "api_auth_denied_total", "Requests refused by authentication or authorization (AUTH=required)", ["reason"]
+)
+API_RATE_LIMITED = Counter("api_rate_limited_total", "Requests refused by their API key's rate limit", ["tenant"])
 
 # scheduler
 SCHEDULER_TICK_SECONDS = Histogram(
@@ -31,6 +35,11 @@ SCHEDULER_DISPATCH_ERRORS = Counter(
     "scheduler_dispatch_errors_total", "Wake-ups not delivered to Kafka (job put back to pending)", ["job_type"]
 )
 SCHEDULER_CRON_SPAWNED = Counter("scheduler_cron_runs_spawned_total", "Runs spawned from recurring templates")
+SCHEDULER_SCHEDULE_ACTIONS = Counter(
+    "scheduler_schedule_actions_total",
+    "Fire times of templates by what became of them (spawned, buffered, skipped by overlap, missed by catch-up)",
+    ["action"],
+)
 SCHEDULER_INVALID_TEMPLATES = Counter(
     "scheduler_invalid_templates_total", "Templates dead-lettered because their schedule no longer parses"
 )

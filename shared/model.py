@@ -19,6 +19,9 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 
 class Status(StrEnum):
     PENDING = "pending"
+    # A template's run waiting for the template's previous run to end (overlap buffer_one/buffer_all,
+    # cancel_other): never claimed; the scheduler makes it pending once no other run of the template is active.
+    BUFFERED = "buffered"
     QUEUED = "queued"
     CLAIMED = "claimed"
     RUNNING = "running"
@@ -28,11 +31,15 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.COMPLETED, Status.DLQ, Status.CANCELLED})
-CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED})
+CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.BUFFERED})
+# A run of a template that is not final yet: what the overlap policies look at.
+NOT_FINAL = frozenset(set(Status) - TERMINAL)
 
 # Every status change a component may make. Anything else is a bug or a race lost, and the store refuses it.
 TRANSITIONS: dict[Status, frozenset[Status]] = {
-    Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ}),  # dlq: template gone bad
+    # dlq: a template gone bad; completed: a template whose schedule ended (endAt, remainingRuns)
+    Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ, Status.COMPLETED}),
+    Status.BUFFERED: frozenset({Status.PENDING, Status.CANCELLED}),
     Status.QUEUED: frozenset({Status.CLAIMED, Status.PENDING, Status.CANCELLED}),
     Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ}),
     Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ}),
@@ -67,8 +74,25 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TemplatePolicy:
+    """A template's schedule policy (see shared/schedules), as a client gives it and a template stores it.
+    None on runs, and on templates older than these fields, which then behave as allow_all / latest with no
+    bounds. Durations are kept as written (`10m`)."""
+
+    overlap: str | None = None
+    catchup: str | None = None
+    catchupWindow: str | None = None
+    startAt: datetime | None = None
+    endAt: datetime | None = None
+    remainingRuns: int | None = None
+    jitter: str | None = None
+    pauseOnFailure: bool | None = None
+    paused: bool | None = None
+
+
 @dataclass(frozen=True)
-class Job:
+class Job(TemplatePolicy):
     """One job document. `id` is a 24-hex ObjectId string on every store."""
 
     id: str
@@ -91,6 +115,12 @@ class Job:
     interval: str | None = None
     timezone: str | None = None
     templateId: str | None = None
+    pauseNote: str | None = None
+    pausedAt: datetime | None = None
+    resumedAt: datetime | None = None
+    lastFiredAt: datetime | None = None  # the last planned fire time the template handled (spawned or not)
+    plannedAt: datetime | None = None  # a run's planned fire time (its scheduledAt may carry jitter)
+    cancelRequested: bool | None = None  # a started run asked to stop (cancel_other)
     lastError: str | None = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None
@@ -154,7 +184,7 @@ class Execution:
 
 def _wire(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in fields(obj):
+    for f in sorted(fields(obj), key=lambda f: f.name in _POLICY_FIELDS):  # the job's own fields first
         value = getattr(obj, f.name)
         if value is None or f.metadata.get("wire") is False:
             continue
@@ -184,3 +214,4 @@ def parse_time(text: str) -> datetime:
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))
 EXECUTION_FIELDS = frozenset(f.name for f in fields(Execution))
+_POLICY_FIELDS = frozenset(f.name for f in fields(TemplatePolicy))

@@ -9,6 +9,8 @@
 #   stack.sh status   one line per component; exit 0 when every one is running and healthy
 #   stack.sh targets  `<service> 127.0.0.1:<metrics port> <name>` per component (what prometheus.sh scrapes)
 #
+# AUTH=required (and AUTH_BOOTSTRAP_KEY, AUTH_REFRESH, ...) pass through to the API like every other variable:
+# the hints printed by `up` then show how to create a key with `jobsched keys` and send it.
 # Ports: the API on API_PORT (8080); metrics (/metrics, /healthz) on a block from STACK_METRICS_PORT (9100):
 # api +0, scheduler-1 +1, scheduler-2 +2, one executor per job type in name order from +3, the reaper last.
 # State: STACK_DIR (default $JOBSCHED_RUN_DIR/stack) holds <name>.log, <name>.pid and `components`, the list
@@ -156,9 +158,15 @@ cmd_up() {
   # From here a failure stops everything this call started.
   trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers; rm -f "$MANIFEST"' EXIT
   cd "$REPO_ROOT" || die "no $REPO_ROOT"
+  # Nudges (a job due now is claimed at once): each scheduler takes UDP datagrams on the number of its metrics
+  # port (UDP and TCP ports are apart), and the API sends to both.
+  local nudge_targets="127.0.0.1:$((STACK_METRICS_PORT + 1)),127.0.0.1:$((STACK_METRICS_PORT + 2))"
   while read -r name service port args; do
+    local nudge=()
+    [ "$service" = scheduler ] && nudge=(NUDGE_LISTEN="127.0.0.1:$port")
+    [ "$service" = api ] && nudge=(NUDGE_TARGETS="$nudge_targets")
     # shellcheck disable=SC2086
-    start_bg "$name" env API_HOST=127.0.0.1 API_PORT="$API_PORT" METRICS_PORT="$port" \
+    start_bg "$name" env API_HOST=127.0.0.1 API_PORT="$API_PORT" METRICS_PORT="$port" "${nudge[@]}" \
       LOG_LEVEL="${LOG_LEVEL:-INFO}" "$VENV_PY" -m "services.$service" $args
   done < <(read_manifest)
   while read -r name service port args; do
@@ -169,13 +177,21 @@ cmd_up() {
 
   local leader; leader="$(leader_port)"
   log "up in $((SECONDS - started))s: $(grep -vc '^#' "$MANIFEST") processes, leader on metrics port $leader"
+  local auth_header=""
+  if [ "${AUTH:-}" = required ]; then
+    auth_header=" -H \"Authorization: Bearer \$KEY\""
+    cat >&2 <<EOF
+  keys:     AUTH=required: KEY=\$(MONGO_URI='$MONGO_URI' MONGO_DB=${MONGO_DB:-jobsched} \\
+              $REPO_ROOT/.venv/bin/jobsched keys create --tenant tenant-a --role writer)
+EOF
+  fi
   cat >&2 <<EOF
   logs:     $STACK_DIR/*.log
   metrics:  http://127.0.0.1:<port>/metrics, ports in $MANIFEST (bash $0 status)
-  try:      curl -s -X POST http://127.0.0.1:$API_PORT/jobs -H 'Content-Type: application/json' \\
+  try:      curl -s -X POST http://127.0.0.1:$API_PORT/jobs -H 'Content-Type: application/json'$auth_header \\
               -d '{"idempotencyKey":"hello-$(date +%s)","tenantId":"tenant-a","jobType":"log-message",
                    "payload":{"message":"hello"},"scheduledAt":"$(date -u +%FT%TZ)"}'
-            curl -s 'http://127.0.0.1:$API_PORT/jobs?tenantId=tenant-a'
+            curl -s 'http://127.0.0.1:$API_PORT/jobs?tenantId=tenant-a'$auth_header
   stop:     make down   (or bash $0 down)
 EOF
 }

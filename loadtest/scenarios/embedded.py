@@ -1,8 +1,8 @@
 """`embedded`: N due noop jobs drained by `python -m services.dev`, the whole product in one process on its
 SQLite store (JOBSCHED_DB in a temporary folder, seeded through SqliteJobStore before the process starts):
-jobs/s from the process start until every job is completed, as configured vs the reference setting
-(single claims, CLAIM_BATCH=20 SCHEDULER_TICK=500ms EXECUTOR_CONCURRENCY=1, see loadtest/reference.py), the
-reference time-boxed."""
+jobs/s from the process start until every job is completed (and the CPU per job, and the process's peak
+memory), as configured vs the reference setting (single claims, CLAIM_BATCH=20 SCHEDULER_TICK=500ms
+EXECUTOR_CONCURRENCY=1, see loadtest/reference.py), the reference time-boxed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.benchkit import REFERENCE_ENV, Run, Scenario, report, seed_sqlite, setting_label
+from loadtest.cpu import CpuWindow, process_cpu_s, process_rss_mb
 from loadtest.procs import Service, count_until, free_port, running
 from shared.model import Status, utc_now
 
@@ -28,20 +29,29 @@ def count_status(path: Path, status: Status) -> int:
 
 
 def measure_embedded(count: int, env: dict[str, str], time_box_s: float | None) -> Run:
+    """The drain from the process start until `count` jobs are completed (or the time box ends), with the CPU
+    per job (the machine's, and the process's) and the process's peak resident memory (`peak_rss_mb`, sampled
+    at every progress poll)."""
     with tempfile.TemporaryDirectory(prefix="jobsched-embedded-") as folder:
         path = Path(folder) / "jobsched.db"
         now = utc_now()
         seed_sqlite(path, count, lambda n: now - timedelta(seconds=count - n), "embedded")
-        started = time.monotonic()
+        started, cpu = time.monotonic(), CpuWindow()
         dev_env = {"JOBSCHED_DB": str(path), "API_PORT": str(free_port()), **env}
+        peak_rss = 0.0
         with running(lambda: Service("dev", dev_env)) as [dev]:
 
             def completed() -> int:
+                nonlocal peak_rss
                 dev.check_alive()
+                peak_rss = max(peak_rss, process_rss_mb(dev.process.pid) or 0.0)
                 return count_status(path, Status.COMPLETED)
 
             done, elapsed = count_until(completed, count, started, time_box_s)
-    return Run(setting_label(env), done, elapsed)
+            cpu_per_job = cpu.per_job(done, process_cpu_s(dev.process.pid))
+    run = Run(setting_label(env), done, elapsed, cpu_per_job)
+    run.extra["peak_rss_mb"] = round(peak_rss, 1)
+    return run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

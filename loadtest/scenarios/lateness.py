@@ -54,6 +54,18 @@ def lateness_ms(
     return values, censored
 
 
+def lateness_figures(rate: float, window_s: float, total: int, values: list[float], censored: int) -> Figures:
+    """What every lateness measurement reports first."""
+    return {
+        "rate": rate,
+        "window_s": window_s,
+        "jobs": total,
+        "started": total - censored,
+        "censored": censored,
+        "lateness_ms": summary(values),
+    }
+
+
 def gaps_ms(earlier: Mapping[str, datetime], later: Mapping[str, datetime]) -> list[float]:
     """later - earlier in ms for the jobs that have both."""
     return [(later[k] - at).total_seconds() * 1000 for k, at in earlier.items() if k in later]
@@ -87,12 +99,7 @@ def measure_lateness(
         scheduled, queued, started = read_times(uri, database)
     values, censored = lateness_ms(scheduled, started, ended)
     return {
-        "rate": rate,
-        "window_s": window_s,
-        "jobs": total,
-        "started": total - censored,
-        "censored": censored,
-        "lateness_ms": summary(values),
+        **lateness_figures(rate, window_s, total, values, censored),
         # where the lateness comes from: waiting for the tick that claims the job (queuedAt is that tick's
         # clock; negative when the job was claimed ahead of its time, CLAIM_LOOKAHEAD), then claim + publish +
         # Kafka + the executor holding an early wake-up until the job's time and taking the attempt

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from services.api.operator_docs import LIST_PARAMETERS, operator_paths, operator_schemas
+from services.api.schedule_docs import patch_operation, schedule_paths, schedule_schemas
 from services.api.schemas import STATUS_VALUES, ErrorBody, JobRequest
 from shared.model import Execution, Job
 
@@ -22,7 +24,7 @@ def _schemas() -> dict[str, Any]:
     ):
         out.update(schema.pop("$defs", {}))
         out[name] = schema
-    return out
+    return {**out, **schedule_schemas()}
 
 
 def _json(ref: str, description: str) -> dict[str, Any]:
@@ -69,6 +71,7 @@ def openapi_document() -> dict[str, Any]:
                             "description": "Default 100, max 5000; invalid or non-positive → 100",
                             "schema": {"type": "string"},
                         },
+                        *LIST_PARAMETERS,
                     ],
                     "responses": {
                         "200": {
@@ -90,11 +93,13 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _json("Job", "The job"), **_errors(400, 404, 503)},
                 },
                 "delete": {
-                    "summary": "Cancel a job that has not started (pending or queued)",
+                    "summary": "Cancel a job that has not started (pending, queued or buffered)",
                     "parameters": [job_id],
                     "responses": {"200": _json("Job", "Cancelled"), **_errors(400, 404, 409, 503)},
                 },
+                "patch": patch_operation(),
             },
+            **schedule_paths(),
             "/jobs/{id}/executions": {
                 "get": {
                     "summary": "The job's attempts, oldest first (attempt, worker, times, outcome, error)",
@@ -136,8 +141,9 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            **operator_paths(),
         },
-        "components": {"schemas": _schemas()},
+        "components": {"schemas": {**_schemas(), **operator_schemas()}},
     }
 
 

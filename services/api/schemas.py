@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -15,9 +16,10 @@ from pydantic import (
     model_validator,
 )
 
-from shared.cron import Schedule
+from shared.cron import ScheduleError
 from shared.handlers import registry
-from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
+from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
+from shared.schedules.spec import TemplateSpec
 from shared.store.base import NewJob
 
 MAX_TIMEOUT_S = 24 * 3600
@@ -43,18 +45,68 @@ def _rfc3339(value: Any) -> Any:
 Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
-class JobRequest(BaseModel):
-    """POST /jobs: a one-off job (scheduledAt) or a recurring template (cron or interval)."""
+def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise PayloadTooLarge(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+    if not _fits_int64(value):  # BSON (MongoDB) has no larger integer: the store could not keep it
+        raise ValueError("payload integers must fit in 64 bits (-2**63 to 2**63-1)")
+    return value
+
+
+def _fits_int64(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, int) and not -(2**63) <= item < 2**63:
+            return False
+    return True
+
+
+JobPayload = Annotated[dict[str, Any], AfterValidator(_small_enough)]
+
+
+OverlapName = Literal["allow_all", "skip", "buffer_one", "buffer_all", "cancel_other"]
+CatchupName = Literal["latest", "all", "none"]
+
+
+class SchedulePolicy(BaseModel):
+    """A template's policy fields (POST /jobs with cron or interval, PATCH of a template)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    idempotencyKey: str = Field(min_length=1, max_length=512, description="Globally unique; duplicate → 409")
-    tenantId: str = Field(min_length=1, max_length=256, description="Groups jobs for listing; not authenticated")
+    overlap: OverlapName | None = Field(
+        default=None, description="When a fire time comes while an earlier run is not final (default allow_all)"
+    )
+    catchup: CatchupName | None = Field(default=None, description="Which missed fire times run (default latest)")
+    catchupWindow: str | None = Field(
+        default=None, description="Duration: missed times older than this never run (default unlimited)"
+    )
+    startAt: Rfc3339 | None = Field(default=None, description="No fire time before this (an interval counts from it)")
+    endAt: Rfc3339 | None = Field(default=None, description="No fire time at or after this; then the template ends")
+    remainingRuns: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Runs left; 0 ends the template")
+    jitter: str | None = Field(default=None, description="Duration: each run starts up to this much later")
+    pauseOnFailure: bool | None = Field(default=None, description="A run ending in the DLQ pauses the template")
+
+    def policy_fields(self) -> dict[str, Any]:
+        """The policy fields the request set, as stored on the template."""
+        return {name: getattr(self, name) for name in SchedulePolicy.model_fields if name in self.model_fields_set}
+
+
+class JobRequest(SchedulePolicy):
+    """POST /jobs: a one-off job (scheduledAt) or a recurring template (cron or interval)."""
+
+    idempotencyKey: str = Field(min_length=1, max_length=512, description="Unique within the tenant; duplicate → 409")
+    tenantId: str = Field(min_length=1, max_length=256, description="AUTH=required: the key's when omitted")
     jobType: str = Field(description="A registered handler: " + ", ".join(registry.names()))
     scheduledAt: Rfc3339 | None = Field(
         default=None, description="RFC 3339; when the job becomes due. Required unless cron or interval is set"
     )
-    payload: dict[str, Any] = Field(default_factory=dict, description="JSON object passed to the handler")
+    payload: JobPayload = Field(default_factory=dict, description="JSON object passed to the handler")
     priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1, description="Higher runs first among due jobs")
     maxAttempts: int | None = Field(
         default=None, le=1000, description="Total tries before the DLQ; 3 when missing or not positive"
@@ -75,14 +127,6 @@ class JobRequest(BaseModel):
             raise ValueError(f"unknown jobType {value!r}; known types: {', '.join(registry.names())}")
         return value
 
-    @field_validator("payload")
-    @classmethod
-    def _small_enough(cls, value: dict[str, Any]) -> dict[str, Any]:
-        size = len(json.dumps(value, separators=(",", ":")).encode())
-        if size > MAX_PAYLOAD_BYTES:
-            raise PayloadTooLarge(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-        return value
-
     @model_validator(mode="after")
     def _one_shape(self) -> JobRequest:
         recurring = self.cron is not None or self.interval is not None
@@ -92,17 +136,29 @@ class JobRequest(BaseModel):
             raise ValueError("scheduledAt is required unless cron or interval is set")
         if self.timezone is not None and self.cron is None:
             raise ValueError("timezone applies only to cron schedules")
+        policy = sorted(self.policy_fields())
+        if policy and not recurring:
+            raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")
         return self
 
-    def schedule(self, now: datetime) -> Schedule | None:
-        if self.cron is None and self.interval is None:
-            return None
-        return Schedule.parse(cron=self.cron, interval=self.interval, timezone=self.timezone, anchor=now)
-
     def to_new_job(self, now: datetime) -> NewJob:
-        """Raises ScheduleError for an invalid cron/interval/timezone."""
-        schedule = self.schedule(now)
-        scheduled_at = schedule.next_after(now) if schedule else self.scheduledAt
+        """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires."""
+        scheduled_at = self.scheduledAt
+        template: dict[str, Any] = {}
+        if self.cron is not None or self.interval is not None:
+            policy = TemplatePolicy(**self.policy_fields())
+            spec = TemplateSpec.build(
+                cron=self.cron, interval=self.interval, timezone=self.timezone, created_at=now, policy=policy
+            )
+            scheduled_at = spec.next_fire(now)
+            if scheduled_at is None:
+                raise ScheduleError("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
+            template = {
+                **self.policy_fields(),
+                "overlap": spec.overlap.value,
+                "catchup": spec.catchup.value,
+                "paused": False,
+            }
         assert scheduled_at is not None
         return NewJob(
             idempotencyKey=self.idempotencyKey,
@@ -117,6 +173,7 @@ class JobRequest(BaseModel):
             interval=self.interval,
             timezone=(self.timezone or "UTC") if self.cron else None,
             createdAt=now,
+            **template,
         )
 
 

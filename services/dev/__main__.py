@@ -23,15 +23,17 @@ from typing import IO
 import uvicorn
 
 from services.api.app import create_app
+from services.api.auth import api_auth
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.reaper import sweeper
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
 from shared.bus.memory import MemoryBus
-from shared.config import Settings
+from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry
+from shared.keys.sqlite import SqliteKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
@@ -68,6 +70,10 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     settings = Settings.from_env()
     configure_logging("dev", settings.log_level)
     path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()
+    try:
+        auth = api_auth(settings, lambda: SqliteKeyStore(path))  # keys live in the same file as the jobs
+    except ConfigError as exc:
+        raise SystemExit(f"jobsched dev: {exc}") from None
     lock = lock_database(path)
     store = SqliteJobStore(str(path))
     store.ensure_schema()
@@ -123,7 +129,11 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(store), host=settings.api_host, port=settings.api_port, log_config=None, access_log=False
+            create_app(store, auth, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead),
+            host=settings.api_host,
+            port=settings.api_port,
+            log_config=None,
+            access_log=False,
         )
     )
 

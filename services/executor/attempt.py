@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from collections.abc import Awaitable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, cast
 
 from shared.handlers.registry import HandlerContext, HandlerFn, Payload
 from shared.model import Outcome
@@ -17,10 +18,11 @@ def run_handler(
     """The attempt's outcome and error text. Never raises: a handler's failure is the attempt's, not ours.
 
     Async handlers are cancelled at the deadline. A plain function cannot be interrupted in Python, so it
-    runs on its own thread and is abandoned at the deadline: its eventual result is ignored."""
+    runs on a handler thread of its own and is abandoned at the deadline: its eventual result is ignored."""
     if is_async:
         return _run_async(handler, payload, ctx, timeout_s)
     box: list[tuple[Outcome, str | None]] = []
+    done = threading.Event()
 
     def call() -> None:
         try:
@@ -28,13 +30,54 @@ def run_handler(
             box.append((Outcome.SUCCEEDED, None))
         except BaseException as exc:
             box.append((Outcome.FAILED, describe(exc)))
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=call, daemon=True, name=f"handler-{ctx.job_id}")
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive() or not box:
+    thread = _HandlerThread.take()
+    thread.run_call(call)
+    if not done.wait(timeout_s) or not box:
+        thread.abandon()
         return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
+    thread.give_back()
     return box[0]
+
+
+class _HandlerThread:
+    """A thread that runs one handler call at a time and is reused for the next while its calls return in
+    time (starting a thread per call was a tenth of an executor's CPU with fast handlers). One that overran its
+    deadline is abandoned: it ends once its call returns, and is never handed a call again."""
+
+    _idle: ClassVar[list[_HandlerThread]] = []
+    _idle_lock: ClassVar = threading.Lock()
+    MAX_IDLE: ClassVar = 256
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, daemon=True, name="handler").start()
+
+    @classmethod
+    def take(cls) -> _HandlerThread:
+        with cls._idle_lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    def run_call(self, call: Callable[[], None]) -> None:
+        self._calls.put(call)
+
+    def give_back(self) -> None:
+        with self._idle_lock:
+            if len(self._idle) < self.MAX_IDLE:
+                self._idle.append(self)
+                return
+        self._calls.put(None)
+
+    def abandon(self) -> None:
+        self._calls.put(None)  # read once the overrunning call has returned: then the thread ends
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            call()
 
 
 def _run_async(

@@ -61,6 +61,10 @@ class Worker:
         self._lease = lease
         self._running: dict[str, Job] = {}
         self._lock = threading.Lock()
+        # This type's series, looked up once rather than by label at every attempt.
+        self._lateness = metrics.EXECUTOR_START_LATENESS_SECONDS.labels(job_type)
+        self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
+        self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
 
     def running(self) -> list[Job]:
         with self._lock:
@@ -127,20 +131,20 @@ class Worker:
             deadline=started + timedelta(seconds=timeout_s),
         )
         lateness_s = (started - job.scheduledAt).total_seconds()
-        metrics.EXECUTOR_START_LATENESS_SECONDS.labels(self._job_type).observe(max(lateness_s, 0.0))
+        self._lateness.observe(max(lateness_s, 0.0))
         self._event("job.execution.started", job)
         with self._lock:
             self._running[job.id] = job
-        metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).inc()
+        self._in_flight.inc()
         try:
             assert self._handler is not None
             outcome, error = run_handler(self._handler, self._is_async, job.payload, ctx, timeout_s)
         finally:
-            metrics.EXECUTOR_IN_FLIGHT.labels(self._job_type).dec()
+            self._in_flight.dec()
             with self._lock:
                 self._running.pop(job.id, None)
         finished = utc_now()
-        metrics.EXECUTOR_HANDLER_SECONDS.labels(self._job_type).observe((finished - started).total_seconds())
+        self._handler_seconds.observe((finished - started).total_seconds())
         return AttemptResult(outcome=outcome, startedAt=started, finishedAt=finished, error=error)
 
     def _finish(self, job: Job, result: AttemptResult) -> None:

@@ -12,6 +12,7 @@ from shared.election.etcd import EtcdElector
 from shared.handlers import registry
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.nudge import NudgeListener
 from shared.runtime import connect_bus, connect_store, on_termination
 
 
@@ -31,9 +32,12 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
 
     on_termination(scheduler.request_stop)
     serve_metrics(settings.metrics_port)
+    listener = NudgeListener(settings.nudge_listen, scheduler.nudge) if settings.nudge_listen else None
     try:
         scheduler.run()
     finally:
+        if listener is not None:
+            listener.close()
         bus.close()
         store.close()
 

@@ -17,9 +17,11 @@ from datetime import datetime, timedelta
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
 from shared.config import Settings
-from shared.cron import Schedule, ScheduleError
+from shared.cron import ScheduleError
 from shared.election.base import Term
 from shared.model import Job, format_time, utc_now
+from shared.schedules.engine import ScheduleEngine
+from shared.schedules.policy import Action
 from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.scheduler")
@@ -62,6 +64,7 @@ class Dispatcher:
         self._lookahead = lookahead
         self._clock = clock
         self._next_unknown_check = 0.0
+        self._schedules = ScheduleEngine(store)
 
     @classmethod
     def from_settings(cls, store: JobStore, bus: Bus, job_types: Collection[str], settings: Settings) -> Dispatcher:
@@ -119,20 +122,12 @@ class Dispatcher:
         return len(jobs) - len(failed_ids)
 
     def spawn_template_runs(self, now: datetime) -> int:
-        """For each due template: insert the run for its most recent missed fire time, then advance it.
-
-        Catch-up rule: after downtime a template spawns ONE run, for the latest fire time at or before now,
-        not one per missed time. The run's key is deterministic, so a crash between the insert and the
-        advance makes the retry's insert a no-op instead of a second run."""
+        """Handle every due template's fire times (catch-up, overlap, bounds: shared/schedules), then start
+        the buffered runs whose template has no other run going. Return the runs spawned."""
         spawned = 0
         for template in self._store.due_templates(now, TEMPLATES_PER_TICK):
             try:
-                schedule = Schedule.parse(
-                    cron=template.cron,
-                    interval=template.interval,
-                    timezone=template.timezone,
-                    anchor=template.createdAt,
-                )
+                actions = self._schedules.fire_due(template, now)
             except ScheduleError as exc:
                 self._store.dead_letter_template(template, f"invalid schedule: {exc}")
                 metrics.SCHEDULER_INVALID_TEMPLATES.inc()
@@ -141,20 +136,11 @@ class Dispatcher:
                     extra={"action": "template_invalid", "jobId": template.id, "error": str(exc)},
                 )
                 continue
-            planned = schedule.latest_at_or_before(now) or template.scheduledAt
-            if self._store.spawn_run(template, planned):
-                spawned += 1
-                metrics.SCHEDULER_CRON_SPAWNED.inc()
-                log.info(
-                    "run spawned",
-                    extra={
-                        "action": "cron_run_spawned",
-                        "jobId": template.id,
-                        "tenantId": template.tenantId,
-                        "planned": planned.isoformat(),
-                    },
-                )
-            self._store.advance_template(template, schedule.next_after(now))
+            for action, count in actions.items():
+                metrics.SCHEDULER_SCHEDULE_ACTIONS.labels(action.value).inc(count)
+            spawned += actions[Action.SPAWNED] + actions[Action.BUFFERED]
+        metrics.SCHEDULER_CRON_SPAWNED.inc(spawned)
+        self._schedules.start_buffered(now)
         return spawned
 
     def _warn_unknown_types(self, now: datetime) -> None:

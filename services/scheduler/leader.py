@@ -2,7 +2,8 @@
 
 A tick that overruns the period is not followed by catch-up ticks (the next starts at once, then the
 rhythm resumes), and an error in a tick (store or broker down) is logged and retried on the next one with
-growing backoff instead of ending the process.
+growing backoff instead of ending the process. A nudge (a job due now was stored) starts the next tick at once,
+at most one per NUDGE_MIN_GAP_S; nudges that arrive during a tick are served together by the one after it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from shared.election.base import Elector, Term
 
 log = logging.getLogger("jobsched.scheduler")
 MAX_ERROR_BACKOFF_S = 10.0
+# Under a stream of due-now creates every tick is a nudged one; this gap bounds the claim transactions they
+# cost while keeping a job's wait for its claim well under the period.
+NUDGE_MIN_GAP_S = 0.005
 
 
 class Scheduler:
@@ -31,12 +35,22 @@ class Scheduler:
         self._tick_s = tick_s
         self.stop = threading.Event()
         self._term: Term | None = None
+        self._wake = threading.Event()  # a nudge or a stop: end the wait for the next tick
 
     def request_stop(self) -> None:
         """From a signal handler: stop ticking now; `run` then resigns so a standby takes over at once."""
         self.stop.set()
+        self._wake.set()
         if self._term is not None:
             self._term.lost.set()
+
+    def _wake_on_loss(self, term: Term) -> None:
+        term.lost.wait()
+        self._wake.set()
+
+    def nudge(self) -> None:
+        """A job due now was stored: tick at once (thread-safe, cheap, a no-op while not leading)."""
+        self._wake.set()
 
     def run(self) -> None:
         try:
@@ -66,6 +80,9 @@ class Scheduler:
         topics_ready = False
         failures = 0
         next_tick = time.monotonic()
+        self._wake.clear()  # the first tick is now anyway
+        # The wait between ticks ends on a nudge, a stop, or the term's loss (relayed by this watcher).
+        threading.Thread(target=self._wake_on_loss, args=(term,), daemon=True, name="term-watch").start()
         while not self.stop.is_set() and term.trusted():
             started = time.monotonic()
             try:
@@ -81,6 +98,13 @@ class Scheduler:
                 failures += 1
                 metrics.SCHEDULER_TICK_ERRORS.inc()
                 log.warning("tick failed", extra={"action": "tick_failed", "error": repr(exc)})
-            delay = self._tick_s if not failures else min(self._tick_s * 2**failures, MAX_ERROR_BACKOFF_S)
-            next_tick = max(next_tick + delay, started + (delay if failures else 0))
-            term.lost.wait(max(0.0, next_tick - time.monotonic()))
+            if failures:  # back off; nudges do not shorten it
+                delay = min(self._tick_s * 2**failures, MAX_ERROR_BACKOFF_S)
+                next_tick = started + delay
+                term.lost.wait(max(0.0, next_tick - time.monotonic()))
+                continue
+            next_tick = max(next_tick + self._tick_s, started)
+            if self._wake.wait(max(0.0, next_tick - time.monotonic())):
+                self.stop.wait(max(0.0, started + NUDGE_MIN_GAP_S - time.monotonic()))
+                next_tick = time.monotonic()
+            self._wake.clear()

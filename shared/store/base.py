@@ -9,12 +9,12 @@ updates move statuses.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status
+from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
 
 
 class StoreError(Exception):
@@ -69,7 +69,7 @@ class StartHint:
 
 
 @dataclass(frozen=True)
-class NewJob:
+class NewJob(TemplatePolicy):
     """What a client asks for; the store assigns id, status and timestamps."""
 
     idempotencyKey: str
@@ -86,6 +86,18 @@ class NewJob:
     templateId: str | None = None
     # The anchor of an interval schedule; the store uses its own clock when None.
     createdAt: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run a template spawns: for a fire time (keyed `<templateKey>-run-<unix ns>` unless `key` is given),
+    pending or buffered, at `scheduledAt` (default: the fire time), with the template's payload unless given."""
+
+    planned: datetime
+    key: str | None = None
+    status: Status = Status.PENDING
+    scheduledAt: datetime | None = None
+    payload: dict[str, Any] | None = None
 
 
 class JobStore(Protocol):
@@ -106,7 +118,8 @@ class JobStore(Protocol):
     # --- jobs, as the API sees them ----------------------------------------------------------------------
 
     def create(self, new: NewJob) -> Job:
-        """Insert a pending job. Raise DuplicateJob if its idempotencyKey exists (atomic under races)."""
+        """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
+        under races); another tenant's job with the same key is no conflict."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""
@@ -145,11 +158,36 @@ class JobStore(Protocol):
         """The job types of due pending runs (to warn about types no executor handles)."""
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        """Recurring templates that are pending with scheduledAt <= now, earliest first."""
+        """Recurring templates that are pending, not paused, with scheduledAt <= now, earliest first."""
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
         """Insert the template's one-off run for the planned fire time, keyed `<key>-run-<unix ns>`.
         Return False if that run already exists (a retry after a crash between spawn and advance)."""
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
+        key exists (the same fire time spawned before, a repeated trigger), return that job with False."""
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        """The tenant's job with this idempotencyKey, or None."""
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        """The template's runs, optionally only these statuses, newest plannedAt first, at most `limit`."""
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        """Buffered runs of every template, oldest plannedAt first."""
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        """buffered → pending, due `now`; False when the run is not buffered any more (cancelled, promoted)."""
+
+    def update_pending(self, job: Job, fields: dict[str, Any]) -> Job | None:
+        """Apply `fields` (a transition's, see transitions.py) to a job that is still pending with the
+        scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
+        leader, a pause or an update); the updated job, or None when it changed meanwhile."""
+
+    def request_cancel(self, job_id: str) -> Job:
+        """Cancel the job as `cancel` does when it has not started; when it is claimed or running, set
+        cancelRequested instead (its executor stops it). Raise JobNotFound, or TransitionRefused when final."""
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         """Move a pending template from its current scheduledAt to `next_at`; False if it changed meanwhile
@@ -193,3 +231,27 @@ class JobStore(Protocol):
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
         attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
         ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+
+
+def request_cancel_in_steps(store: JobStore, job_id: str, mark_requested: Callable[[Job], Job | None]) -> Job:
+    """request_cancel on any store: cancel a job that has not started, or `mark_requested` (cancelRequested,
+    guarded on the job still being claimed or running) one that has; a job that starts or stops between the
+    read and the write is looked at again."""
+    job: Job | None = None
+    for _ in range(3):
+        job = store.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.status in (Status.CLAIMED, Status.RUNNING):
+            marked = mark_requested(job)
+            if marked is not None:
+                return marked
+            continue
+        try:
+            return store.cancel(job_id)
+        except TransitionRefused as refused:
+            if refused.job.status not in (Status.CLAIMED, Status.RUNNING, Status.QUEUED, Status.PENDING):
+                raise
+    last = store.get(job_id) or job
+    assert last is not None
+    raise TransitionRefused(last, "cancel")

@@ -20,10 +20,18 @@ Result = TypeVar("Result")
 BatchFn = Callable[[Sequence[Request]], Sequence[Result | BaseException]]
 
 
+def _taken_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(eq=False)
 class _Waiter(Generic[Request, Result]):
     request: Request
-    wake: threading.Event = field(default_factory=threading.Event)
+    # Released exactly once if the waiter has to wait at all: to lead the next batch, or with its result. A held
+    # lock is the cheapest one-shot signal there is (an Event is a condition, a lock and a list).
+    wake: threading.Lock = field(default_factory=_taken_lock)
     leads: bool = False  # woken to run the next batch rather than with its own result
     result: Result | BaseException | None = None
     done: bool = False
@@ -46,14 +54,13 @@ class GroupCommit(Generic[Request, Result]):
             self._queue.append(waiter)
             waiter.leads = not self._busy
             self._busy = True
-        # A leader is always the head of the queue, so its own request is in the batch it runs.
-        while not waiter.done:
-            if waiter.leads:
-                waiter.leads = False
-                self._run_one_batch()
-                continue
-            waiter.wake.wait()
-            waiter.wake.clear()
+        # A leader is always the head of the queue, so its own request is in the batch it runs: a waiter is woken
+        # at most once (to lead, or done), and a leader is done after its batch.
+        if not waiter.leads:
+            waiter.wake.acquire()
+        if waiter.leads:
+            waiter.leads = False
+            self._run_one_batch()
         if isinstance(waiter.result, BaseException):
             raise waiter.result
         return waiter.result  # type: ignore[return-value]  # done without exception: a Result
@@ -72,11 +79,11 @@ class GroupCommit(Generic[Request, Result]):
         for waiter, result in zip(batch, results, strict=True):
             waiter.result = result
             waiter.done = True
-            waiter.wake.set()
+            waiter.wake.release()
         # Hand the next batch to the head of the queue (it is waiting anyway), so no thread serves others forever.
         with self._lock:
             if self._queue:
                 self._queue[0].leads = True
-                self._queue[0].wake.set()
+                self._queue[0].wake.release()
             else:
                 self._busy = False

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
 
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
@@ -42,13 +42,15 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    RunSpec,
     StartHint,
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    request_cancel_in_steps,
 )
 from shared.store.group_commit import GroupCommit
-from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES
+from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
 from shared.store.transitions import attempt_record_id as attempt_record_id
@@ -57,6 +59,35 @@ Document = dict[str, Any]
 T = TypeVar("T")
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
 DUPLICATE_KEY = 11000
+INDEX_NOT_FOUND = 27
+# What the operator's pages and counts use (browse_mongo.py). tenant_status_listing and type_counts change with
+# every status change; the partial ones hold only templates, runs, completed or dead-lettered jobs.
+OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
+    ("jobs", [("tenantId", 1), ("status", 1), ("createdAt", -1), ("_id", -1)], {"name": "tenant_status_listing"}),
+    ("jobs", [("tenantId", 1), ("jobType", 1), ("createdAt", -1), ("_id", -1)], {"name": "tenant_type_listing"}),
+    ("jobs", [("jobType", 1), ("status", 1), ("tenantId", 1)], {"name": "type_counts"}),
+    (
+        "jobs",
+        [("tenantId", 1), ("createdAt", -1), ("_id", -1)],
+        {"name": "tenant_templates", "partialFilterExpression": {"kind": KIND_TEMPLATE}},
+    ),
+    (
+        "jobs",
+        [("templateId", 1), ("createdAt", -1), ("_id", -1)],
+        {"name": "template_runs", "partialFilterExpression": {"templateId": {"$exists": True}}},
+    ),
+    (
+        "jobs",
+        [("updatedAt", 1), ("jobType", 1), ("tenantId", 1)],
+        {"name": "recent_completions", "partialFilterExpression": {"status": Status.COMPLETED.value}},
+    ),
+    (
+        "jobs",
+        [("lastError", 1), ("updatedAt", -1), ("tenantId", 1)],
+        {"name": "dead_letters", "partialFilterExpression": {"status": Status.DLQ.value}},
+    ),
+    ("attempt_outcomes", [("outcome", 1), ("at", 1)], {"name": "recent_outcomes"}),
+]
 
 
 @dataclass(frozen=True)
@@ -98,9 +129,10 @@ class MongoJobStore:
     def connect(
         cls, uri: str, database: str, *, timeout_ms: int = 5000, accommodate: bool | None = None
     ) -> MongoJobStore:
-        """A store on `database`. `accommodate` forces the choice of shared/store/mongo_compat: True its
-        compensations, False this path alone; None (the default) lets the server's answer decide, asked at
-        the first call (so that a process starts while the database is down)."""
+        """A store on `database`. `accommodate` forces the claim and write compensations of
+        shared/store/mongo_compat: True on, False this path alone; None (the default) lets the server's answer
+        decide, asked at the first call (so that a process starts while the database is down). Which query
+        indexes exist is always the server's answer."""
         client: MongoClient[Document] = MongoClient(
             uri,
             tz_aware=True,
@@ -108,8 +140,6 @@ class MongoJobStore:
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
         )
-        if accommodate is False:
-            return MongoJobStore(client, database)
         from shared.store.mongo_compat import AccommodatingStore  # it builds on this module
 
         return AccommodatingStore(client, database, accommodate=accommodate)
@@ -120,8 +150,23 @@ class MongoJobStore:
     def ensure_schema(self) -> None:
         """The unique index (it decides ownership) and every query's index; existing ones are left alone."""
         with translate_errors():
-            self._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+            self._jobs.create_index(
+                [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
+            )
+            self._drop_global_idempotency_index()
             self._create_query_indexes()
+
+    def _drop_global_idempotency_index(self) -> None:
+        """A database written before idempotency keys were unique per tenant has a unique index on the key
+        alone, which would refuse a key that another tenant uses. It goes once the per-tenant index exists, so
+        one unique index guards every moment of the upgrade; replicas starting together may race to drop it."""
+        for name, spec in self._jobs.index_information().items():
+            if spec.get("unique") and [field for field, _ in spec["key"]] == ["idempotencyKey"]:
+                try:
+                    self._jobs.drop_index(name)
+                except OperationFailure as exc:
+                    if exc.code != INDEX_NOT_FOUND:
+                        raise
 
     def _create_query_indexes(self) -> None:
         self._jobs.create_index([("status", ASCENDING), *CLAIM_ORDER], name="claim_order")
@@ -132,9 +177,12 @@ class MongoJobStore:
             [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("status", ASCENDING)],
             name="tenant_listing",
         )
+        self._jobs.create_index([("templateId", ASCENDING), ("plannedAt", DESCENDING)], name="template_runs_planned")
         self._jobs.create_index([("status", ASCENDING), ("leaseExpiresAt", ASCENDING)], name="expired_attempts")
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
         self._outcomes.create_index("jobId", name="job_outcomes")
+        for collection, keys, options in OPERATOR_INDEXES:
+            self._db[collection].create_index(keys, **options)
 
     def ping(self) -> None:
         with translate_errors():
@@ -248,18 +296,17 @@ class MongoJobStore:
             )
 
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        query = {"status": Status.PENDING.value, "kind": KIND_TEMPLATE, "scheduledAt": {"$lte": now}}
+        query = {
+            "status": Status.PENDING.value,
+            "kind": KIND_TEMPLATE,
+            "scheduledAt": {"$lte": now},
+            "paused": {"$ne": True},
+        }
         with translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        doc = self.pending_document(transitions.template_run(template, planned, utc_now()))
-        with translate_errors():
-            try:
-                self._jobs.insert_one(doc)
-            except DuplicateKeyError:
-                return False
-        return True
+        return self.add_run(template, RunSpec(planned))[1]
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         with translate_errors():
@@ -276,6 +323,70 @@ class MongoJobStore:
                 self._update(transitions.template_dead_lettered(reason, utc_now())),
             )
         return result.modified_count == 1
+
+    # --- schedules --------------------------------------------------------------------------------------
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        fields = transitions.template_run(template, run, utc_now())
+        doc = self.pending_document(fields) if run.status is Status.PENDING else dict(fields)
+        with translate_errors():
+            try:
+                result = self._jobs.insert_one(doc)
+            except DuplicateKeyError:
+                # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
+                existing = self.job_by_key(fields["tenantId"], fields["idempotencyKey"])
+                if existing is None:  # removed since: nothing of ours to return
+                    raise StoreUnavailable("the run's key was taken and then vanished; retry") from None
+                return existing, False
+        doc["_id"] = result.inserted_id
+        return job_from_document(doc), True
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with translate_errors():
+            doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
+        return job_from_document(doc) if doc else None
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        query: Document = {"templateId": template_id}
+        if statuses is not None:
+            query["status"] = {"$in": sorted(s.value for s in statuses)}
+        order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
+        with translate_errors():
+            return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        query = {"kind": KIND_BUFFERED, "status": Status.BUFFERED.value}
+        order = [("plannedAt", ASCENDING), ("_id", ASCENDING)]
+        with translate_errors():
+            return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        with translate_errors():
+            result = self._jobs.update_one(
+                {"_id": ObjectId(run.id), "status": Status.BUFFERED.value}, self._update(transitions.promoted(now))
+            )
+        return result.modified_count == 1
+
+    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+        with translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},
+                self._update(fields),
+                return_document=ReturnDocument.AFTER,
+            )
+        return job_from_document(doc) if doc is not None else None
+
+    def request_cancel(self, job_id: str) -> Job:
+        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
+
+    def _mark_cancel_requested(self, job: Job) -> Job | None:
+        with translate_errors():
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                self._update(transitions.cancel_requested(utc_now())),
+                return_document=ReturnDocument.AFTER,
+            )
+        return job_from_document(doc) if doc is not None else None
 
     # --- executor ---------------------------------------------------------------------------------------
 

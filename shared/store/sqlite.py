@@ -25,14 +25,16 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
-from shared.model import JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
+from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
@@ -40,21 +42,44 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    RunSpec,
     StartHint,
+    StoreError,
     StoreUnavailable,
     TransitionRefused,
+    request_cancel_in_steps,
 )
-from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, KIND_RUN, KIND_TEMPLATE, attempt_record_id
+from shared.store.group_commit import GroupCommit
+from shared.store.transitions import (
+    ATTEMPT_ACTIVE,
+    CANCELLABLE_VALUES,
+    KIND_BUFFERED,
+    KIND_RUN,
+    KIND_TEMPLATE,
+    attempt_record_id,
+)
 
 DEFAULT_PATH: Final = "jobsched.db"
+T = TypeVar("T")
+# A start waiting for its write transaction: start_attempt's arguments bound, the connection and time to come.
+_Start = Callable[[sqlite3.Connection, datetime], Job | AttemptTaken]
 
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS jobs (
+# The conditions of the partial indexes that the operator's queries (browse_sqlite.py) range over, written into
+# their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
+ENDED_SQL: Final = f"status IN ('{Status.COMPLETED.value}', '{Status.DLQ.value}')"
+# In a fixed order: SQLite matches a partial index's condition as written.
+FINAL_SQL: Final = f"status IN ({', '.join(repr(s.value) for s in Status if s in TERMINAL)})"
+UNDERWAY_SQL: Final = f"status IN ({', '.join(repr(s.value) for s in Status if s not in TERMINAL)})"
+DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
+TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
+FAILED_SQL: Final = f"outcome IN ('{Outcome.FAILED.value}', '{Outcome.TIMEOUT.value}', '{Outcome.LOST.value}')"
+
+_JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         id              TEXT PRIMARY KEY,           -- 24-hex ObjectId, as on MongoDB
-        idempotencyKey  TEXT NOT NULL UNIQUE,       -- invariant 4: one job per key, decided by this index
+        idempotencyKey  TEXT NOT NULL,              -- unique per tenant (index tenant_idempotency)
         tenantId        TEXT NOT NULL,
         jobType         TEXT NOT NULL,
-        kind            TEXT NOT NULL,              -- 'run' or 'template': templates are never claimed
+        kind            TEXT NOT NULL,              -- 'run', 'template' or 'buffered': only runs are claimed
         status          TEXT NOT NULL,
         scheduledAt     INTEGER NOT NULL,           -- times: unix milliseconds, UTC
         createdAt       INTEGER NOT NULL,
@@ -73,14 +98,46 @@ _SCHEMA: Final = (
         claimedBy       TEXT,
         claimedAt       INTEGER,
         queuedAt        INTEGER,
-        leaseExpiresAt  INTEGER
-    )""",
+        leaseExpiresAt  INTEGER,
+        overlap         TEXT,                       -- template schedule policy (shared/schedules)
+        catchup         TEXT,
+        catchupWindow   TEXT,
+        startAt         INTEGER,
+        endAt           INTEGER,
+        remainingRuns   INTEGER,
+        jitter          TEXT,
+        pauseOnFailure  INTEGER,                    -- booleans: 0/1
+        paused          INTEGER,
+        pauseNote       TEXT,
+        pausedAt        INTEGER,
+        resumedAt       INTEGER,
+        lastFiredAt     INTEGER,
+        plannedAt       INTEGER,                    -- a template run's fire time
+        cancelRequested INTEGER
+    )"""
+_SCHEMA: Final = (
+    _JOBS_TABLE,
+    # invariant 4: one job per idempotency key within its tenant, decided by this index
+    "CREATE UNIQUE INDEX IF NOT EXISTS tenant_idempotency ON jobs (tenantId, idempotencyKey)",
     # Claims, due templates, due job types, the reaper's sweeps. A claim range-scans the due runs and keeps the
     # top `limit` in claim order. An index in claim order (priority first) would skip that sort but walk every
     # not-yet-due job of higher priority on each claim: measured behind 100,000 future jobs, 136 single
     # claims/s that way against 1,900/s this way (batches of 500: 25,000 against 38,000 jobs/s).
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
+    # The operator's pages and counts (browse_sqlite.py). All but tenant_type_listing are partial, so a job on its
+    # way to an end writes nothing to them until it gets there: jobs that have ended (the bulk of a store, by
+    # status for pages, and in GROUP BY order for the counts), templates, runs, dead letters, failed attempts.
+    # Jobs still on their way are found through due_order (status first).
+    f"CREATE INDEX IF NOT EXISTS final_listing ON jobs (tenantId, status, createdAt DESC, id DESC) WHERE {FINAL_SQL}",
+    f"CREATE INDEX IF NOT EXISTS final_counts ON jobs (jobType, status, tenantId) WHERE {FINAL_SQL}",
+    "CREATE INDEX IF NOT EXISTS tenant_type_listing ON jobs (tenantId, jobType, createdAt DESC, id DESC)",
+    f"CREATE INDEX IF NOT EXISTS tenant_templates ON jobs (tenantId, createdAt DESC, id DESC) WHERE {TEMPLATES_SQL}",
+    "CREATE INDEX IF NOT EXISTS template_runs ON jobs (templateId, createdAt DESC, id DESC) "
+    "WHERE templateId IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS recent_endings ON jobs (updatedAt, jobType, status, tenantId) WHERE {ENDED_SQL}",
+    f"CREATE INDEX IF NOT EXISTS dead_letters ON jobs (lastError, updatedAt, jobType, tenantId) WHERE {DEAD_SQL}",
+    "CREATE INDEX IF NOT EXISTS template_runs_planned ON jobs (templateId, plannedAt DESC)",
     """CREATE TABLE IF NOT EXISTS executions (
         id          TEXT PRIMARY KEY,               -- '<jobId>:<attempt>': inserting it claims the attempt
         jobId       TEXT NOT NULL,
@@ -93,6 +150,7 @@ _SCHEMA: Final = (
         error       TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
+    f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
 
 _JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
@@ -101,7 +159,17 @@ _EXECUTION_COLUMNS: Final = frozenset(
 )
 _TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
+    | {"startAt", "endAt", "pausedAt", "resumedAt", "lastFiredAt", "plannedAt"}
 )
+_BOOL_COLUMNS: Final = frozenset({"pauseOnFailure", "paused", "cancelRequested"})
+# Columns added after the first release: a database file made before them gets them at ensure_schema.
+_ADDED_COLUMNS: Final = {
+    **dict.fromkeys(("overlap", "catchup", "catchupWindow", "jitter", "pauseNote"), "TEXT"),
+    **dict.fromkeys(
+        ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
+    ),
+    **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
+}
 _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
@@ -126,8 +194,15 @@ _UNAVAILABLE_CODES: Final = frozenset(
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
-class _Refused(Exception):
-    """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on."""
+class _Refused(StoreError):
+    """Raised inside a transaction to roll it back when a compare-and-set finds the state moved on (never
+    leaves the store)."""
+
+
+@dataclass(frozen=True)
+class _FinishRequest:
+    job: Job
+    result: AttemptResult
 
 
 @contextmanager
@@ -233,13 +308,26 @@ class SqliteJobStore:
         # between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
+        # An executor starts and finishes each delivery on a thread of its own, the API creates each job on one.
+        # Each write transaction costs a WAL sync and a hand-over of the write lock whatever it holds, so the
+        # creates (starts, outcomes) that threads ask for while one transaction runs are all written by the
+        # next one (group commit); each request still succeeds or fails alone (a savepoint each).
+        self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
+        self._starts: GroupCommit[_Start, Job] = GroupCommit(self._start_batch)
+        self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
 
     def close(self) -> None:
         self._pool.close()
 
     def ensure_schema(self) -> None:
         with self._write() as conn:
-            for statement in _SCHEMA:
+            _drop_global_idempotency_key(conn)
+            conn.execute(_SCHEMA[0])
+            present = {str(r["name"]) for r in conn.execute("PRAGMA table_info(jobs)")}
+            for column, kind in _ADDED_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            for statement in _SCHEMA[1:]:
                 conn.execute(statement)
 
     def ping(self) -> None:
@@ -247,12 +335,12 @@ class SqliteJobStore:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the file, not just a handle
 
     def create(self, new: NewJob) -> Job:
-        fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
+        return self._creates.submit(new)
+
+    def _create_batch(self, requests: Sequence[NewJob]) -> list[Job | BaseException]:
+        """The creates of concurrent API requests, one write transaction for all (group commit)."""
         with self._write() as conn:
-            row = _insert_unique(conn, "jobs", fields)
-            if row is None:
-                raise DuplicateJob(new.idempotencyKey)
-        return _to_job(row)
+            return [_each_alone(conn, partial(_create_one, conn, new)) for new in requests]
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
@@ -331,17 +419,14 @@ class SqliteJobStore:
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE status = ? AND kind = ? AND scheduledAt <= ? "
+                "SELECT * FROM jobs WHERE status = ? AND kind = ? AND scheduledAt <= ? AND NOT coalesce(paused, 0) "
                 "ORDER BY scheduledAt ASC, id ASC LIMIT ?",
                 (Status.PENDING.value, KIND_TEMPLATE, _to_ms(now), max(limit, 0)),
             ).fetchall()
         return [_to_job(r) for r in rows]
 
     def spawn_run(self, template: Job, planned: datetime) -> bool:
-        fields = {"id": str(ObjectId()), **transitions.template_run(template, planned, utc_now())}
-        with self._write() as conn:
-            # None: this fire time's run exists (a retry after a crash, or another leader's spawn).
-            return _insert_unique(conn, "jobs", fields) is not None
+        return self.add_run(template, RunSpec(planned))[1]
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         fields = transitions.template_advanced(next_at, utc_now())
@@ -356,29 +441,80 @@ class SqliteJobStore:
             row = _update_job(conn, template.id, fields, "status = ?", (Status.PENDING.value,))
         return row is not None
 
+    # --- schedules --------------------------------------------------------------------------------------
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        fields = {"id": str(ObjectId()), **transitions.template_run(template, run, utc_now())}
+        with self._write() as conn:
+            row = _insert_unique(conn, "jobs", fields)
+            if row is not None:
+                return _to_job(row), True
+            # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
+                (fields["tenantId"], fields["idempotencyKey"]),
+            ).fetchone()
+        return _to_job(row), False
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (tenant_id, idempotency_key)
+            ).fetchone()
+        return _to_job(row) if row else None
+
+    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+        values = sorted(s.value for s in statuses) if statuses is not None else []
+        status_clause = f"AND status IN ({_marks(values)})" if statuses is not None else ""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} "
+                "ORDER BY plannedAt DESC, scheduledAt DESC, id DESC LIMIT ?",
+                [template_id, *values, max(limit, 0)],
+            ).fetchall()
+        return [_to_job(r) for r in rows]
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE status = ? AND kind = ? ORDER BY plannedAt ASC, id ASC LIMIT ?",
+                (Status.BUFFERED.value, KIND_BUFFERED, max(limit, 0)),
+            ).fetchall()
+        return [_to_job(r) for r in rows]
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        with self._write() as conn:
+            row = _update_job(conn, run.id, transitions.promoted(now), "status = ?", (Status.BUFFERED.value,))
+        return row is not None
+
+    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+        with self._write() as conn:
+            guard = (Status.PENDING.value, _to_ms(job.scheduledAt))
+            row = _update_job(conn, job.id, fields, "status = ? AND scheduledAt = ?", guard)
+        return _to_job(row) if row is not None else None
+
+    def request_cancel(self, job_id: str) -> Job:
+        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
+
+    def _mark_cancel_requested(self, job: Job) -> Job | None:
+        with self._write() as conn:
+            row = _update_job(conn, job.id, transitions.cancel_requested(utc_now()), _IS_ACTIVE, ATTEMPT_ACTIVE)
+        return _to_job(row) if row is not None else None
+
     # --- executor ---------------------------------------------------------------------------------------
 
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
-        """One transaction: read the job, insert the attempt's record, move the job queued → running. The
-        write lock makes the read a compare-and-set; calls are local and fast, so the hint is not needed."""
+        """Read the job, insert the attempt's record, move the job queued → running, in one transaction with
+        the starts other threads ask for meanwhile (group commit). The write lock makes the read a
+        compare-and-set; the hint is not needed."""
+        return self._starts.submit(partial(_start_one, job_id, job_type, worker, lease_until))
+
+    def _start_batch(self, requests: Sequence[_Start]) -> list[Job | BaseException]:
         now = utc_now()
         with self._write() as conn:
-            job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
-            if job is None:
-                raise JobNotFound(job_id)
-            transitions.check_startable(job, job_type)
-            attempt = job.next_attempt
-            record_id = attempt_record_id(job.id, attempt)
-            record = {"id": record_id, **transitions.attempt_started(job.id, attempt, worker, now)}
-            if _insert_unique(conn, "executions", record) is not None:
-                fields = transitions.started(worker, now, lease_until)
-                row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
-                assert row is not None, "the write lock was held since the job was read"
-                return _to_job(row)
-            _restore_cancellation(conn, job, record_id)  # committed: the refusal below is outside the transaction
-        raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken")
+            return [_each_alone(conn, partial(start, conn, now)) for start in requests]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -390,34 +526,26 @@ class SqliteJobStore:
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._close_attempt(job, result.outcome, result.error, result.finishedAt, result.startedAt)
+        return self._finishes.submit(_FinishRequest(job, result))
 
-    def _close_attempt(
-        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
-    ) -> Job | None:
-        """Decide the attempt's one outcome and move the job, in one transaction: the first closer (the
-        executor's result or the reaper's "lost") finds the record still `running`; every later one finds it
-        decided and changes nothing."""
-        record_id = attempt_record_id(job.id, job.next_attempt)
-        record_set, record_params = _assignments(
-            transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
-        )
-        try:
-            with self._write() as conn:
-                decided = conn.execute(
-                    f"UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?",
-                    [*record_params, record_id, Outcome.RUNNING.value],
+    def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
+        with self._write() as conn:
+            closed = [
+                _each_alone(
+                    conn,
+                    partial(
+                        _close_attempt,
+                        conn,
+                        r.job,
+                        r.result.outcome,
+                        r.result.error,
+                        r.result.finishedAt,
+                        r.result.startedAt,
+                    ),
                 )
-                if decided.rowcount != 1:
-                    raise _Refused
-                fields = transitions.attempt_closed(job, outcome, error, at)
-                guard = (job.attempts, *ATTEMPT_ACTIVE)
-                row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard)
-                if row is None:
-                    raise _Refused  # the job is not in this attempt any more: keep record and job as they are
-        except _Refused:
-            return None
-        return _to_job(row)
+                for r in requests
+            ]
+        return [None if isinstance(c, _Refused) else c for c in closed]
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with self._read() as conn:
@@ -455,7 +583,11 @@ class SqliteJobStore:
         return [_to_job(r) for r in rows]
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+        try:
+            with self._write() as conn:
+                return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None)
+        except _Refused:
+            return None
 
     # --- transactions -----------------------------------------------------------------------------------
 
@@ -485,6 +617,89 @@ class SqliteJobStore:
             self._writer.release()
 
 
+def _drop_global_idempotency_key(conn: sqlite3.Connection) -> None:
+    """A file written before idempotency keys were unique per tenant declares `idempotencyKey ... UNIQUE`, a
+    constraint SQLite cannot drop: the table is rebuilt without it, inside ensure_schema's transaction."""
+    constraints = [r["name"] for r in conn.execute("PRAGMA index_list(jobs)") if r["origin"] == "u"]
+    columns_of = [[c["name"] for c in conn.execute(f'PRAGMA index_info("{name}")')] for name in constraints]
+    if ["idempotencyKey"] not in columns_of:
+        return
+    columns = ", ".join(r["name"] for r in conn.execute("PRAGMA table_info(jobs)"))
+    conn.execute("ALTER TABLE jobs RENAME TO jobs_with_global_keys")
+    conn.execute(_JOBS_TABLE)
+    conn.execute(f"INSERT INTO jobs ({columns}) SELECT {columns} FROM jobs_with_global_keys")
+    conn.execute("DROP TABLE jobs_with_global_keys")  # and its indexes: _SCHEMA creates them on the new table
+
+
+# --- transitions of one job inside a write transaction -----------------------------------------------------
+
+
+def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreError:
+    """Run one request's statements of a shared transaction under a savepoint: it changes all or nothing, and
+    its refusal (a StoreError) is its own result rather than the batch's. Anything else rolls back the whole
+    transaction."""
+    conn.execute("SAVEPOINT one_request")
+    try:
+        outcome: T | StoreError = step()
+    except StoreError as exc:
+        conn.execute("ROLLBACK TO one_request")
+        outcome = exc
+    conn.execute("RELEASE one_request")
+    return outcome
+
+
+def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
+    fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
+    row = _insert_unique(conn, "jobs", fields)
+    if row is None:
+        raise DuplicateJob(new.idempotencyKey)
+    return _to_job(row)
+
+
+def _start_one(
+    job_id: str, job_type: str, worker: str, lease_until: datetime, conn: sqlite3.Connection, now: datetime
+) -> Job | AttemptTaken:
+    """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
+    in one update. A taken attempt is returned, not raised, so that the cancellation it restores is kept."""
+    job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+    if job is None:
+        raise JobNotFound(job_id)
+    transitions.check_startable(job, job_type)
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
+    if _insert_unique(conn, "executions", record) is None:
+        _restore_cancellation(conn, job, record_id)
+        return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+    lease_until = transitions.stored_time(lease_until)
+    fields = transitions.started(worker, now, lease_until)
+    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
+    assert row is not None, "the write lock was held since the job was read"
+    # The job as read plus the fields just set is the row written (converting the row back costs more).
+    return job.evolve(status=Status.RUNNING, claimedBy=worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now)
+
+
+def _close_attempt(
+    conn: sqlite3.Connection, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+) -> Job | None:
+    """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
+    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record_set, record_params = _assignments(
+        transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
+    )
+    decided = conn.execute(
+        f"UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?",
+        [*record_params, record_id, Outcome.RUNNING.value],
+    )
+    if decided.rowcount != 1:
+        return None
+    fields = transitions.attempt_closed(job, outcome, error, at)
+    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", (job.attempts, *ATTEMPT_ACTIVE))
+    if row is None:
+        raise _Refused  # the job is not in this attempt any more: keep record and job as they are
+    return _to_job(row)
+
+
 # --- row helpers ------------------------------------------------------------------------------------------
 
 
@@ -495,7 +710,7 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
 
 
 def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
-    """Insert a row and return it, or None when its unique key (id, idempotencyKey) is taken: the atomic
+    """Insert a row and return it, or None when its unique key (id; tenantId + idempotencyKey) is taken: the atomic
     "who owns this" decision of every store."""
     columns = _JOB_COLUMNS if table == "jobs" else _EXECUTION_COLUMNS
     _check_columns(fields, columns)
@@ -589,6 +804,9 @@ def _to_job(row: sqlite3.Row) -> Job:
     values = {k: v for k, v in _from_row(row).items() if k in JOB_FIELDS}
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
+    for key in _BOOL_COLUMNS.intersection(values):
+        if values[key] is not None:
+            values[key] = bool(values[key])
     return Job(**values)
 
 

@@ -15,12 +15,15 @@ from typing import Any, Final
 
 from shared.backoff import retry_delay
 from shared.model import CANCELLABLE, JOB_FIELDS, Job, Outcome, Status, run_key
-from shared.store.base import NewJob, TransitionRefused
+from shared.store.base import NewJob, RunSpec, TransitionRefused
 
 Fields = dict[str, Any]
 
 KIND_RUN: Final = "run"
 KIND_TEMPLATE: Final = "template"
+# A buffered run is of its own kind until it is promoted: claims (kind run) pass over it without looking at its
+# status, and the scheduler finds the buffered runs through the kind, which every store indexes.
+KIND_BUFFERED: Final = "buffered"
 
 # The statuses of a job whose current attempt is in an executor's hands (heartbeats, reaper, results).
 ATTEMPT_ACTIVE: Final = (Status.CLAIMED.value, Status.RUNNING.value)
@@ -68,26 +71,38 @@ def new_job(new: NewJob, now: datetime) -> Fields:
     return doc
 
 
-def template_run(template: Job, planned: datetime, now: datetime) -> Fields:
-    """The one-off run a template spawns for one planned fire time; its key makes the insert idempotent."""
+def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
+    """The one-off run a template spawns (for a fire time, a trigger or a backfill); its key makes the insert
+    idempotent. The run keeps its own copy of the template's payload and settings."""
     doc: Fields = {
-        "idempotencyKey": run_key(template.idempotencyKey, planned),
+        "idempotencyKey": run.key or run_key(template.idempotencyKey, run.planned),
         "tenantId": template.tenantId,
         "jobType": template.jobType,
-        "payload": template.payload,
+        "payload": template.payload if run.payload is None else run.payload,
         "priority": template.priority,
         "maxAttempts": template.maxAttempts,
-        "scheduledAt": planned,
+        "scheduledAt": stored_time(run.scheduledAt or run.planned),
+        "plannedAt": stored_time(run.planned),
         "templateId": template.id,
-        "status": Status.PENDING.value,
+        "status": run.status.value,
         "attempts": 0,
-        "kind": KIND_RUN,
+        "kind": KIND_BUFFERED if run.status is Status.BUFFERED else KIND_RUN,
         "createdAt": now,
         "updatedAt": now,
     }
     if template.timeoutSeconds is not None:
         doc["timeoutSeconds"] = template.timeoutSeconds
     return doc
+
+
+def promoted(now: datetime) -> Fields:
+    """buffered → pending, due now: the template's previous run has ended."""
+    return {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": now, "updatedAt": now}
+
+
+def cancel_requested(now: datetime) -> Fields:
+    """A started run is asked to stop; its executor ends it (the status is the executor's to change)."""
+    return {"cancelRequested": True, "updatedAt": now}
 
 
 def queued(now: datetime) -> Fields:
@@ -103,6 +118,36 @@ def requeued(now: datetime) -> Fields:
 
 def template_advanced(next_at: datetime, now: datetime) -> Fields:
     return {"scheduledAt": next_at, "updatedAt": now}
+
+
+def template_fired(
+    last_fired: datetime | None, next_at: datetime | None, remaining_runs: int | None, now: datetime
+) -> Fields:
+    """A template after its due fire times were handled: its cursor moves on to `next_at` (None: its
+    schedule is over, it completes), lastFiredAt to the last time handled, remainingRuns down by the runs."""
+    fields: Fields = {"updatedAt": now}
+    if last_fired is not None:
+        fields["lastFiredAt"] = last_fired
+    if remaining_runs is not None:
+        fields["remainingRuns"] = remaining_runs
+    return {**fields, **template_rescheduled(next_at, now)}
+
+
+def template_rescheduled(next_at: datetime | None, now: datetime) -> Fields:
+    """A template's next fire time set anew (update, resume); with none left, the template completes."""
+    if next_at is None:
+        return {"status": Status.COMPLETED.value, "updatedAt": now}
+    return {"scheduledAt": next_at, "updatedAt": now}
+
+
+def template_paused(note: str | None, now: datetime) -> Fields:
+    return {"paused": True, "pausedAt": now, "pauseNote": note if note else UNSET, "updatedAt": now}
+
+
+def template_resumed(next_at: datetime | None, now: datetime) -> Fields:
+    """Unpaused, continuing at its first fire time after now: the times that passed while paused never run."""
+    fields: Fields = {"paused": False, "pauseNote": UNSET, "pausedAt": UNSET, "resumedAt": now}
+    return {**fields, **template_rescheduled(next_at, now)}
 
 
 def template_dead_lettered(reason: str, now: datetime) -> Fields:

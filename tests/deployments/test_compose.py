@@ -7,14 +7,17 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from services.api.auth import api_auth
 from shared.config import Settings
 from shared.handlers import registry
+from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import (
     COMPOSE_FILE,
     DOCKER_DIR,
@@ -154,6 +157,17 @@ def test_api_listens_on_all_interfaces_on_the_published_port() -> None:
     assert published == [f"{s.api_port}:{s.api_port}"]
     assert healthcheck_url_port("api") == s.api_port
     assert "/readyz" in " ".join(SERVICES["api"]["healthcheck"]["test"])
+
+
+def test_the_published_api_requires_keys_and_reads_its_bootstrap_key_from_a_secret(tmp_path: Path) -> None:
+    s = settings("api")
+    assert s.auth == "required"
+    [secret] = SERVICES["api"]["secrets"]
+    assert s.auth_bootstrap_key_file == f"/run/secrets/{secret}"
+    assert COMPOSE["secrets"][secret] == {"environment": "JOBSCHED_ADMIN_KEY"}
+    started = replace(s, auth_bootstrap_key_file="")  # the secret exists only inside the container
+    assert api_auth(started, lambda: SqliteKeyStore(tmp_path / "keys.db")) is not None  # a 0.0.0.0 bind it accepts
+    assert all("secrets" not in service for name, service in JOBSCHED.items() if name != "api")
 
 
 def test_workers_are_probed_on_their_metrics_port() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import inspect
 import subprocess
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from services.api.auth import api_auth
 from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.config import Settings
 from shared.handlers import registry
+from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import K8S_DIR, Doc, known_env_names, load_yaml, load_yaml_documents
 
 pytestmark = pytest.mark.unit
@@ -99,6 +102,17 @@ def test_containers_take_the_configmap_and_only_known_variables() -> None:
         assert names <= known, f"{name}: {sorted(names - known)}"
         assert c["image"].split(":")[0] == "jobsched", name
         assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_api_requires_keys_and_takes_its_bootstrap_key_from_a_secret(tmp_path: Path) -> None:
+    assert SETTINGS.auth == "required"
+    for name, deployment in DEPLOYMENTS.items():
+        env = {e["name"]: e for e in container(deployment).get("env", [])}
+        if name != "api":
+            assert "AUTH_BOOTSTRAP_KEY" not in env, f"{name} has no use for the admin key"
+            continue
+        assert env["AUTH_BOOTSTRAP_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "jobsched-admin-key", "key": "key"}
+    assert api_auth(SETTINGS, lambda: SqliteKeyStore(tmp_path / "keys.db")) is not None  # a 0.0.0.0 bind it accepts
 
 
 def test_selectors_match_pod_labels() -> None:

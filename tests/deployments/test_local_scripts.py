@@ -1,4 +1,5 @@
-"""deployments/local/stack.sh and prometheus.sh without starting anything (tests/e2e/test_prometheus.py runs them)."""
+"""deployments/local/stack.sh, prometheus.sh and redis.sh without starting anything (tests/e2e/test_prometheus.py
+runs the first two)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.deployments.manifests import LOCAL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-SCRIPTS = ("stack.sh", "prometheus.sh")
+SCRIPTS = ("stack.sh", "prometheus.sh", "redis.sh")
 
 
 def run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -22,8 +22,14 @@ class Dev:
         self.runs: list[ServiceProcess] = []
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
 
-    def start(self) -> ServiceProcess:
-        env = {**NO_SERVERS, "JOBSCHED_DB": str(self.db), "API_PORT": str(self.port), "SCHEDULER_TICK": "100ms"}
+    def start(self, **settings: str) -> ServiceProcess:
+        env = {
+            **NO_SERVERS,
+            "JOBSCHED_DB": str(self.db),
+            "API_PORT": str(self.port),
+            "SCHEDULER_TICK": "100ms",
+            **settings,
+        }
         process = ServiceProcess("dev", env, self.tmp_path, f"dev-{len(self.runs)}")
         self.runs.append(process)
         wait_until(lambda: self._ready(process), 60, "jobsched dev to answer /readyz")

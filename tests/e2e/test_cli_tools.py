@@ -14,6 +14,7 @@ from typing import Any
 
 from pymongo.database import Database
 
+from shared.model import parse_time
 from tests.e2e.devmode import Dev
 from tests.support import REPO_ROOT
 
@@ -67,7 +68,7 @@ def test_loadtest_sends_open_loop_and_reports_stable_figures_and_a_histogram(dev
     report, plot = tmp_path / "load.json", tmp_path / "latency.png"
     base_url = f"http://127.0.0.1:{dev.port}"
     args = ("--rate", "20", "--duration", "2s", "--base-url", base_url, "--settle", "60s")
-    run_tool("loadtest", *args, "--json", str(report), "--plot", str(plot))
+    run_tool("loadtest", *args, "--future-share", "0.25", "--ahead", "1s", "--json", str(report), "--plot", str(plot))
 
     figures = json.loads(report.read_text())
     assert (figures["rate"], figures["sent"], figures["ok"], figures["finished"], figures["errors"]) == (
@@ -77,10 +78,27 @@ def test_loadtest_sends_open_loop_and_reports_stable_figures_and_a_histogram(dev
         40,
         {},
     )
-    for name in ("ack_ms", "e2e_ms", "lateness_ms"):
-        summary = figures[name]
+    assert (figures["due_now"]["jobs"], figures["future"]["jobs"]) == (30, 10)
+    summaries = {
+        "ack_ms": figures["ack_ms"],
+        "created_to_start_ms": figures["due_now"]["created_to_start_ms"],
+        "e2e_ms": figures["due_now"]["e2e_ms"],
+        "lateness_ms": figures["future"]["lateness_ms"],
+        "due_to_end_ms": figures["future"]["due_to_end_ms"],
+    }
+    for name, summary in summaries.items():
         assert set(summary) >= {"p50", "p95", "p99", "max"}, summary
         assert 0 <= summary["p50"] <= summary["p95"] <= summary["p99"] <= summary["max"], (name, summary)
-    assert figures["e2e_ms"]["p50"] > 0
+    assert figures["due_now"]["e2e_ms"]["p50"] > 0
     assert figures["achieved_rate"] > 10
+    # End to end comes from the server's timestamps, not from when the tool happened to poll: the slowest due-now
+    # job's figure is its last attempt's end - its createdAt, as the API tells them.
+    jobs = dev.http.get("/jobs", params={"tenantId": figures["tenantId"], "limit": "100"}).json()
+    slowest = 0.0
+    for job in jobs:
+        if parse_time(job["scheduledAt"]) <= parse_time(job["createdAt"]):  # due now
+            [execution] = dev.http.get(f"/jobs/{job['id']}/executions").json()
+            spent = parse_time(execution["finishedAt"]) - parse_time(job["createdAt"])
+            slowest = max(slowest, spent.total_seconds() * 1000)
+    assert figures["due_now"]["e2e_ms"]["max"] == round(slowest, 1)
     assert plot.read_bytes().startswith(PNG_MAGIC)

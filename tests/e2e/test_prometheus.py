@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import socket
-import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,29 +18,25 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
-from pymongo.errors import PyMongoError
 
 from shared.handlers import registry
 from tests.deployments.manifests import (
     DASHBOARD_FILE,
-    LOCAL_DIR,
     dashboard_expressions,
     dashboard_metric_names,
     exposed_metric_names,
     load_json,
 )
+from tests.e2e.stackkit import drop_database, logs_tail, script, stack_env
 from tests.support import free_port, wait_until
 
 # Counters whose labelled series appear only after a rare event (a dispatch failure, a reaper recovery, a
 # skipped delivery, a failed best-effort publish): for these the live output must declare the family
 # (# TYPE line); every other dashboard metric must have samples after the burst.
 EVENT_ONLY = {"scheduler_dispatch_errors", "reaper_recovered_jobs", "executor_skipped_deliveries", "bus_publish_errors"}
-STACK_TIMEOUT_S = 240
 
 
 @dataclass
@@ -63,58 +56,12 @@ class Stack:
         return body
 
 
-def port_block(size: int) -> int:
-    """The first of `size` consecutive free loopback ports."""
-    for _ in range(50):
-        base = free_port()
-        if base + size > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + size):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise AssertionError(f"no block of {size} free ports")
-
-
-def script(name: str, command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(LOCAL_DIR / name), command],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=STACK_TIMEOUT_S,
-        check=False,
-    )
-
-
-def logs_tail(folder: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(folder.glob("*.log")))
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     run_id = uuid.uuid4().hex[:10]
     root = tmp_path_factory.mktemp("stack")
     api_port = free_port()
-    env = {
-        **os.environ,
-        "STACK_DIR": str(root / "stack"),
-        "API_PORT": str(api_port),
-        "STACK_METRICS_PORT": str(port_block(4 + len(registry.names()))),
-        "MONGO_DB": f"e2e_{run_id}",
-        "KAFKA_TOPIC_PREFIX": f"e2e-{run_id}-",
-        "KAFKA_PARTITIONS": "2",
-        "ELECTION_KEY": f"/jobsched-test/{run_id}/leader",
-        "SCHEDULER_TICK": "200ms",
-    }
+    env = stack_env(root, run_id, api_port)
     # Prometheus keeps its pid file, log, config and data in this test's folder; the servers stay where they are.
     prom_env = {**env, "JOBSCHED_RUN_DIR": str(root / "prometheus"), "PROMETHEUS_PORT": str(free_port())}
     up = script("stack.sh", "up", env)
@@ -135,18 +82,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         drop_database(script("servers.sh", "env", env).stdout, env["MONGO_DB"])
         down = script("stack.sh", "down", env)
         assert down.returncode == 0, down.stderr
-
-
-def drop_database(server_exports: str, name: str) -> None:
-    """The stack's database, while the servers are still up (`down` may stop them)."""
-    mongo_uri = server_exports.rpartition("MONGO_URI=")[2].strip()
-    client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri, serverSelectionTimeoutMS=3000)
-    try:
-        client.drop_database(name)
-    except PyMongoError:
-        pass  # best effort: the database name is unique to this run
-    finally:
-        client.close()
 
 
 def post_job(stack: Stack, n: int, job_type: str, payload: dict[str, Any], max_attempts: int = 3) -> str:

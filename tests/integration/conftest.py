@@ -1,16 +1,28 @@
-"""The API tests run on both stores: MongoDB (FerretDB) and the embedded SQLite store of `jobsched dev`."""
+"""The API tests run on both stores (MongoDB on FerretDB, and the embedded SQLite store of `jobsched dev`) and
+in both authentication modes: AUTH=off (the reference contract) and AUTH=required, where the test client
+sends a writer key of tenant-a, the tenant the tests' jobs belong to."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
+from services.api.auth import api_auth
+from shared.config import Settings
+from shared.keys.base import KeyStore, Role
+from shared.keys.manage import issue_key
+from shared.keys.mongo import MongoKeyStore
+from shared.keys.sqlite import SqliteKeyStore
 from shared.store.base import JobStore
+from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
+
+MakeApp = Callable[..., Starlette]
 
 
 @pytest.fixture(params=["mongo", "sqlite"])
@@ -24,7 +36,49 @@ def api_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobSto
     store.close()
 
 
+@pytest.fixture(params=["off", "required"])
+def auth_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def keys_beside(store: JobStore) -> KeyStore:
+    """A key store on the job store's own database, as the API's entry points open it."""
+    if isinstance(store, SqliteJobStore):
+        return SqliteKeyStore(store.path)
+    assert isinstance(store, MongoJobStore)
+    return MongoKeyStore(store._client, store._db.name)
+
+
 @pytest.fixture
-def api(api_store: JobStore) -> Iterator[TestClient]:
-    with TestClient(create_app(api_store), raise_server_exceptions=False) as client:
+def api_keys(api_store: JobStore) -> KeyStore:
+    keys = keys_beside(api_store)
+    keys.ensure_schema()
+    return keys  # shares the job store's connections, closed with it
+
+
+@pytest.fixture
+def make_app(api_store: JobStore, auth_mode: str, api_keys: KeyStore) -> MakeApp:
+    """create_app in this test's mode; `store` (and the key store beside it) and AUTH settings can be given."""
+
+    def make(store: JobStore | None = None, **env: str) -> Starlette:
+        store = store or api_store
+        if auth_mode == "off":
+            return create_app(store)
+        keys = api_keys if store is api_store else keys_beside(store)
+        return create_app(store, api_auth(Settings.from_env({"AUTH": "required", **env}), lambda: keys))
+
+    return make
+
+
+@pytest.fixture
+def api_headers(auth_mode: str, api_keys: KeyStore) -> dict[str, str]:
+    if auth_mode == "off":
+        return {}
+    key, _ = issue_key(api_keys, "tenant-a", Role.WRITER, "tests", by="tests")
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def api(make_app: MakeApp, api_headers: dict[str, str]) -> Iterator[TestClient]:
+    with TestClient(make_app(), raise_server_exceptions=False, headers=api_headers) as client:
         yield client

@@ -1,4 +1,5 @@
-"""The API contract (reference 001 "Jobs" and "Health") against the real store on FerretDB."""
+"""The API contract (reference 001 "Jobs" and "Health") on both stores, with AUTH=off and with AUTH=required
+(a writer key of tenant-a): authentication changes nothing a tenant's own requests see."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import httpx2 as httpx
 import pytest
 from starlette.testclient import TestClient
 
-from services.api.app import create_app
 from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
 from shared.store.base import AttemptResult, JobStore
 from shared.store.mongo import MongoJobStore
+from tests.integration.conftest import MakeApp
 from tests.support import wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
@@ -84,10 +85,12 @@ def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
     assert "test-job-1" in response.json()["error"]
 
 
-def test_32_concurrent_creates_with_one_key_give_exactly_one_201(api_store: JobStore) -> None:
+def test_32_concurrent_creates_with_one_key_give_exactly_one_201(
+    api_store: JobStore, make_app: MakeApp, api_headers: dict[str, str]
+) -> None:
     async def create_32() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=create_app(api_store))
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        transport = httpx.ASGITransport(app=make_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=api_headers) as client:
             return await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
 
     responses = asyncio.run(create_32())
@@ -127,7 +130,6 @@ def test_recurring_interval_and_timezone(api: TestClient) -> None:
     ("overrides", "fragment"),
     [
         ({"idempotencyKey": None}, "idempotencyKey"),
-        ({"tenantId": None}, "tenantId"),
         ({"jobType": None}, "jobType"),
         ({"jobType": "send-fax"}, "known types: flaky, log-message, noop, slow"),
         ({"scheduledAt": None}, "scheduledAt is required"),
@@ -157,6 +159,17 @@ def test_invalid_input_is_400_with_a_clear_error(api: TestClient, overrides: dic
     assert response.status_code == 400, response.text
     assert fragment in response.json()["error"]
     assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []  # nothing stored
+
+
+def test_a_missing_tenant_id_is_400_without_auth_and_the_keys_tenant_with_it(api: TestClient, auth_mode: str) -> None:
+    response = api.post("/jobs", json=job_body(tenantId=None))
+    if auth_mode == "off":
+        assert response.status_code == 400
+        assert "tenantId" in response.json()["error"]
+        assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []
+    else:
+        assert response.status_code == 201
+        assert response.json()["tenantId"] == "tenant-a"
 
 
 @pytest.mark.parametrize(
@@ -203,16 +216,20 @@ def test_list_is_newest_first_filtered_and_limited(api: TestClient) -> None:
 
 
 def test_list_limit_caps_at_5000() -> None:
-    from services.api.app import list_limit
+    from services.api.bodies import list_limit
 
     assert list_limit("5001") == 5000
     assert list_limit("99999999999") == 5000
     assert list_limit(None) == 100
 
 
-def test_list_needs_tenant_and_a_known_status(api: TestClient) -> None:
-    assert api.get("/jobs").status_code == 400
-    assert api.get("/jobs").json() == {"error": "tenantId is required"}
+def test_list_needs_tenant_and_a_known_status(api: TestClient, auth_mode: str) -> None:
+    if auth_mode == "off":
+        assert api.get("/jobs").status_code == 400
+        assert api.get("/jobs").json() == {"error": "tenantId is required"}
+    else:  # the key's tenant
+        assert api.get("/jobs").status_code == 200
+        assert api.get("/jobs", params={"tenantId": ""}).json() == {"error": "tenantId is required"}
     bad = api.get("/jobs", params={"tenantId": "tenant-a", "status": "failed"})
     assert bad.status_code == 400
     assert "unknown status" in bad.json()["error"]
@@ -293,9 +310,11 @@ def test_health_and_readiness(api: TestClient) -> None:
     assert api.get("/readyz").text == "ok"
 
 
-def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up() -> None:
+def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up(
+    make_app: MakeApp, api_headers: dict[str, str]
+) -> None:
     dead = MongoJobStore.connect("mongodb://127.0.0.1:1/?directConnection=true", "x", timeout_ms=300)
-    with TestClient(create_app(dead), raise_server_exceptions=False) as client:
+    with TestClient(make_app(dead), raise_server_exceptions=False, headers=api_headers) as client:
         assert client.get("/healthz").status_code == 200
         for response in (
             client.get("/readyz"),
@@ -309,18 +328,31 @@ def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up() -> None
     dead.close()
 
 
-def test_openapi_describes_every_endpoint_from_the_models(api: TestClient) -> None:
+def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_mode: str) -> None:
     doc = api.get("/openapi.json").json()
+    key_paths = {"/api-keys", "/api-keys/{prefix}"} if auth_mode == "required" else set()
     assert set(doc["paths"]) == {
         "/jobs",
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",
+        "/jobs/{id}/pause",
+        "/jobs/{id}/resume",
+        "/jobs/{id}/trigger",
+        "/jobs/{id}/backfill",
+        "/jobs/{id}/runs",
+        "/jobs/{id}/upcoming",
+        "/schedules/preview",
         "/healthz",
         "/readyz",
+        *key_paths,
+        "/session",
+        "/overview",
+        "/dlq",
+        "/dlq/redrive",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
-    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete"}
+    assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}
     request_schema = doc["components"]["schemas"]["JobRequest"]
     assert {"idempotencyKey", "tenantId", "jobType"} <= set(request_schema["required"])
     assert "cron" in request_schema["properties"]

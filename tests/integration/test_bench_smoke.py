@@ -22,6 +22,11 @@ TINY: dict[str, list[str]] = {
     "failover": ["--repeat", "1", "--lease-ttl", "2"],
     "peer": ["--jobs", "100"],
     "backlog": ["--sizes", "50,200", "--due", "20", "--repeat", "2", "--singles", "3"],
+    "console": ["--jobs", "500", "--repeat", "2", "--lifecycle-jobs", "50"],
+    "peers-embedded": ["--jobs", "200"],
+    "peers-celery": ["--jobs", "100", "--rate", "20", "--window", "2", "--settle", "2"],
+    "lateness-embedded": ["--rate", "20", "--window", "2", "--settle", "2"],
+    "due-now": ["--mode", "distributed", "--rate", "20", "--duration", "1", "--settle", "10"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -41,10 +46,29 @@ HEADLINES: dict[str, list[str]] = {
         "baseline.cpu_ms_per_job.own_processes",
     ],
     "backlog": ["jobsched.claim_due_ms.200", "baseline.claim_next_ms.200", "jobsched.sqlite.claim_due_ms.200"],
+    "console": ["jobsched.deep_page_cursor_ms", "baseline.deep_page_offset_ms", "jobsched.lifecycle_jobs_per_s"],
+    "peers-embedded": [
+        "jobsched.jobs_per_s",
+        "jobsched.cpu_ms_per_job.own_processes",
+        "jobsched.peak_rss_mb",
+        "baseline.jobs_per_s",
+        "baseline.cpu_ms_per_job.own_processes",
+    ],
+    "peers-celery": [
+        "jobsched.drain.jobs_per_s",
+        "jobsched.drain.cpu_ms_per_job.own_processes",
+        "jobsched.lateness.started",
+        "baseline.drain.jobs_per_s",
+        "baseline.drain.cpu_ms_per_job.own_processes",
+        "baseline.lateness.started",
+        "baseline.lateness.lateness_ms.max",
+    ],
+    "lateness-embedded": ["jobsched.started", "baseline.started", "baseline.lateness_ms.max"],
+    "due-now": ["jobsched.due_now.finished", "jobsched.due_now.created_to_start_ms.max", "baseline.started"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.
-SIGNED = ("jobsched.due_to_claim_ms.", "baseline.due_to_claim_ms.")
+SIGNED = ("jobsched.due_to_claim_ms.", "baseline.due_to_claim_ms.", "jobsched.lateness.due_to_claim_ms.")
 STORES = {"ferretdb-sqlite", "ferretdb-postgresql", "mongodb", "sqlite"}
 
 

@@ -11,7 +11,8 @@ What this does instead:
   updates a deep group lane by lane; the guarded updates and the re-read of a claim are equalities too;
 - a finish batch's update is narrowed by its start batch (`startToken`), the reaper's query by one status at a
   time;
-- no query index is created: none would serve a query, and each would cost every write an index entry.
+- no query index is created: none would serve a query, each would cost every write an index entry, and the
+  partial ones cannot be built.
 
 What it costs: two fields on every pending run; clocks further apart than the slots' lookback delay a run by
 up to one full sweep period; within one priority and slot, a deep backlog taken in part is claimed lane by lane,
@@ -45,7 +46,9 @@ class NoFilterPushdown(Probed):
         self._claimer = ClaimerMemory(frozenset())
 
     def _create_query_indexes(self) -> None:
-        if not self._accommodating:
+        """None on such a server, even with the production claim path forced: no index would serve a query
+        there, and it cannot build the partial ones."""
+        if not self._server_lacks_pushdown:
             super()._create_query_indexes()
 
     def _stored(self, fields: transitions.Fields) -> transitions.Fields:

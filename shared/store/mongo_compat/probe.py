@@ -23,10 +23,17 @@ class Probed(MongoJobStore):
     def __init__(self, client: MongoClient[dict[str, Any]], database: str, *, accommodate: bool | None) -> None:
         super().__init__(client, database)
         self._accommodate = accommodate
+        self._server_has_gaps: bool | None = None
+
+    @property
+    def _server_lacks_pushdown(self) -> bool:
+        """The server's own answer, whatever was forced: what it can index is not a choice."""
+        if self._server_has_gaps is None:
+            with translate_errors():
+                self._server_has_gaps = lacks_pushdown_and_atomic_updates(self._client)
+        return self._server_has_gaps
 
     @property
     def _accommodating(self) -> bool:
-        if self._accommodate is None:
-            with translate_errors():
-                self._accommodate = lacks_pushdown_and_atomic_updates(self._client)
-        return self._accommodate
+        """Whether the claim and write compensations run: as forced, or as the server answers."""
+        return self._server_lacks_pushdown if self._accommodate is None else self._accommodate

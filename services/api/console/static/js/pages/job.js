@@ -1,0 +1,163 @@
+// One job: every field, the payload, its attempts as a timeline, its template or its runs, and its actions.
+
+import { api } from "../api.js";
+import { act, badge, duration, h, link, plural, show, table, time } from "../ui.js";
+import { scheduleInWords } from "../schedule-words.js";
+import { canWrite } from "../session.js";
+
+const TIME_FIELDS = new Set(["scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt"]);
+const RUNS_SHOWN = 20;
+
+export async function render(view, { args: [jobId], isCurrent }) {
+  const refresh = async () => {
+    const [job, attempts] = await Promise.all([api(`/jobs/${jobId}`), api(`/jobs/${jobId}/executions`)]);
+    const isTemplate = Boolean(job.cron || job.interval);
+    const runs = isTemplate
+      ? await api("/jobs", { params: { tenantId: job.tenantId, templateId: job.id, limit: RUNS_SHOWN } })
+      : [];
+    if (isCurrent()) show(view, content(job, attempts, runs, refresh));
+  };
+  await refresh();
+}
+
+function content(job, attempts, runs, refresh) {
+  const isTemplate = Boolean(job.cron || job.interval);
+  const { payload, ...fields } = job;
+  return [
+    h("h1", {}, isTemplate ? "Template " : "Job ", h("code", {}, job.id), " ", badge(job.status)),
+    actions(job, refresh),
+    h(
+      "div",
+      { class: "columns" },
+      h("section", { class: "panel", "aria-labelledby": "fields-title" }, h("h2", { id: "fields-title" }, "Fields"), fieldList(fields)),
+      h(
+        "section",
+        { class: "panel", "aria-labelledby": "payload-title" },
+        h("h2", { id: "payload-title" }, "Payload"),
+        h("pre", { class: "json", id: "payload" }, JSON.stringify(payload ?? {}, null, 2)),
+      ),
+    ),
+    isTemplate ? runsSection(job, runs) : templateLink(job),
+    isTemplate ? null : timeline(attempts),
+  ];
+}
+
+function fieldList(fields) {
+  const rows = Object.entries(fields).flatMap(([key, value]) => [
+    h("dt", {}, key),
+    h("dd", { dataset: { field: key } }, fieldValue(key, value, fields)),
+  ]);
+  return h("dl", { class: "fields" }, rows);
+}
+
+function fieldValue(key, value, fields) {
+  if (TIME_FIELDS.has(key)) return time(value);
+  if (key === "templateId") return link(`#/jobs/${value}`, h("code", {}, value));
+  if (key === "lastError") return h("span", { class: "error-text" }, value);
+  if (key === "cron" || key === "interval") {
+    const words = scheduleInWords(fields);
+    return [h("code", {}, String(value)), words ? h("span", { class: "muted" }, ` · ${words}`) : ""];
+  }
+  if (key === "tenantId") return link(`#/jobs?tenantId=${encodeURIComponent(value)}`, value);
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+function actions(job, refresh) {
+  if (!canWrite()) return null;
+  const buttons = [];
+  if (job.status === "pending" || job.status === "queued") {
+    buttons.push(
+      h(
+        "button",
+        {
+          class: "danger",
+          id: "cancel",
+          onclick: () =>
+            act({
+              question: `Cancel ${job.cron || job.interval ? "template" : "job"} ${job.id}? This cannot be undone.`,
+              label: job.cron || job.interval ? "Cancel template" : "Cancel job",
+              run: () => api(`/jobs/${job.id}`, { method: "DELETE" }),
+              danger: true,
+              done: "Cancelled.",
+              refresh,
+            }),
+        },
+        job.cron || job.interval ? "Cancel template" : "Cancel job",
+      ),
+    );
+  }
+  if (job.status === "dlq") {
+    buttons.push(
+      h(
+        "button",
+        {
+          id: "redrive",
+          onclick: () =>
+            act({
+              question: `Re-drive job ${job.id}? It goes back to pending with a fresh budget of ${plural(job.maxAttempts, "attempt")}.`,
+              label: "Re-drive",
+              run: () => api(`/jobs/${job.id}/retry`, { method: "POST" }),
+              done: "Re-driven: the job is pending again.",
+              refresh,
+            }),
+        },
+        "Re-drive",
+      ),
+    );
+  }
+  return buttons.length ? h("div", { class: "actions", role: "group", "aria-label": "Actions" }, buttons) : null;
+}
+
+function templateLink(job) {
+  if (!job.templateId) return null;
+  return h("p", {}, "A run of template ", link(`#/jobs/${job.templateId}`, h("code", {}, job.templateId)), ".");
+}
+
+function runsSection(job, runs) {
+  const rows = runs.map((run) =>
+    h(
+      "tr",
+      {},
+      h("td", {}, link(`#/jobs/${run.id}`, h("code", {}, run.id))),
+      h("td", {}, time(run.scheduledAt)),
+      h("td", {}, badge(run.status)),
+      h("td", { class: "num" }, String(run.attempts)),
+    ),
+  );
+  return h(
+    "section",
+    { "aria-labelledby": "runs-title" },
+    h("h2", { id: "runs-title" }, "Runs (newest first)"),
+    h("p", {}, link(`#/jobs?${new URLSearchParams({ tenantId: job.tenantId, templateId: job.id })}`, "Every run of this template")),
+    runs.length ? table(["Run", "Planned for", "Status", "Attempts"], rows) : h("p", { class: "muted" }, "No runs yet."),
+  );
+}
+
+function timeline(attempts) {
+  const items = attempts.map((a) =>
+    h(
+      "li",
+      { class: a.outcome, dataset: { attempt: a.attempt } },
+      h(
+        "div",
+        { class: "attempt-head" },
+        h("strong", {}, `Attempt ${a.attempt}`),
+        badge(a.outcome),
+        a.worker ? h("span", { class: "muted" }, "on ", h("code", {}, a.worker)) : null,
+      ),
+      h(
+        "div",
+        { class: "muted" },
+        a.startedAt ? ["started ", time(a.startedAt)] : "never started",
+        a.durationMs !== undefined ? ` · took ${duration(a.durationMs)}` : "",
+      ),
+      a.error ? h("div", { class: "error-text" }, a.error) : null,
+    ),
+  );
+  return h(
+    "section",
+    { "aria-labelledby": "attempts-title" },
+    h("h2", { id: "attempts-title" }, "Attempts"),
+    items.length ? h("ol", { class: "timeline", id: "attempts" }, items) : h("p", { class: "muted" }, "No attempt yet."),
+  );
+}

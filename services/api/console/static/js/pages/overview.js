@@ -1,0 +1,95 @@
+// Overview: jobs per type and status, the last hour's outcomes, the DLQ and schedules; refreshed in place.
+
+import { api } from "../api.js";
+import { h, link, show, table, tenantPicker } from "../ui.js";
+
+const REFRESH_MS = 5000;
+const FINAL = ["completed", "dlq", "cancelled"];
+
+export async function render(view, { params, isCurrent }) {
+  const tenant = params.get("tenantId") || "";
+  let timer = null;
+  let stopped = false;
+
+  async function refresh() {
+    const data = await api("/overview", { params: { tenantId: tenant } });
+    if (stopped || !isCurrent()) return;
+    show(view, content(data, data.tenantId || tenant));
+  }
+
+  await refresh();
+  const loop = async () => {
+    try {
+      await refresh();
+    } catch (err) {
+      const stamp = view.querySelector("#refreshed");
+      if (stamp) stamp.textContent = `Refresh failed: ${err.message}`;
+    }
+    if (!stopped) timer = setTimeout(loop, REFRESH_MS);
+  };
+  timer = setTimeout(loop, REFRESH_MS);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+function jobsLink(tenant, filters, text) {
+  if (!tenant) return String(text);
+  const query = new URLSearchParams({ tenantId: tenant, ...filters });
+  return link(`#/jobs?${query}`, String(text));
+}
+
+function content(data, tenant) {
+  const totals = data.totals || {};
+  const active = Object.entries(totals)
+    .filter(([status]) => !FINAL.includes(status))
+    .reduce((sum, [, count]) => sum + count, 0);
+  const dlqHref = tenant ? `#/dlq?tenantId=${encodeURIComponent(tenant)}` : "#/dlq";
+  const cards = h(
+    "div",
+    { class: "cards" },
+    card("Dead letters", data.dlq, dlqHref, "dlq"),
+    card("Waiting or running", active),
+    card("Completed", totals.completed || 0),
+    card("Active schedules", data.schedules.active, tenant ? `#/schedules?tenantId=${encodeURIComponent(tenant)}` : "#/schedules", "schedules-active"),
+  );
+
+  const types = data.jobTypes.length ? data.jobTypes : Object.keys(data.byType);
+  const rows = types.map((type) => {
+    const counts = data.byType[type] || {};
+    const recent = data.lastHour[type] || { completed: 0, failed: 0, dlq: 0 };
+    return h(
+      "tr",
+      { dataset: { jobType: type } },
+      h("th", { scope: "row" }, jobsLink(tenant, { jobType: type }, type)),
+      data.statuses.map((s) =>
+        h("td", { class: "num", dataset: { status: s } }, counts[s] ? jobsLink(tenant, { jobType: type, status: s }, counts[s]) : "0"),
+      ),
+      h("td", { class: "num", dataset: { recent: "completed" } }, recent.completed),
+      h("td", { class: "num", dataset: { recent: "failed" } }, recent.failed),
+      h("td", { class: "num", dataset: { recent: "dlq" } }, recent.dlq),
+    );
+  });
+  const headers = [
+    h("th", { scope: "col" }, "Job type"),
+    ...data.statuses.map((s) => h("th", { scope: "col", class: "num" }, s)),
+    h("th", { scope: "col", class: "num", title: "jobs completed in the last hour" }, "done 1h"),
+    h("th", { scope: "col", class: "num", title: "attempts failed, timed out or lost in the last hour" }, "failed 1h"),
+    h("th", { scope: "col", class: "num", title: "jobs dead-lettered in the last hour" }, "dlq 1h"),
+  ];
+
+  return [
+    h("h1", {}, "Overview"),
+    tenantPicker(data.tenants, tenant),
+    cards,
+    h("h2", {}, "Jobs by type and status"),
+    table(headers, rows),
+    h("p", { class: "muted", id: "refreshed" }, `Updated ${new Date(data.at).toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`),
+  ];
+}
+
+function card(label, value, href, key) {
+  const body = [h("span", { class: "value", dataset: { count: key || label } }, String(value)), h("span", { class: "label" }, label)];
+  return h("div", { class: "card" }, href ? h("a", { href }, body) : body);
+}

@@ -1,0 +1,145 @@
+"""Every API replica's copy of the API keys: verified in memory, reloaded from the key store every `refresh`.
+
+A request never waits for the key store: its key is checked against the last snapshot. That keeps
+authentication free of store round trips and of their timing (an unknown prefix and a wrong secret cost the
+same: one digest and one constant-time comparison, against a dummy digest when the prefix is unknown), and
+bounds how long a revocation takes to reach every replica: one refresh. A snapshot that could not be renewed
+for STALE_AFTER_REFRESHES refreshes is not trusted any more (requests get 503) rather than honouring keys
+that may have been revoked since. When keys were used is written back in one call per refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.concurrency import run_in_threadpool
+
+from shared.keys import tokens
+from shared.keys.base import ApiKey, KeyStore, PrefixTaken
+from shared.keys.manage import install_bootstrap_key
+from shared.model import utc_now
+from shared.store.base import StoreUnavailable
+
+log = logging.getLogger("jobsched.api")
+STALE_AFTER_REFRESHES: Final = 5
+MIN_STALE_S: Final = 10.0
+RETRY_INITIAL_S: Final = 0.5
+WAIT_FOR_FIRST_LOAD_S: Final = 5.0
+BOOTSTRAP_TENANT: Final = "admin"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking a presented key: its record, or why it was refused (for the audit log)."""
+
+    key: ApiKey | None
+    reason: str
+
+
+class KeyCache:
+    def __init__(self, keys: KeyStore, *, refresh_s: float, bootstrap_key: str | None = None) -> None:
+        self._keys = keys
+        self._refresh_s = refresh_s
+        self._stale_s = max(refresh_s * STALE_AFTER_REFRESHES, MIN_STALE_S)
+        self._bootstrap_key = bootstrap_key
+        self._prepared = False
+        self._snapshot: dict[str, ApiKey] = {}
+        self._loaded_at: float | None = None
+        self._used: set[str] = set()
+        self._first_attempt = asyncio.Event()  # the refresher has tried once, whatever came of it
+        self._task: asyncio.Task[None] | None = None
+
+    def verify(self, presented: str) -> Verdict:
+        prefix = tokens.prefix_of(presented)
+        record = self._snapshot.get(prefix) if prefix is not None else None
+        matched = tokens.matches(presented, record.keyHash if record is not None else tokens.DUMMY_DIGEST)
+        if record is None:
+            return Verdict(None, "unknown_key" if prefix is not None else "malformed_key")
+        if not matched:
+            return Verdict(None, "wrong_secret")
+        if record.revokedAt is not None:
+            return Verdict(None, "revoked_key")
+        self._used.add(record.prefix)
+        return Verdict(record, "")
+
+    @property
+    def fresh(self) -> bool:
+        return self._loaded_at is not None and time.monotonic() - self._loaded_at <= self._stale_s
+
+    async def wait_fresh(self) -> bool:
+        """True once the snapshot can be trusted; without a running refresher (no lifespan, as in a bare test
+        client) a stale one is reloaded inline."""
+        if self.fresh:
+            return True
+        if self._task is None:
+            await run_in_threadpool(self.reload)
+            return self.fresh
+        if not self._first_attempt.is_set():
+            try:
+                await asyncio.wait_for(self._first_attempt.wait(), WAIT_FOR_FIRST_LOAD_S)
+            except TimeoutError:
+                return False
+        return self.fresh
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._refresh_forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def reload(self) -> None:
+        """One refresh (blocking): schema and bootstrap key the first time, then last-used times, then the
+        snapshot. Raises StoreUnavailable when the key store cannot be reached."""
+        if not self._prepared:
+            self._keys.ensure_schema()
+            if self._bootstrap_key is not None:
+                self._install_bootstrap(self._bootstrap_key)
+            self._prepared = True
+        used, self._used = self._used, set()
+        try:
+            self._keys.record_use(used, utc_now())
+        except StoreUnavailable:
+            self._used |= used
+            raise
+        self._snapshot = {k.prefix: k for k in self._keys.list_keys()}
+        self._loaded_at = time.monotonic()
+
+    def _install_bootstrap(self, key: str) -> None:
+        try:
+            record = install_bootstrap_key(self._keys, key, BOOTSTRAP_TENANT)
+        except PrefixTaken:
+            log.error(
+                "AUTH_BOOTSTRAP_KEY not installed: its prefix belongs to another key",
+                extra={"action": "bootstrap_key_refused", "keyPrefix": tokens.prefix_of(key)},
+            )
+            return
+        if record.revokedAt is not None:
+            log.warning(
+                "the bootstrap admin key is revoked and stays revoked",
+                extra={"action": "bootstrap_key_revoked", "keyPrefix": record.prefix},
+            )
+
+    async def _refresh_forever(self) -> None:
+        delay = RETRY_INITIAL_S
+        while True:
+            try:
+                await run_in_threadpool(self.reload)
+            except Exception as exc:  # the refresher must outlive any failure; a stale snapshot stops serving
+                log.warning(
+                    "API keys not reloaded",
+                    extra={"action": "keys_reload_failed", "error": str(exc)},
+                    exc_info=not isinstance(exc, StoreUnavailable),
+                )
+                self._first_attempt.set()
+                await asyncio.sleep(min(delay, self._refresh_s))
+                delay *= 2
+                continue
+            self._first_attempt.set()
+            delay = RETRY_INITIAL_S
+            await asyncio.sleep(self._refresh_s)

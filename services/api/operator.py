@@ -1,0 +1,196 @@
+"""The operator's endpoints beside the job API: who the caller is, an overview of counts, the DLQ by error with
+bulk re-drive, and the optional filters and cursors of GET /jobs.
+
+Every read is a bounded query of shared/store/browse.py. A bulk re-drive moves each job with the store's own
+redrive (one job, one guarded transition), so a job that left the DLQ meanwhile is reported, never moved twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from typing import cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from services.api.tenancy import TenantGuard, current_principal
+from shared.handlers import registry
+from shared.keys.base import Role
+from shared.model import Status, format_time, utc_now
+from shared.store.base import JobNotFound, JobStore, TransitionRefused
+from shared.store.browse import CursorError, JobBrowser, JobQuery, PageCursor
+from shared.store.transitions import KIND_RUN, KIND_TEMPLATE
+
+log = logging.getLogger("jobsched.api")
+
+RECENT_WINDOW = timedelta(hours=1)
+TENANTS_SHOWN = 200
+DLQ_GROUPS_SHOWN = 100
+DLQ_JOBS_PER_GROUP = 20
+# A group's re-drive reads its dead letters this many at a time and moves at most REDRIVE_MAX_PER_CALL per
+# request, so one request stays short; the answer's `more` says that the group has jobs left.
+REDRIVE_BATCH = 500
+REDRIVE_MAX_PER_CALL = 5000
+REDRIVE_IDS_MAX = 1000
+REDRIVE_BODY_MAX_BYTES = 64 * 1024
+
+KINDS = (KIND_TEMPLATE, KIND_RUN)
+Redriven = tuple[list[str], list[dict[str, str]]]
+
+
+class RedriveRequest(BaseModel):
+    """POST /dlq/redrive: the jobs named, or every dead letter with one lastError (optionally of one tenant)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    jobIds: list[str] | None = Field(default=None, min_length=1, max_length=REDRIVE_IDS_MAX)
+    lastError: str | None = None
+    tenantId: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQuery:
+    """GET /jobs's query with its optional parts: `jobType`, `templateId` (a template's runs), `kind`
+    (`template` or `run`), and a cursor `before` (the next, older page) or `after` (the previous, newer page),
+    each `<createdAt>_<id>` of the job at the page's edge."""
+    before, after = params.get("before"), params.get("after")
+    if before is not None and after is not None:
+        raise HTTPException(400, "give before or after, not both")
+    try:
+        return JobQuery(
+            status=status,
+            jobType=params.get("jobType") or None,
+            templateId=params.get("templateId") or None,
+            templates=_kind(params.get("kind")),
+            limit=limit,
+            before=PageCursor.parse(before) if before is not None else None,
+            after=PageCursor.parse(after) if after is not None else None,
+        )
+    except CursorError as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def _kind(raw: str | None) -> bool | None:
+    if raw is None or raw == "":
+        return None
+    if raw not in KINDS:
+        raise HTTPException(400, f"unknown kind {raw!r}; one of {', '.join(KINDS)}")
+    return raw == KIND_TEMPLATE
+
+
+def guarded_browser(browser: JobBrowser) -> JobBrowser:
+    """With authentication on, the browser through the tenant guard, as the job store is: each call is checked
+    against the request's key by its `tenant_id` argument."""
+    return cast(JobBrowser, TenantGuard(cast(JobStore, browser)))
+
+
+def _visible_tenants() -> str | None:
+    """Whose tenants the caller may list: everyone's (None) without authentication or with an admin key, else
+    only its key's tenant."""
+    principal = current_principal.get()
+    return None if principal is None or principal.role is Role.ADMIN else principal.tenant
+
+
+def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
+    async def overview(request: Request) -> Response:
+        tenant = request.query_params.get("tenantId") or None
+        now = utc_now()
+        counts = await run_in_threadpool(browser.counts, tenant, now - RECENT_WINDOW)
+        tenants = await run_in_threadpool(browser.tenants, _visible_tenants(), TENANTS_SHOWN)
+        totals: dict[str, int] = {}
+        for by_status in counts.byType.values():
+            for status, count in by_status.items():
+                totals[status] = totals.get(status, 0) + count
+        return JSONResponse(
+            {
+                "at": format_time(now),
+                "tenantId": tenant,
+                "statuses": [s.value for s in Status],
+                "jobTypes": sorted(set(registry.names()) | set(counts.byType)),
+                "byType": counts.byType,
+                "totals": totals,
+                "lastHour": {t: vars(c) for t, c in counts.lastHour.items()},
+                "dlq": totals.get(Status.DLQ.value, 0),
+                "schedules": {"active": counts.activeTemplates},
+                "tenants": tenants,
+            }
+        )
+
+    async def dlq(request: Request) -> Response:
+        tenant = request.query_params.get("tenantId") or None
+        groups = await run_in_threadpool(browser.dlq_groups, tenant, DLQ_GROUPS_SHOWN)
+        out = []
+        for group in groups:
+            jobs = await run_in_threadpool(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
+            out.append({**vars(group), "jobs": [j.to_wire() for j in jobs]})
+        return JSONResponse(out)
+
+    async def redrive(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > REDRIVE_BODY_MAX_BYTES:
+            raise HTTPException(413, f"request body is {len(body)} bytes; the limit is {REDRIVE_BODY_MAX_BYTES}")
+        try:
+            wanted = RedriveRequest.model_validate(json.loads(body))
+        except (ValueError, UnicodeDecodeError) as exc:  # ValidationError is a ValueError
+            detail = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+            raise HTTPException(400, f'expected {{"jobIds": [...]}} or {{"lastError": "..."}}: {detail}') from None
+        if (wanted.jobIds is None) == (wanted.lastError is None):
+            raise HTTPException(400, "give jobIds or lastError, not both and not neither")
+        more = False
+        if wanted.jobIds is not None:
+            bad = [i for i in wanted.jobIds if len(i) != 24 or any(c not in "0123456789abcdefABCDEF" for c in i)]
+            if bad:
+                raise HTTPException(400, f"malformed job ids {bad[:5]}: expected 24 hex characters")
+            (redriven, refused) = await run_in_threadpool(_redrive_each, store, wanted.jobIds)
+        else:
+            # A group of the key's tenant unless the body names one (that the authentication allowed).
+            principal = current_principal.get()
+            tenant = wanted.tenantId or (principal.tenant if principal is not None else None)
+            (redriven, refused), more = await run_in_threadpool(
+                _redrive_group, store, browser, tenant, wanted.lastError or ""
+            )
+        log.info("dlq re-driven", extra={"action": "dlq_redriven", "jobs": len(redriven), "refused": len(refused)})
+        return JSONResponse({"redriven": redriven, "refused": refused, "more": more})
+
+    async def session(request: Request) -> Response:
+        principal = current_principal.get()
+        if principal is None:  # AUTH=off: every caller may read and change every tenant's jobs
+            return JSONResponse({"auth": "off", "role": Role.ADMIN.value, "tenantId": None})
+        return JSONResponse({"auth": "required", "role": principal.role.value, "tenantId": principal.tenant})
+
+    return [
+        Route("/session", session, methods=["GET"]),
+        Route("/overview", overview, methods=["GET"]),
+        Route("/dlq", dlq, methods=["GET"]),
+        Route("/dlq/redrive", redrive, methods=["POST"]),
+    ]
+
+
+def _redrive_each(store: JobStore, job_ids: list[str]) -> Redriven:
+    redriven: list[str] = []
+    refused: list[dict[str, str]] = []
+    for job_id in job_ids:
+        try:
+            redriven.append(store.redrive(job_id).id)
+        except (JobNotFound, TransitionRefused) as exc:
+            refused.append({"id": job_id, "error": str(exc)})
+    return redriven, refused
+
+
+def _redrive_group(store: JobStore, browser: JobBrowser, tenant: str | None, error: str) -> tuple[Redriven, bool]:
+    redriven: list[str] = []
+    refused: list[dict[str, str]] = []
+    while len(redriven) < REDRIVE_MAX_PER_CALL:
+        batch = browser.dead_letters(tenant, error, min(REDRIVE_BATCH, REDRIVE_MAX_PER_CALL - len(redriven)))
+        done, failed = _redrive_each(store, [j.id for j in batch])
+        redriven += done
+        refused += failed
+        if not done:  # the group is empty, or what is left refuses (it moved since it was read)
+            return (redriven, refused), False
+    return (redriven, refused), bool(browser.dead_letters(tenant, error, 1))

@@ -1,0 +1,127 @@
+"""The operator endpoints' part of the OpenAPI document, and GET /jobs's optional filters (docs.py merges them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.api.operator import RedriveRequest
+
+REF = "#/components/schemas/{model}"
+TENANT = {
+    "name": "tenantId",
+    "in": "query",
+    "description": "One tenant; every tenant when omitted",
+    "schema": {"type": "string"},
+}
+CURSOR = "`<createdAt>_<id>` of the job at the edge of the page in hand"
+
+LIST_PARAMETERS: list[dict[str, Any]] = [
+    {"name": "jobType", "in": "query", "description": "Only this job type", "schema": {"type": "string"}},
+    {
+        "name": "templateId",
+        "in": "query",
+        "description": "Only the runs of this template",
+        "schema": {"type": "string"},
+    },
+    {"name": "before", "in": "query", "description": f"The next (older) page: {CURSOR}", "schema": {"type": "string"}},
+    {
+        "name": "after",
+        "in": "query",
+        "description": f"The previous (newer) page: {CURSOR}",
+        "schema": {"type": "string"},
+    },
+]
+
+_SESSION = {
+    "type": "object",
+    "properties": {
+        "auth": {"type": "string", "enum": ["off", "required"]},
+        "role": {"type": "string", "enum": ["reader", "writer", "admin"]},
+        "tenantId": {"type": ["string", "null"]},
+    },
+}
+_COUNTS = {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+_OVERVIEW = {
+    "type": "object",
+    "properties": {
+        "at": {"type": "string", "format": "date-time"},
+        "tenantId": {"type": ["string", "null"]},
+        "statuses": {"type": "array", "items": {"type": "string"}, "description": "every status, in order"},
+        "jobTypes": {"type": "array", "items": {"type": "string"}},
+        "byType": {**_COUNTS, "description": "jobType → status → jobs"},
+        "totals": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "status → jobs"},
+        "lastHour": {**_COUNTS, "description": "jobType → completed (jobs), failed (attempts), dlq (jobs)"},
+        "dlq": {"type": "integer"},
+        "schedules": {"type": "object", "properties": {"active": {"type": "integer"}}},
+        "tenants": {"type": "array", "items": {"type": "string"}},
+    },
+}
+_GROUP = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string"},
+        "count": {"type": "integer"},
+        "statuses": {"type": "array", "items": {"type": "string"}, "description": "every status, in order"},
+        "jobTypes": {"type": "array", "items": {"type": "string"}},
+        "jobs": {"type": "array", "items": {"$ref": REF.format(model="Job")}, "description": "the most recent 20"},
+    },
+}
+_REDRIVEN = {
+    "type": "object",
+    "properties": {
+        "redriven": {"type": "array", "items": {"type": "string"}},
+        "refused": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"id": {"type": "string"}, "error": {"type": "string"}}},
+        },
+        "more": {"type": "boolean", "description": "the group has dead letters left: send the request again"},
+    },
+}
+
+
+def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    text = {400: "Bad input", 413: "Body too large", 503: "Store unavailable"}
+    return {str(c): _answer(text[c], {"$ref": REF.format(model="Error")}) for c in codes}
+
+
+def operator_schemas() -> dict[str, Any]:
+    return {"RedriveRequest": RedriveRequest.model_json_schema(ref_template=REF)}
+
+
+def operator_paths() -> dict[str, Any]:
+    return {
+        "/session": {
+            "get": {
+                "summary": "What the caller may do: auth (off or required), role, tenantId (null: every tenant)",
+                "responses": {"200": _answer("The caller", _SESSION)},
+            }
+        },
+        "/overview": {
+            "get": {
+                "summary": "Jobs by type and status, the last hour's outcomes, the DLQ size, active schedules",
+                "parameters": [TENANT],
+                "responses": {"200": _answer("Counts", _OVERVIEW), **_errors(503)},
+            }
+        },
+        "/dlq": {
+            "get": {
+                "summary": "Dead letters grouped by lastError, largest group first (at most 100 groups)",
+                "parameters": [TENANT],
+                "responses": {"200": _answer("Groups", {"type": "array", "items": _GROUP}), **_errors(503)},
+            }
+        },
+        "/dlq/redrive": {
+            "post": {
+                "summary": "Re-drive the jobs named, or every dead letter with one lastError (5000 a request)",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": REF.format(model="RedriveRequest")}}},
+                },
+                "responses": {"200": _answer("What moved", _REDRIVEN), **_errors(400, 413, 503)},
+            }
+        },
+    }

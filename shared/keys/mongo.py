@@ -1,0 +1,102 @@
+"""KeyStore on MongoDB: `api_keys` (one document per key, `_id` = its prefix, so the insert decides a prefix's
+owner atomically) and `api_key_usage` (`_id` = prefix, `lastUsedAt`), kept apart so that recording use never
+rewrites a key document: on a server that writes whole documents back (the local stand-in, see
+shared/store/mongo_compat) such a write could undo a revocation made at the same moment."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from pymongo import DESCENDING, MongoClient
+from pymongo.collection import Collection as MongoCollection
+from pymongo.errors import DuplicateKeyError
+
+from shared.keys.base import ApiKey, PrefixTaken, Role
+from shared.store.mongo import translate_errors
+
+Document = dict[str, Any]
+
+
+class MongoKeyStore:
+    def __init__(self, client: MongoClient[Document], database: str) -> None:
+        self._client = client
+        self._keys: MongoCollection[Document] = client[database]["api_keys"]
+        self._usage: MongoCollection[Document] = client[database]["api_key_usage"]
+
+    @classmethod
+    def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoKeyStore:
+        client: MongoClient[Document] = MongoClient(
+            uri, tz_aware=True, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms
+        )
+        return cls(client, database)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def ensure_schema(self) -> None:
+        """Nothing to index beyond `_id`: keys are few, and every replica reads them all."""
+        with translate_errors():
+            self._keys.find_one({"_id": ""})  # reach the server now: start-up waits for it here
+
+    def insert(self, key: ApiKey) -> None:
+        with translate_errors():
+            try:
+                self._keys.insert_one(_to_document(key))
+            except DuplicateKeyError as exc:
+                raise PrefixTaken(key.prefix) from exc
+
+    def find(self, prefix: str) -> ApiKey | None:
+        with translate_errors():
+            doc = self._keys.find_one({"_id": prefix})
+            usage = self._usage.find_one({"_id": prefix}) if doc else None
+        return _to_key(doc, usage) if doc else None
+
+    def list_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
+        query = {} if tenant_id is None else {"tenantId": tenant_id}
+        with translate_errors():
+            docs = list(self._keys.find(query).sort([("createdAt", DESCENDING), ("_id", DESCENDING)]))
+            used = {u["_id"]: u for u in self._usage.find({"_id": {"$in": [d["_id"] for d in docs]}})} if docs else {}
+        return [_to_key(d, used.get(d["_id"])) for d in docs]
+
+    def revoke(self, prefix: str, at: datetime) -> ApiKey | None:
+        with translate_errors():
+            self._keys.update_one({"_id": prefix, "revokedAt": None}, {"$set": {"revokedAt": at}})
+        return self.find(prefix)
+
+    def record_use(self, prefixes: Collection[str], at: datetime) -> None:
+        """One upsert per key: few keys are used within one refresh, and the local stand-in answers a bulk of
+        upserts without the counts pymongo reads."""
+        with translate_errors():
+            for prefix in sorted(prefixes):
+                update = {"$max": {"lastUsedAt": at}}
+                try:
+                    self._usage.update_one({"_id": prefix}, update, upsert=True)
+                except DuplicateKeyError:  # another replica inserted the key's first use just now
+                    self._usage.update_one({"_id": prefix}, update)
+
+
+def _to_document(key: ApiKey) -> Document:
+    return {
+        "_id": key.prefix,
+        "tenantId": key.tenantId,
+        "role": key.role.value,
+        "keyHash": key.keyHash,
+        "name": key.name,
+        "createdAt": key.createdAt,
+        "revokedAt": key.revokedAt,
+    }
+
+
+def _to_key(doc: Document, usage: Document | None) -> ApiKey:
+    return ApiKey(
+        prefix=str(doc["_id"]),
+        tenantId=doc["tenantId"],
+        role=Role(doc["role"]),
+        keyHash=doc["keyHash"],
+        createdAt=doc["createdAt"],
+        name=doc.get("name"),
+        lastUsedAt=usage.get("lastUsedAt") if usage else None,
+        revokedAt=doc.get("revokedAt"),
+    )

@@ -1,0 +1,139 @@
+"""JobBrowser on the MongoDB store's collections, through the store's own client.
+
+The indexes these queries use are created with the store's query indexes (mongo.py, `OPERATOR_INDEXES`):
+tenant_status_listing and tenant_type_listing for filtered pages, type_counts so the counts read index
+entries only, tenant_templates and template_runs for templates and their runs, recent_completions
+and dead_letters (partial: only completed or dead-lettered jobs enter them) for the last hour and the DLQ, and
+recent_outcomes on the attempt outcomes. The pipelines use only `$match`, `$sort` and `$group` with `$sum`,
+which every Mongo-compatible server answers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING
+
+from shared.model import Job, Outcome, Status
+from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
+from shared.store.mongo import KIND_RUN, KIND_TEMPLATE, MongoJobStore, job_from_document, translate_errors
+
+Document = dict[str, Any]
+FAILED_OUTCOMES = [Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value]
+# The job types of the last hour's failed attempts are looked up by job id, this many ids a query.
+LOOKUP_CHUNK = 1000
+
+
+class MongoBrowser:
+    def __init__(self, store: MongoJobStore) -> None:
+        self._jobs = store._jobs
+        self._outcomes = store._outcomes
+
+    def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
+        if query.limit <= 0:
+            return []  # limit(0) is "no limit" to MongoDB
+        match: Document = {"tenantId": tenant_id}
+        if query.status is not None:
+            match["status"] = query.status.value
+        if query.jobType is not None:
+            match["jobType"] = query.jobType
+        if query.templateId is not None:
+            match["templateId"] = query.templateId
+        if query.templates is not None:
+            match["kind"] = KIND_TEMPLATE if query.templates else KIND_RUN
+        direction = DESCENDING
+        if query.before is not None:
+            match["$or"] = _beyond(query.before.createdAt, query.before.id, "$lt")
+        elif query.after is not None:
+            match["$or"] = _beyond(query.after.createdAt, query.after.id, "$gt")
+            direction = ASCENDING  # walk up from the cursor, then list the page newest first like every page
+        with translate_errors():
+            docs = self._jobs.find(match).sort([("createdAt", direction), ("_id", direction)]).limit(query.limit)
+            jobs = [job_from_document(d) for d in docs]
+        return jobs if direction == DESCENDING else jobs[::-1]
+
+    def counts(self, tenant_id: str | None, since: datetime) -> Counts:
+        tenant = _tenant(tenant_id)
+        with translate_errors():
+            by_status = self._by_type_and_status(tenant)
+            templates = self._by_type_and_status({"kind": KIND_TEMPLATE, **tenant})
+            ended = [
+                (group["_id"], status, group["n"])
+                for status in (Status.COMPLETED.value, Status.DLQ.value)
+                for group in self._jobs.aggregate(
+                    [
+                        {"$match": {"status": status, "updatedAt": {"$gte": since}, **tenant}},
+                        {"$group": {"_id": "$jobType", "n": {"$sum": 1}}},
+                    ]
+                )
+            ]
+            failed = self._failed_by_type(since, tenant_id)
+        return counts_from(by_status, templates, ended, failed.items())
+
+    def _by_type_and_status(self, match: Document) -> list[tuple[str, str, int]]:
+        pipeline: list[Document] = [
+            {"$match": match},
+            # Sorting on the counted fields lets MongoDB count from the type_counts index alone.
+            {"$sort": {"jobType": 1, "status": 1}},
+            {"$group": {"_id": {"jobType": "$jobType", "status": "$status"}, "n": {"$sum": 1}}},
+        ]
+        return [(g["_id"]["jobType"], g["_id"]["status"], g["n"]) for g in self._jobs.aggregate(pipeline)]
+
+    def _failed_by_type(self, since: datetime, tenant_id: str | None) -> Counter[str]:
+        """Failed attempts since `since` by job type. The outcome documents name the job, not its type: group
+        them by job, then read those jobs' types (and tenants) by id."""
+        per_job = {
+            g["_id"]: g["n"]
+            for g in self._outcomes.aggregate(
+                [
+                    {"$match": {"outcome": {"$in": FAILED_OUTCOMES}, "at": {"$gte": since}}},
+                    {"$group": {"_id": "$jobId", "n": {"$sum": 1}}},
+                ]
+            )
+            if ObjectId.is_valid(g["_id"])
+        }
+        ids = list(per_job)
+        failed: Counter[str] = Counter()
+        for start in range(0, len(ids), LOOKUP_CHUNK):
+            chunk = [ObjectId(i) for i in ids[start : start + LOOKUP_CHUNK]]
+            for doc in self._jobs.find({"_id": {"$in": chunk}, **_tenant(tenant_id)}, {"jobType": 1}):
+                failed[doc["jobType"]] += per_job[str(doc["_id"])]
+        return failed
+
+    def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
+        with translate_errors():
+            return sorted(str(t) for t in self._jobs.distinct("tenantId", _tenant(tenant_id)))[: max(limit, 0)]
+
+    def dlq_groups(self, tenant_id: str | None, limit: int) -> list[ErrorGroup]:
+        with translate_errors():
+            rows = [
+                (g["_id"]["error"], g["_id"]["jobType"], g["n"])
+                for g in self._jobs.aggregate(
+                    [
+                        {"$match": {"status": Status.DLQ.value, **_tenant(tenant_id)}},
+                        {"$group": {"_id": {"error": "$lastError", "jobType": "$jobType"}, "n": {"$sum": 1}}},
+                    ]
+                )
+            ]
+        return error_groups(rows, limit)
+
+    def dead_letters(self, tenant_id: str | None, error: str, limit: int) -> list[Job]:
+        if limit <= 0:
+            return []
+        match = {"status": Status.DLQ.value, "lastError": error, **_tenant(tenant_id)}
+        with translate_errors():
+            docs = self._jobs.find(match).sort([("updatedAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
+            return [job_from_document(d) for d in docs]
+
+
+def _tenant(tenant_id: str | None) -> Document:
+    return {"tenantId": tenant_id} if tenant_id is not None else {}
+
+
+def _beyond(created_at: datetime, job_id: str, op: str) -> list[Document]:
+    """Jobs past (createdAt, id) in one direction: a later/earlier createdAt, or the same one and a later/earlier
+    id. Spelled as an `$or` of ranges, which both index bounds and every Mongo-compatible server understand."""
+    return [{"createdAt": {op: created_at}}, {"createdAt": created_at, "_id": {op: ObjectId(job_id)}}]

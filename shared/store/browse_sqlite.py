@@ -1,0 +1,141 @@
+"""JobBrowser on the SQLite store's file, through the store's own connection pool.
+
+The indexes these queries walk are created with the store's schema (sqlite.py). Jobs that have ended, the bulk
+of a store that has run for a while, are in partial indexes: final_listing for pages of one final status,
+final_counts for their counts (in GROUP BY order: one walk, no sort, no row read). Jobs still on their way
+(pending to running) are counted and listed through due_order, which starts with the status, so those cost
+what the live work is, and a job's way to its end writes to none of the console's indexes. tenant_type_listing
+serves pages of one type, tenant_templates and template_runs templates and their runs, recent_endings and
+failed_attempts (partial) the last hour, dead_letters (partial) the DLQ. Where SQLite's planner, which has no
+statistics here, would pick a shorter index and read every row behind it, INDEXED BY names the right one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from shared.model import TERMINAL, Job
+from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
+from shared.store.sqlite import (
+    DEAD_SQL,
+    ENDED_SQL,
+    FAILED_SQL,
+    FINAL_SQL,
+    TEMPLATES_SQL,
+    UNDERWAY_SQL,
+    SqliteJobStore,
+    _to_job,
+    _to_ms,
+)
+
+
+class SqliteBrowser:
+    def __init__(self, store: SqliteJobStore) -> None:
+        self._store = store
+
+    def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
+        where: list[str] = ["tenantId = ?"]
+        params: list[Any] = [tenant_id]
+        index = ""
+        if query.status is not None:
+            # A literal (an enum value, never client text): a final status's partial index applies only then.
+            where.append(f"status = '{query.status.value}'")
+            if query.jobType is None and query.templateId is None:
+                # Ended jobs are many: walk their index in page order (the condition repeated as the partial index
+                # states it, which is how SQLite sees that it applies). Jobs underway are what is live: find them
+                # by status and sort those few (a tenant-wide walk would read every row to find them).
+                if query.status in TERMINAL:
+                    where.append(FINAL_SQL)
+                    index = "INDEXED BY final_listing"
+                else:
+                    index = "INDEXED BY due_order"
+        if query.jobType is not None:
+            where.append("jobType = ?")
+            params.append(query.jobType)
+        if query.templateId is not None:
+            where.append("templateId = ?")
+            params.append(query.templateId)
+        if query.templates is not None:
+            # A literal, not a parameter: only then does SQLite see that the templates' partial index applies.
+            where.append(TEMPLATES_SQL if query.templates else f"NOT {TEMPLATES_SQL}")
+        order = "DESC"
+        if query.before is not None:
+            where.append("(createdAt, id) < (?, ?)")
+            params += [_to_ms(query.before.createdAt), query.before.id]
+        elif query.after is not None:
+            # The page just newer than the cursor: walk up from it, then list it newest first like every page.
+            where.append("(createdAt, id) > (?, ?)")
+            params += [_to_ms(query.after.createdAt), query.after.id]
+            order = "ASC"
+        sql = (
+            f"SELECT * FROM jobs {index} WHERE {' AND '.join(where)} "
+            f"ORDER BY createdAt {order}, id {order} LIMIT {max(query.limit, 0):d}"
+        )
+        with self._store._read() as conn:
+            jobs = [_to_job(r) for r in conn.execute(sql, params).fetchall()]
+        return jobs if order == "DESC" else jobs[::-1]
+
+    def counts(self, tenant_id: str | None, since: datetime) -> Counts:
+        tenant_sql, tenant_params = _tenant_filter(tenant_id)
+        with self._store._read() as conn:
+            by_status = conn.execute(
+                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY final_counts WHERE {FINAL_SQL} {tenant_sql} "
+                "GROUP BY jobType, status",
+                tenant_params,
+            ).fetchall()
+            by_status += conn.execute(
+                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY due_order WHERE {UNDERWAY_SQL} {tenant_sql} "
+                "GROUP BY jobType, status",
+                tenant_params,
+            ).fetchall()
+            ended = conn.execute(
+                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY recent_endings "
+                f"WHERE {ENDED_SQL} AND updatedAt >= ? {tenant_sql} GROUP BY jobType, status",
+                [_to_ms(since), *tenant_params],
+            ).fetchall()
+            failed = conn.execute(
+                f"""SELECT jobs.jobType, count(*) FROM executions JOIN jobs ON jobs.id = executions.jobId
+                    WHERE executions.{FAILED_SQL} AND executions.finishedAt >= ? {tenant_sql}
+                    GROUP BY jobs.jobType""",
+                [_to_ms(since), *tenant_params],
+            ).fetchall()
+            templates = conn.execute(
+                f"SELECT jobType, status, count(*) FROM jobs WHERE {TEMPLATES_SQL} {tenant_sql} "
+                "GROUP BY jobType, status",
+                tenant_params,
+            ).fetchall()
+        return counts_from(by_status, templates, ended, failed)
+
+    def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
+        tenant_sql, tenant_params = _tenant_filter(tenant_id)
+        with self._store._read() as conn:
+            rows = conn.execute(
+                f"SELECT DISTINCT tenantId FROM jobs WHERE 1 {tenant_sql} ORDER BY tenantId LIMIT ?",
+                [*tenant_params, max(limit, 0)],
+            )
+            return [str(r[0]) for r in rows]
+
+    def dlq_groups(self, tenant_id: str | None, limit: int) -> list[ErrorGroup]:
+        tenant_sql, tenant_params = _tenant_filter(tenant_id)
+        with self._store._read() as conn:
+            rows = conn.execute(
+                f"SELECT lastError, jobType, count(*) FROM jobs INDEXED BY dead_letters WHERE {DEAD_SQL} {tenant_sql} "
+                "GROUP BY lastError, jobType",
+                tenant_params,
+            ).fetchall()
+        return error_groups(rows, limit)
+
+    def dead_letters(self, tenant_id: str | None, error: str, limit: int) -> list[Job]:
+        tenant_sql, tenant_params = _tenant_filter(tenant_id)
+        with self._store._read() as conn:
+            rows = conn.execute(
+                f"""SELECT * FROM jobs WHERE {DEAD_SQL} AND lastError = ? {tenant_sql}
+                    ORDER BY updatedAt DESC LIMIT ?""",
+                [error, *tenant_params, max(limit, 0)],
+            ).fetchall()
+        return [_to_job(r) for r in rows]
+
+
+def _tenant_filter(tenant_id: str | None) -> tuple[str, list[Any]]:
+    return ("AND tenantId = ?", [tenant_id]) if tenant_id is not None else ("", [])

@@ -1,0 +1,482 @@
+"""The console at /ui in a real headless Chromium, against `jobsched dev` (SQLite, no server).
+
+One `jobsched dev` and one browser serve the module; every test works in a tenant of its own and a fresh tab,
+and fails on any error in the browser console it did not provoke. The screenshots in docs/console/ are taken
+here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from shared.model import format_time, utc_now
+from tests.e2e.browser import DESKTOP, PHONE, Browser, ConsoleErrors, chromium, screenshot
+from tests.e2e.devmode import Dev
+from tests.e2e.test_keys_cli import keys
+from tests.support import wait_until
+
+Tab = tuple[Page, ConsoleErrors]
+LATER = timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
+    made = Dev(tmp_path_factory.mktemp("console-dev"))
+    made.start()
+    yield made
+    for process in made.runs:
+        process.stop()
+    made.http.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as made:
+        yield made
+
+
+@pytest.fixture
+def tab(browser: Browser) -> Iterator[Tab]:
+    page, errors = browser.open(DESKTOP)
+    yield page, errors
+    page.close()
+    assert errors.unexpected() == [], "errors in the browser console"
+
+
+def ui(dev: Dev, route: str = "/") -> str:
+    return f"http://127.0.0.1:{dev.port}/ui/#{route}"
+
+
+def create(dev: Dev, tenant: str, key: str, job_type: str = "noop", **fields: Any) -> dict[str, Any]:
+    body = {
+        "idempotencyKey": f"{tenant}-{key}",
+        "tenantId": tenant,
+        "jobType": job_type,
+        "payload": {},
+        **fields,
+    }
+    if "cron" not in body and "interval" not in body:
+        body.setdefault("scheduledAt", format_time(utc_now()))
+    response = dev.http.post("/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def job(dev: Dev, job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = dev.http.get(f"/jobs/{job_id}").json()
+    return found
+
+
+def settled(dev: Dev, job_id: str, status: str) -> dict[str, Any]:
+    return wait_until(lambda: (j := job(dev, job_id))["status"] == status and j, 60, f"job {job_id} to be {status}")
+
+
+def dead_letter(dev: Dev, tenant: str, key: str) -> dict[str, Any]:
+    made = create(dev, tenant, key, "flaky", payload={"failRate": 1}, maxAttempts=1)
+    return settled(dev, made["id"], "dlq")
+
+
+def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    done = [create(dev, "overview", f"done-{n}") for n in range(3)]
+    for made in done:
+        settled(dev, made["id"], "completed")
+    for n in range(2):
+        create(dev, "overview", f"later-{n}", scheduledAt=format_time(utc_now() + LATER))
+    dead_letter(dev, "overview", "dead")
+
+    page.goto(ui(dev, "/?tenantId=overview"))
+    noop = page.locator('tr[data-job-type="noop"]')
+    expect(noop.locator('td[data-status="completed"]')).to_have_text("3")
+    expect(noop.locator('td[data-status="pending"]')).to_have_text("2")
+    expect(noop.locator('td[data-recent="completed"]')).to_have_text("3")
+    flaky = page.locator('tr[data-job-type="flaky"]')
+    expect(flaky.locator('td[data-status="dlq"]')).to_have_text("1")
+    expect(flaky.locator('td[data-recent="failed"]')).to_have_text("1")
+    expect(page.locator('[data-count="dlq"]')).to_have_text("1")
+    expect(page.locator("#tenant")).to_have_value("overview")
+    expect(page.locator("#banner")).to_contain_text("AUTH=off")
+    screenshot(page, "overview")
+
+    page.evaluate("window.notReloaded = true")
+    create(dev, "overview", "later-2", scheduledAt=format_time(utc_now() + LATER))
+    expect(noop.locator('td[data-status="pending"]')).to_have_text("3", timeout=30_000)
+    assert page.evaluate("window.notReloaded") is True
+
+    noop.locator('td[data-status="completed"] a').click()
+    expect(page).to_have_url(re.compile(r"#/jobs\?tenantId=overview&jobType=noop&status=completed$"))
+    expect(page.locator("tbody tr")).to_have_count(3)
+
+
+def test_a_dead_letter_is_found_with_its_error_and_redriven_from_the_dlq_page(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    dead = dead_letter(dev, "dlq-page", "dead")
+    other = dead_letter(dev, "dlq-page", "other")
+
+    page.goto(ui(dev, "/dlq?tenantId=dlq-page"))
+    group = page.locator("section.group", has_text="flaky failed on purpose")
+    expect(group.locator("h3")).to_have_text(dead["lastError"])
+    expect(group.locator("tbody tr")).to_have_count(2)
+    screenshot(page, "dlq")
+
+    row = group.locator(f'tr[data-job-id="{dead["id"]}"]')
+    row.get_by_role("button", name="Re-drive").click()
+    dialog = page.locator("dialog#confirm")
+    expect(dialog).to_be_visible()
+    with page.expect_response(re.compile(r"/dlq/redrive$")) as answer:
+        dialog.get_by_role("button", name="Re-drive").click()
+    assert answer.value.json() == {"redriven": [dead["id"]], "refused": [], "more": False}
+    expect(page.locator("#notice")).to_have_text(re.compile("Re-driven 1 job"))
+
+    redriven = job(dev, dead["id"])
+    assert redriven["attemptBase"] == 1  # re-driven: a fresh budget counted from the attempt made
+    assert job(dev, other["id"])["attemptBase"] == 0
+    # It is pending again, so the executor runs it once more (and flaky fails it back into the DLQ).
+    wait_until(lambda: len(dev.http.get(f"/jobs/{dead['id']}/executions").json()) == 2, 60, "a second attempt")
+
+
+def test_redriving_a_selection_and_a_whole_group(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    dead = [dead_letter(dev, "dlq-bulk", f"dead-{n}") for n in range(3)]
+
+    page.goto(ui(dev, "/dlq?tenantId=dlq-bulk"))
+    group = page.locator("section.group").first
+    group.get_by_label(f"Select job {dead[0]['id']}").check()
+    group.get_by_label(f"Select job {dead[1]['id']}").check()
+    with page.expect_response(re.compile(r"/dlq/redrive$")) as answer:
+        group.get_by_role("button", name="Re-drive selected").click()
+        page.locator("dialog#confirm").get_by_role("button", name="Re-drive").click()
+    assert sorted(answer.value.json()["redriven"]) == sorted(d["id"] for d in dead[:2])
+
+    wait_until(lambda: all(job(dev, d["id"])["status"] == "dlq" for d in dead), 60, "the re-driven jobs to fail again")
+    page.reload()
+    group = page.locator("section.group").first
+    with page.expect_response(re.compile(r"/dlq/redrive$")) as answer:
+        group.get_by_role("button", name="Re-drive all 3").click()
+        page.locator("dialog#confirm").get_by_role("button", name="Re-drive group").click()
+    assert sorted(answer.value.json()["redriven"]) == sorted(d["id"] for d in dead)
+
+
+def test_the_job_page_shows_fields_payload_and_attempts_and_redrives(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    dead = dead_letter(dev, "job-page", "dead")
+
+    page.goto(ui(dev, f"/jobs/{dead['id']}"))
+    expect(page.locator('[data-field="lastError"]')).to_have_text(dead["lastError"])
+    expect(page.locator('[data-field="idempotencyKey"]')).to_have_text("job-page-dead")
+    expect(page.locator("#payload")).to_have_text('{\n  "failRate": 1\n}')
+    attempt = page.locator('#attempts li[data-attempt="1"]')
+    expect(attempt).to_contain_text("failed")
+    expect(attempt).to_contain_text("dev-flaky")
+    expect(attempt).to_contain_text(dead["lastError"])
+    screenshot(page, "job")
+
+    page.locator("#redrive").click()
+    screenshot(page, "confirm")
+    with page.expect_response(re.compile(rf"/jobs/{dead['id']}/retry$")) as answer:
+        page.locator("dialog#confirm").get_by_role("button", name="Re-drive").click()
+    assert answer.value.status == 200
+    assert answer.value.json()["status"] == "pending"
+    expect(page.locator("#notice")).to_have_text(re.compile("pending again"))
+
+
+def test_a_refused_cancel_shows_the_api_error(dev: Dev, tab: Tab) -> None:
+    page, errors = tab
+    later = create(dev, "cancel", "later", scheduledAt=format_time(utc_now() + LATER))
+
+    page.goto(ui(dev, f"/jobs/{later['id']}"))
+    expect(page.locator("#cancel")).to_be_visible()
+    assert dev.http.delete(f"/jobs/{later['id']}").status_code == 200  # someone else was quicker
+    errors.expect("status of 409")
+    page.locator("#cancel").click()
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel job").click()
+    notice = page.locator("#notice")
+    expect(notice).to_have_attribute("role", "alert")
+    expect(notice).to_have_text(f"Cancel job refused: cannot cancel job {later['id']}: it is cancelled")
+    expect(page.locator("#cancel")).to_have_count(0)  # the page re-read the job: nothing left to cancel
+
+
+def test_cancel_from_the_job_page_after_confirming_and_not_before(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    later = create(dev, "cancel-ok", "later", scheduledAt=format_time(utc_now() + LATER))
+
+    page.goto(ui(dev, f"/jobs/{later['id']}"))
+    page.locator("#cancel").click()
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel", exact=True).click()
+    expect(page.locator("dialog#confirm")).to_be_hidden()
+    assert job(dev, later["id"])["status"] == "pending"
+
+    page.locator("#cancel").click()
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel job").click()
+    expect(page.locator('[data-field="status"]')).to_have_text("cancelled")
+    assert job(dev, later["id"])["status"] == "cancelled"
+
+
+def test_the_jobs_list_filters_and_pages_by_cursor(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    made = [create(dev, "paging", f"job-{n:02d}", scheduledAt=format_time(utc_now() + LATER)) for n in range(55)]
+    newest_first = [j["id"] for j in reversed(made)]
+    create(
+        dev, "paging", "other-type", "log-message", scheduledAt=format_time(utc_now() + LATER), payload={"message": "x"}
+    )
+
+    page.goto(ui(dev, "/jobs?tenantId=paging&jobType=noop"))
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(50)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.jobId)") == newest_first[:50]
+    screenshot(page, "jobs", full_page=False)
+
+    page.get_by_role("link", name="Older →").click()
+    expect(rows).to_have_count(5)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.jobId)") == newest_first[50:]
+    expect(page.get_by_role("link", name="Older →")).to_have_count(0)
+
+    page.get_by_role("link", name="← Newer").click()
+    expect(rows).to_have_count(50)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.jobId)") == newest_first[:50]
+
+    page.locator("#filter-jobType").select_option("log-message")
+    expect(rows).to_have_count(1)
+    expect(page).to_have_url(re.compile(r"jobType=log-message"))
+    page.locator("#filter-status").select_option("dlq")
+    expect(page.locator("#empty")).to_be_visible()
+
+
+def test_a_template_links_to_its_runs_and_a_run_to_its_template(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    template = create(dev, "template", "every-second", interval="1s")
+    wait_until(
+        lambda: dev.http.get("/jobs", params={"tenantId": "template", "templateId": template["id"]}).json(), 30, "a run"
+    )
+
+    page.goto(ui(dev, f"/jobs/{template['id']}"))
+    expect(page.locator('[data-field="interval"]')).to_have_text("1s · every second")
+    run_link = page.locator("section", has_text="Runs").locator("tbody tr a").first
+    expect(run_link).to_be_visible()
+    screenshot(page, "template")
+    run_link.click()
+    expect(page.locator("h1")).to_contain_text("Job")
+    page.locator('[data-field="templateId"] a').click()
+    expect(page.locator("h1")).to_contain_text(f"Template {template['id']}")
+    assert dev.http.delete(f"/jobs/{template['id']}").status_code == 200
+
+
+def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    nightly = create(dev, "schedules", "nightly", cron="0 2 * * *", timezone="Europe/Berlin")
+    often = create(dev, "schedules", "often", interval="5m")
+    create(dev, "schedules", "one-off", scheduledAt=format_time(utc_now() + LATER))
+
+    page.goto(ui(dev, "/schedules?tenantId=schedules"))
+    expect(page.locator("tbody tr")).to_have_count(2)
+    row = page.locator(f'tr[data-job-id="{nightly["id"]}"]')
+    expect(row.locator("td[data-words]")).to_have_text("every day at 02:00 (Europe/Berlin)")
+    expect(row.locator("time")).to_have_attribute("datetime", nightly["scheduledAt"])
+    expect(page.locator(f'tr[data-job-id="{often["id"]}"] td[data-words]')).to_have_text("every 5 minutes")
+    screenshot(page, "schedules")
+    row.get_by_role("link", name="schedules-nightly").click()
+    expect(page.locator("h1")).to_contain_text(f"Template {nightly['id']}")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "words"),
+    [
+        ({"cron": "*/15 * * * *"}, "every 15 minutes"),
+        ({"cron": "30 * * * *"}, "every hour at minute 30"),
+        ({"cron": "0 9 * * 1-5"}, "every weekday at 09:00 (UTC)"),
+        ({"cron": "0 6 * * 0", "timezone": "America/New_York"}, "every Sunday at 06:00 (America/New_York)"),
+        ({"cron": "15 3 1 * *"}, "on day 1 of every month at 03:15 (UTC)"),
+        ({"cron": "@hourly"}, "every hour"),
+        ({"cron": "@daily"}, "every day at 00:00 (UTC)"),
+        ({"cron": "0 0 1,15 * *"}, None),
+        ({"interval": "1h30m"}, "every 1 hour 30 minutes"),
+        ({"interval": "1s"}, "every second"),
+    ],
+)
+def test_schedules_in_words(dev: Dev, tab: Tab, schedule: dict[str, str], words: str | None) -> None:
+    page, _ = tab
+    page.goto(ui(dev, "/"))
+    said = page.evaluate("async (job) => (await import('./js/schedule-words.js')).scheduleInWords(job)", schedule)
+    assert said == words
+
+
+def test_keyboard_alone_reaches_and_takes_an_action(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    dead = dead_letter(dev, "keyboard", "dead")
+
+    page.goto(ui(dev, f"/jobs/{dead['id']}"))
+    expect(page.locator("#redrive")).to_be_visible()
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "redrive":
+            break
+    assert page.evaluate("document.activeElement.id") == "redrive", "Tab never reached the re-drive button"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none", "the focused button shows no focus ring"
+
+    page.keyboard.press("Enter")
+    expect(page.locator("dialog#confirm")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("dialog#confirm")).to_be_hidden()
+    assert job(dev, dead["id"])["attemptBase"] == 0  # Escape took nothing
+
+    page.locator("#redrive").focus()
+    page.keyboard.press("Enter")
+    with page.expect_response(re.compile(r"/retry$")) as answer:
+        page.keyboard.press("Enter")  # the dialog opens with Confirm focused
+    assert answer.value.json()["status"] == "pending"
+
+
+@pytest.mark.parametrize("route", ["/", "/jobs?tenantId=phone", "/dlq", "/jobs/{id}"])
+def test_every_page_fits_a_phone(dev: Dev, browser: Browser, route: str) -> None:
+    dead = dead_letter(dev, "phone", f"dead-{route.split('?')[0].strip('/').replace('/', '-') or 'home'}")
+    page, errors = browser.open(PHONE)
+    page.goto(ui(dev, route.replace("{id}", dead["id"])))
+    expect(page.locator("h1")).to_be_visible()
+    expect(page.locator("nav").get_by_role("link", name="Dead letters")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+    if route in ("/", "/jobs/{id}"):
+        screenshot(page, f"phone-{'overview' if route == '/' else 'job'}")
+    page.close()
+    assert errors.unexpected() == []
+
+
+def test_the_console_loads_nothing_from_elsewhere(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(ui(dev, "/"))
+    expect(page.locator("h1")).to_have_text("Overview")
+    origin = f"http://127.0.0.1:{dev.port}/"
+    assert requested
+    assert [url for url in requested if not url.startswith(origin)] == []
+    response = dev.http.get("/ui/")
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    assert dev.http.get("/ui").headers["location"].endswith("/ui/")
+
+
+def test_an_unknown_console_page_says_so(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    page.goto(ui(dev, "/nowhere"))
+    expect(page.locator("h1")).to_have_text("Not found")
+
+
+# --- with AUTH=required ------------------------------------------------------------------------------------
+
+
+class SecuredDev:
+    """A `jobsched dev` with AUTH=required, keys made with `jobsched keys` on its file before it starts."""
+
+    def __init__(self, dev: Dev) -> None:
+        self.dev = dev
+        self.keys = {
+            (tenant, role): keys("create", "--tenant", tenant, "--role", role, "--sqlite", str(dev.db)).stdout.strip()
+            for tenant, role in (("acme", "reader"), ("acme", "writer"), ("globex", "writer"))
+        }
+        dev.start(AUTH="required")
+
+    def create(self, tenant: str, key: str, **fields: Any) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.keys[(tenant, 'writer')]}"}
+        body = {"idempotencyKey": key, "jobType": "noop", "scheduledAt": format_time(utc_now()), **fields}
+        response = self.dev.http.post("/jobs", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        made: dict[str, Any] = response.json()
+        return made
+
+    def status(self, tenant: str, job_id: str) -> str:
+        headers = {"Authorization": f"Bearer {self.keys[(tenant, 'writer')]}"}
+        return str(self.dev.http.get(f"/jobs/{job_id}", headers=headers).json()["status"])
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredDev]:
+    made = Dev(tmp_path_factory.mktemp("console-secured"))
+    yield SecuredDev(made)
+    for process in made.runs:
+        process.stop()
+    made.http.close()
+
+
+def sign_in(page: Page, errors: ConsoleErrors, secured: SecuredDev, route: str, key: str) -> None:
+    errors.expect("status of 401")  # the console's first call, before it has a key
+    page.goto(ui(secured.dev, route))
+    expect(page.locator("h1")).to_have_text("API key needed")
+    page.locator("#api-key").fill(key)
+    page.get_by_role("button", name="Use this key").click()
+
+
+def dead_of(secured: SecuredDev, tenant: str, key: str) -> dict[str, Any]:
+    made = secured.create(tenant, key, jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    wait_until(lambda: secured.status(tenant, made["id"]) == "dlq", 60, "the job to be dead-lettered")
+    return made
+
+
+def test_a_reader_key_sees_its_tenant_and_no_action(secured: SecuredDev, tab: Tab) -> None:
+    page, errors = tab
+    dead = dead_of(secured, "acme", "reader-sees")
+    sign_in(page, errors, secured, f"/jobs/{dead['id']}", secured.keys[("acme", "reader")])
+    expect(page.locator("h1")).to_contain_text(f"Job {dead['id']}")
+    expect(page.locator("#whoami")).to_have_text("acme · reader")
+    expect(page.locator("#banner")).to_be_hidden()
+    expect(page.locator('[data-field="lastError"]')).to_contain_text("flaky failed on purpose")
+    expect(page.get_by_role("button")).to_have_count(1)  # Forget key; nothing that changes a job
+    screenshot(page, "reader-job")
+
+    page.goto(ui(secured.dev, "/dlq"))
+    expect(page.locator(f'tr[data-job-id="{dead["id"]}"]')).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile("Re-drive"))).to_have_count(0)
+    expect(page.locator("input[type=checkbox]")).to_have_count(0)
+    expect(page.locator("#tenant option")).to_have_text(["acme"])
+
+
+def test_a_writer_key_of_the_same_tenant_gets_the_actions(secured: SecuredDev, tab: Tab) -> None:
+    page, errors = tab
+    dead = dead_of(secured, "acme", "writer-acts")
+    sign_in(page, errors, secured, f"/jobs/{dead['id']}", secured.keys[("acme", "writer")])
+    expect(page.locator("#whoami")).to_have_text("acme · writer")
+    with page.expect_response(re.compile(r"/retry$")) as answer:
+        page.locator("#redrive").click()
+        page.locator("dialog#confirm").get_by_role("button", name="Re-drive").click()
+    assert answer.value.json()["status"] == "pending"
+
+
+def test_another_tenants_job_is_not_found(secured: SecuredDev, tab: Tab) -> None:
+    page, errors = tab
+    theirs = secured.create("globex", "not-yours", scheduledAt=format_time(utc_now() + LATER))
+    errors.expect("status of 404")
+    sign_in(page, errors, secured, f"/jobs/{theirs['id']}", secured.keys[("acme", "writer")])
+    expect(page.locator("h1")).to_have_text("Could not load this page")
+    expect(page.locator("[role=alert]")).to_have_text(f"job {theirs['id']} not found")
+    page.goto(ui(secured.dev, "/jobs"))
+    expect(page.locator(f'tr[data-job-id="{theirs["id"]}"]')).to_have_count(0)
+
+
+def test_the_key_lives_in_this_tab_only_and_can_be_forgotten(secured: SecuredDev, browser: Browser) -> None:
+    page, errors = browser.open(DESKTOP)
+    key = secured.keys[("acme", "reader")]
+    sign_in(page, errors, secured, "/", key)
+    expect(page.locator("h1")).to_have_text("Overview")
+    assert page.evaluate("sessionStorage.getItem('jobsched.apiKey')") == key
+    assert page.evaluate("localStorage.length") == 0
+    assert page.context.cookies() == []
+
+    other, other_errors = browser.open(DESKTOP)
+    other_errors.expect("status of 401")
+    other.goto(ui(secured.dev, "/"))
+    expect(other.locator("h1")).to_have_text("API key needed")  # a new tab has no key
+
+    page.get_by_role("button", name="Forget key").click()
+    expect(page.locator("h1")).to_have_text("API key needed")
+    assert page.evaluate("sessionStorage.getItem('jobsched.apiKey')") is None
+    for tab_page, tab_errors in ((page, errors), (other, other_errors)):
+        tab_page.close()
+        assert tab_errors.unexpected() == []
