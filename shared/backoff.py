@@ -1,4 +1,4 @@
-"""Retry backoff: 2^attempts seconds, capped at 5 minutes (the reference's rule)."""
+"""Retry backoff: 2^attempts seconds, capped at 5 minutes (the default where a job type sets none)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Settings from environment variables, validated once at start-up.
 
-Defaults are the reference's (DESIGN.md, "Defaults"). A bad value stops the process with a message that
+Each default is listed with its variable in docs/configuration.md. A bad value stops the process with a message that
 names the variable, rather than failing later in some loop.
 """
 

@@ -1,7 +1,7 @@
 """Recurring schedules: the only module that parses `cron` and `interval` expressions.
 
 Supported forms
-- 5-field cron `minute hour day-of-month month day-of-week` (the reference contract);
+- 5-field cron `minute hour day-of-month month day-of-week` (what the API contract requires);
 - 6-field cron with seconds first `second minute hour day-of-month month day-of-week`;
 - macros `@yearly @annually @monthly @weekly @daily @midnight @hourly`;
 - intervals such as `30s`, `5m`, `1h30m`, `2d` (units ms, s, m, h, d), anchored at the template's anchor

@@ -54,7 +54,7 @@ def can_transition(current: Status, target: Status) -> bool:
 
 
 def effective_max_attempts(requested: int | None) -> int:
-    """maxAttempts defaults to 3 when missing or not positive (the reference contract)."""
+    """maxAttempts defaults to 3 when missing or not positive (the API contract, docs/api.md)."""
     return requested if requested is not None and requested > 0 else DEFAULT_MAX_ATTEMPTS
 
 

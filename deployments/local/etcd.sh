@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # Local single-node etcd 3.4 (Debian package `etcd-server`) on loopback, for dev and integration tests.
-# INFRA.md section C.
 #
 #   etcd.sh install   apt-get install etcd-server unless `etcd` is already on PATH
 #   etcd.sh start     install if needed, start (no-op when already running and healthy), wait for /health

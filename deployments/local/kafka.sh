@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real Apache Kafka 4.x broker (KRaft, one node acting as broker + controller) on loopback, run from
-# Maven Central jars with `java -cp` (no Docker, no tarball). See shared INFRA.md section B.
+# Maven Central jars with `java -cp` (no Docker, no tarball).
 #
 #   kafka.sh install   download the jars once into $JOBSCHED_CACHE/kafka/<version>/libs (needs java 17+, mvn)
 #   kafka.sh start     install if needed, format storage on first start, start, wait until it serves metadata

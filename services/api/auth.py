@@ -14,8 +14,8 @@ documentation). Each route is wrapped (protect), so the wrapper runs after routi
   gets no default.
 
 Every store call the routes make then goes through tenancy.TenantGuard, which scopes it to the same principal.
-With AUTH=off none of this exists: the API is the reference contract, which a non-loopback bind refuses unless
-AUTH=off is given explicitly.
+With AUTH=off none of this exists: the API is the open contract (tenantId self-declared), which a non-loopback
+bind refuses unless AUTH=off is given explicitly.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def list_limit(raw: str | None) -> int:
 
 
 def path_job_id(request: Request) -> str:
-    """The `{job_id}` of the path; a malformed one is a 400 (the reference: 24 hex characters)."""
+    """The `{job_id}` of the path; a malformed one is a 400 (job ids are 24 hex characters)."""
     job_id: str = request.path_params["job_id"]
     if len(job_id) != 24 or any(c not in "0123456789abcdefABCDEF" for c in job_id):
         raise HTTPException(400, f"malformed job id {job_id!r}: expected 24 hex characters")

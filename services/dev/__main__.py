@@ -66,7 +66,7 @@ def resume(store: JobStore) -> None:
 
 
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
-    """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
+    """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
     configure_logging("dev", settings.log_level)
     path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()

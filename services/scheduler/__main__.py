@@ -17,7 +17,7 @@ from shared.runtime import connect_bus, connect_store, on_termination
 
 
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
-    """`make_dispatcher` is how the benchmarks' baseline swaps in the reference design's claims."""
+    """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
     configure_logging("scheduler", settings.log_level)
     node_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"

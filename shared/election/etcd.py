@@ -1,4 +1,6 @@
-"""Leader election on etcd: a create-if-absent key bound to a lease (INFRA.md C, verified recipe).
+"""Leader election on etcd: a create-if-absent key bound to a lease.
+
+The primitives it relies on are checked against a real server in tests/integration/test_smoke_etcd.py.
 
 - campaign: grant a lease, then one transaction `if create_revision(key) == 0: put(key, node, lease)`.
   The winner's key create_revision is the term's fencing token (etcd revisions only grow).

@@ -1,6 +1,6 @@
 """The API tests run on both stores (MongoDB on FerretDB, and the embedded SQLite store of `jobsched dev`) and
-in both authentication modes: AUTH=off (the reference contract) and AUTH=required, where the test client
-sends a writer key of tenant-a, the tenant the tests' jobs belong to."""
+in both authentication modes: AUTH=off (the open contract, tenantId self-declared) and AUTH=required, where
+the test client sends a writer key of tenant-a, the tenant the tests' jobs belong to."""
 
 from __future__ import annotations
 

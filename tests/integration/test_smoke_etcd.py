@@ -1,6 +1,6 @@
 """Smoke test against a real etcd 3.4 (deployments/local/etcd.sh) with the python ``etcd3`` 0.12 client.
 
-It checks the primitives the scheduler's leader election relies on (INFRA.md C): a lease-bound key that is
+It checks the primitives the scheduler's leader election relies on: a lease-bound key that is
 deleted (and a watch that fires) when the lease expires, and a create-if-absent transaction whose winner's
 ``create_revision`` is a monotonic fencing token.
 

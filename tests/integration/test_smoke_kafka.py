@@ -1,6 +1,6 @@
 """Smoke test against a real Apache Kafka 4.x broker (deployments/local/kafka.sh) with confluent-kafka.
 
-It checks what the dispatcher relies on (INFRA.md D): a produced message is acknowledged (delivery report),
+It checks what the dispatcher relies on: a produced message is acknowledged (delivery report),
 consumed, and committed synchronously by hand; a message read but not committed is delivered again to the
 next consumer of the same group, and once committed it is not delivered again.
 
