@@ -129,8 +129,8 @@ class Job(TemplatePolicy):
     # The scheduler's claim batch, passed on in the wake-up so an executor can start many of the batch's
     # jobs with one query (MongoDB store). Internal: never part of the API's job body.
     claimToken: str | None = field(default=None, metadata={"wire": False})
-    # The executor's start batch (MongoDB store): jobs started together mostly finish together, so their
-    # completions are written with one update narrowed to that batch. Internal, like claimToken.
+    # The executor's start batch (MongoDB store): the jobs one bulk write started, read back by it. Internal,
+    # like claimToken.
     startToken: str | None = field(default=None, metadata={"wire": False})
 
     @property
