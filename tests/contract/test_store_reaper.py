@@ -17,6 +17,7 @@ from shared.store.base import (
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
     LEASE,
+    assert_next_start_closes_it_as_lost,
     claim_one,
     drive_to_the_end,
     new,
@@ -123,9 +124,4 @@ def test_a_start_stopped_before_the_job_moved_is_closed_once_its_lease_ran_out(
         Status.QUEUED,
         [Outcome.RUNNING],
     )
-    with pytest.raises(AttemptTaken):
-        start(store, job, "w2")
-    healed = reload(store, job)
-    assert (healed.status, healed.attempts) == (Status.PENDING, 1)
-    assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.LOST]
-    assert drive_to_the_end(store, job).status is Status.COMPLETED
+    assert_next_start_closes_it_as_lost(store, job)
