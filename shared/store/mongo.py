@@ -100,6 +100,15 @@ class _StartRequest:
 
 
 @dataclass(frozen=True)
+class StartedGroup:
+    """Jobs of one claim that one guarded update of a start batch moved, all of them, with what it wrote."""
+
+    claim: str
+    ids: list[str]
+    fields: transitions.Fields
+
+
+@dataclass(frozen=True)
 class _FinishRequest:
     job: Job
     result: AttemptResult
@@ -443,26 +452,25 @@ class MongoJobStore:
             for i in won:
                 r = requests[i]
                 groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
+            moved: list[StartedGroup] = []
             for (claim, attempt, job_type, worker), members in groups.items():
+                ids = [requests[i].job_id for i in members]
                 guard = {
-                    "_id": {"$in": [ObjectId(requests[i].job_id) for i in members]},
+                    "_id": {"$in": [ObjectId(job_id) for job_id in ids]},
                     "claimToken": claim,
                     "status": Status.QUEUED.value,
                     "attempts": attempt - 1,
                     "jobType": job_type,
                 }
                 lease_until = max(requests[i].lease_until for i in members)
-                self._jobs.update_many(
-                    guard, self._update({**transitions.started(worker, now, lease_until), "startToken": token})
-                )
-            started: dict[str, Document] = {}
-            if won:
-                ids = [ObjectId(requests[i].job_id) for i in won]
-                started = {str(d["_id"]): d for d in self._jobs.find({"_id": {"$in": ids}, "startToken": token})}
+                fields = {**transitions.started(worker, now, lease_until), "startToken": token}
+                if self._jobs.update_many(guard, self._update(fields)).modified_count == len(members):
+                    moved.append(StartedGroup(claim, ids, fields))
+            started = self._read_started(token, [requests[i].job_id for i in won], moved)
             for i in won:
-                doc = started.get(requests[i].job_id)
-                if doc is not None:
-                    results[i] = job_from_document(doc)
+                job = started.get(requests[i].job_id)
+                if job is not None:
+                    results[i] = job
                     continue
                 self._give_back(records[i]["_id"])
             for i in range(len(requests)):  # taken, or not started above: the one-by-one path names the reason
@@ -470,6 +478,14 @@ class MongoJobStore:
                     r = requests[i]
                     results[i] = _caught(self._start_one, r.job_id, r.job_type, r.worker, r.lease_until)
         return [r for r in results if r is not None]
+
+    def _read_started(self, token: str, ids: Sequence[str], moved: Sequence[StartedGroup]) -> dict[str, Job]:
+        """The jobs of `ids` that this start batch moved, read by its token (`moved`, the groups whose update
+        moved every job asked for, is for servers where one more query costs more than decoding a claim)."""
+        if not ids:
+            return {}
+        docs = self._jobs.find({"_id": {"$in": [ObjectId(job_id) for job_id in ids]}, "startToken": token})
+        return {str(d["_id"]): job_from_document(d) for d in docs}
 
     def _give_back(self, record_id: str) -> None:
         """Undo the start of an attempt that never ran."""
