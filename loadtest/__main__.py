@@ -25,9 +25,12 @@ from typing import Any
 import httpx2 as httpx
 
 from loadtest.stats import summary
+from shared.cli import OneLineParser, fail, one_line_errors
 from shared.durations import parse_duration
+from shared.local_stack import API_URL_VARIABLE, tool_environment
 from shared.model import format_time, parse_time, utc_now
 
+DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 POLL_INTERVAL_S = 0.1
 MAX_POLLERS = 64
 FINAL = ("completed", "dlq")
@@ -203,13 +206,15 @@ def plot(report: Report, path: str) -> None:
     fig.savefig(path)
 
 
+@one_line_errors("python -m loadtest")
 def main() -> None:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m loadtest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    default_url = tool_environment("python -m loadtest").get(API_URL_VARIABLE, DEFAULT_BASE_URL)
     parser.add_argument("--rate", type=float, default=20.0, help="create requests per second (default 20)")
     parser.add_argument("--duration", default="30s", help="how long to send, e.g. 30s or 2m (default 30s)")
-    parser.add_argument("--base-url", default="http://127.0.0.1:8080")
+    parser.add_argument("--base-url", default=default_url, help=f"the API (default {default_url})")
     parser.add_argument("--job-type", default="noop")
     parser.add_argument("--settle", default="120s", help="how long to wait for jobs to finish after sending")
     parser.add_argument("--future-share", type=float, default=0.0, help="share of jobs scheduled ahead (0 to 1)")
@@ -221,9 +226,13 @@ def main() -> None:
         parser.error("--rate must be positive")
     if not 0 <= args.future_share <= 1:
         parser.error("--future-share must be from 0 to 1")
-    duration_s = parse_duration(args.duration).total_seconds()
-    settle_s = parse_duration(args.settle).total_seconds()
-    ahead_s = parse_duration(args.ahead).total_seconds()
+    try:
+        duration_s = parse_duration(args.duration).total_seconds()
+        settle_s = parse_duration(args.settle).total_seconds()
+        ahead_s = parse_duration(args.ahead).total_seconds()
+    except ValueError as exc:
+        parser.error(str(exc))
+    check_reachable(args.base_url)
     report = asyncio.run(run(args.base_url, args.rate, duration_s, args.job_type, settle_s, args.future_share, ahead_s))
     result = figures(report, args.rate, duration_s)
     print(json.dumps(result, indent=2))
@@ -232,6 +241,17 @@ def main() -> None:
             json.dump(result, out, indent=2)
     if args.plot:
         plot(report, args.plot)
+
+
+def check_reachable(base_url: str) -> None:
+    """Fail in one line before sending anything when the API does not answer or is not ready."""
+    try:
+        ready = httpx.get(f"{base_url.rstrip('/')}/readyz", timeout=5)
+    except httpx.HTTPError as exc:
+        problem = f"cannot reach the API at {base_url} ({type(exc).__name__}); start it or pass --base-url"
+        fail("python -m loadtest", problem)
+    if ready.status_code != 200:
+        fail("python -m loadtest", f"the API at {base_url} is not ready (/readyz answered {ready.status_code})")
 
 
 if __name__ == "__main__":

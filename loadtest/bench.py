@@ -36,6 +36,7 @@ from loadtest.scenarios import (
     peers_celery,
     peers_embedded,
 )
+from shared.cli import one_line_errors
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -96,4 +97,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    # What the scenarios meet when a server of MONGO_URI / KAFKA_BROKERS / ETCD_ENDPOINTS is not there.
+    from confluent_kafka import KafkaException
+    from etcd3.exceptions import ConnectionFailedError
+
+    one_line_errors("python -m loadtest.bench", KafkaException, ConnectionFailedError, ConnectionError)(main)()

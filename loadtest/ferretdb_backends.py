@@ -4,7 +4,7 @@
     .venv/bin/python -m loadtest.ferretdb_backends --uri mongodb://127.0.0.1:27018/?directConnection=true
 
 Without --uri, each backend is started by deployments/local/ferretdb.sh on a private port and run dir
-(FERRETDB_PORT=27118, POSTGRES_PORT=55532, a temporary JOBSCHED_RUN_DIR) and cleaned afterwards, so a
+(FERRETDB_PORT=27118, POSTGRES_PORT=15532, a temporary JOBSCHED_RUN_DIR) and cleaned afterwards, so a
 FerretDB already running on the default port is left alone. Traffic goes to 127.0.0.1 only.
 
 Measured, on a collection with the scheduler's indexes (unique idempotencyKey; status/priority/scheduledAt;
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--singles", type=int, default=1000, help="find_one_and_update claims (default 1000)")
     p.add_argument("--lookups", type=int, default=1000, help="find_one by _id samples (default 1000)")
     p.add_argument("--port", type=int, default=27118)
-    p.add_argument("--pg-port", type=int, default=55532)
+    p.add_argument("--pg-port", type=int, default=15532)
     args = p.parse_args(argv)
 
     results: list[Result] = []

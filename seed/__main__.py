@@ -2,21 +2,23 @@
 
 Immediate and future one-off jobs, a fraction of flaky ones (so retries and the DLQ fill), slow ones, and a
 few recurring templates, across several tenants. Keys are `seed-<run id>-<n>`, so running it twice with the
-same --run-id inserts nothing new. Uses MONGO_URI / MONGO_DB, or --sqlite PATH for the embedded store.
+same --run-id inserts nothing new. Uses MONGO_URI / MONGO_DB (when unset, those of a running local stack:
+`make up`), or --sqlite PATH for the embedded store.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from services.api.schemas import JobRequest
+from shared.cli import OneLineParser, fail, one_line_errors
 from shared.config import Settings
+from shared.local_stack import tool_environment
 from shared.model import format_time, utc_now
-from shared.store.base import DuplicateJob, JobStore
+from shared.store.base import DuplicateJob, JobStore, StoreUnavailable
 
 TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
 TEMPLATES: tuple[dict[str, Any], ...] = (
@@ -74,12 +76,15 @@ def seed(store: JobStore, count: int, run_id: str) -> tuple[int, int]:
     return inserted, existing
 
 
+@one_line_errors("python -m seed")
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m seed", description=__doc__)
+    parser = OneLineParser(prog="python -m seed", description=__doc__)
     parser.add_argument("--count", type=int, default=500, help="one-off jobs to insert (default 500)")
     parser.add_argument("--run-id", default=None, help="same id → same keys → nothing inserted twice")
     parser.add_argument("--sqlite", metavar="PATH", help="seed the embedded store's file instead of MongoDB")
     args = parser.parse_args()
+    if args.count < 0:
+        parser.error(f"--count must be 0 or more, not {args.count}")
     run_id = args.run_id or uuid.uuid4().hex[:8]
     store: JobStore
     if args.sqlite:
@@ -89,8 +94,12 @@ def main() -> None:
     else:
         from shared.store.mongo import MongoJobStore
 
-        settings = Settings.from_env()
-        store = MongoJobStore.connect(settings.mongo_uri, settings.mongo_db)
+        settings = Settings.from_env(tool_environment("python -m seed"))
+        store = MongoJobStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=_timeout_ms(settings))
+        try:
+            store.ping()
+        except StoreUnavailable:
+            fail("python -m seed", f"cannot reach MongoDB at {settings.mongo_uri} (set MONGO_URI, or start a stack)")
     store.ensure_schema()
     inserted, existing = seed(store, args.count, run_id)
     store.close()
@@ -98,6 +107,10 @@ def main() -> None:
         f"seed run {run_id}: inserted {inserted}, already present {existing} "
         f"({args.count} one-off jobs + {len(TEMPLATES)} templates)"
     )
+
+
+def _timeout_ms(settings: Settings) -> int:
+    return int(settings.mongo_timeout.total_seconds() * 1000)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,14 @@ class Settings:
     lease_ttl: timedelta = timedelta(seconds=10)
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    # Every listener is on loopback unless told otherwise: a deployment that wants others to reach it says so.
+    metrics_host: str = "127.0.0.1"
     metrics_port: int = 9100
+    api_header_timeout: timedelta = timedelta(seconds=10)
+    api_body_timeout: timedelta = timedelta(seconds=30)
+    api_max_in_flight: int = 256
+    api_store_slots: int = 32
+    api_store_wait: timedelta = timedelta(seconds=1)
     scheduler_tick: timedelta = timedelta(milliseconds=500)
     claim_batch: int = 500
     # Batch claims take runs due within this much ahead; executors hold such a wake-up until its time, so a
@@ -72,7 +79,13 @@ class Settings:
             lease_ttl=reader.duration("LEASE_TTL", cls.lease_ttl),
             api_host=reader.text("API_HOST", cls.api_host),
             api_port=reader.integer("API_PORT", cls.api_port, minimum=0),
+            metrics_host=reader.text("METRICS_HOST", cls.metrics_host),
             metrics_port=reader.integer("METRICS_PORT", cls.metrics_port, minimum=0),
+            api_header_timeout=reader.duration("API_HEADER_TIMEOUT", cls.api_header_timeout),
+            api_body_timeout=reader.duration("API_BODY_TIMEOUT", cls.api_body_timeout),
+            api_max_in_flight=reader.integer("API_MAX_IN_FLIGHT", cls.api_max_in_flight, minimum=1),
+            api_store_slots=reader.integer("API_STORE_SLOTS", cls.api_store_slots, minimum=1),
+            api_store_wait=reader.duration("API_STORE_WAIT", cls.api_store_wait),
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),

@@ -26,9 +26,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 
 from shared.durations import parse_duration
+from shared.jsonsafe import shorten
+from shared.rfc3339 import format_time
 
 MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 MIN_INTERVAL = timedelta(seconds=1)
+# Longest accepted texts: parsing cost grows with length, and real schedules are far shorter (the longest IANA
+# zone name has 32 characters; a cron with every minute listed has about 170).
+MAX_CRON_LENGTH = 256
+MAX_INTERVAL_LENGTH = 32
+MAX_TIMEZONE_LENGTH = 64
 # Longer than any schedule needs, and short enough that fire times stay far inside datetime's range.
 MAX_INTERVAL = timedelta(days=3660)
 # A search that finds no fire time within this many candidates means the expression can never fire.
@@ -40,6 +47,7 @@ class ScheduleError(ValueError):
 
 
 def parse_interval(text: str) -> timedelta:
+    _check_length("interval", text, MAX_INTERVAL_LENGTH)
     try:
         total = parse_duration(text)
     except ValueError as exc:
@@ -52,28 +60,37 @@ def parse_interval(text: str) -> timedelta:
 
 
 def parse_timezone(name: str) -> ZoneInfo:
+    _check_length("timezone", name, MAX_TIMEZONE_LENGTH)
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a name the file system refuses
         raise ScheduleError(f"unknown timezone {name!r}: use an IANA name such as 'Europe/Berlin'") from exc
 
 
 def _validate_cron(expression: str) -> bool:
     """Check the expression's shape; return whether its first field is seconds."""
+    _check_length("cron", expression, MAX_CRON_LENGTH)
     text = expression.strip()
     if text.startswith("@"):
         if text not in MACROS:
-            raise ScheduleError(f"invalid cron {expression!r}: supported macros are {', '.join(MACROS)}")
+            raise ScheduleError(f"invalid cron {shorten(expression)!r}: supported macros are {', '.join(MACROS)}")
         return False
     fields = text.split()
     if len(fields) not in (5, 6):
         raise ScheduleError(
-            f"invalid cron {expression!r}: expected 5 fields (minute hour day month weekday) or 6 with seconds first"
+            f"invalid cron {shorten(expression)!r}: "
+            "expected 5 fields (minute hour day month weekday) or 6 with seconds first"
         )
     seconds_first = len(fields) == 6
     if not croniter.is_valid(text, second_at_beginning=seconds_first):
-        raise ScheduleError(f"invalid cron {expression!r}")
+        raise ScheduleError(f"invalid cron {shorten(expression)!r}")
     return seconds_first
+
+
+def _check_length(what: str, text: str, limit: int) -> None:
+    # Before anything echoes or parses the text: both cost time in proportion to its length.
+    if len(text) > limit:
+        raise ScheduleError(f"{what} has {len(text)} characters; the limit is {limit}")
 
 
 @dataclass(frozen=True)
@@ -116,7 +133,13 @@ class Schedule:
             if after < self.anchor:
                 return self.anchor
             periods = (after - self.anchor) // self.interval + 1
-            return self.anchor + periods * self.interval
+            try:
+                return self.anchor + periods * self.interval
+            except OverflowError:
+                last = format_time(after)
+                raise ScheduleError(
+                    f"interval {self.interval} has no fire time after {last} before the year 10000"
+                ) from None
         return self._cron_search(after, forward=True)
 
     def latest_at_or_before(self, moment: datetime) -> datetime | None:
@@ -140,9 +163,10 @@ class Schedule:
                 instant = resolve_wall_time(wall, self.timezone)
                 if (instant > start) if forward else (instant < start):
                     return instant
-        except CroniterError as exc:
-            raise ScheduleError(f"cron {self.cron!r} never fires: {exc}") from exc
-        raise ScheduleError(f"cron {self.cron!r} never fires")
+        except (CroniterError, OverflowError, ValueError):  # OverflowError, ValueError: past the year 9999
+            pass
+        side = "after" if forward else "before"
+        raise ScheduleError(f"cron {shorten(self.cron)!r} never fires {side} {format_time(start)}")
 
 
 def resolve_wall_time(wall: datetime, zone: ZoneInfo) -> datetime:

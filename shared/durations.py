@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+from shared.jsonsafe import shorten
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT = {
     "ms": timedelta(milliseconds=1),
@@ -19,8 +21,9 @@ def parse_duration(text: str) -> timedelta:
     """Parse a duration; raise ValueError naming the accepted form."""
     compact = text.strip().replace(" ", "")
     if not compact or _PART.sub("", compact):
-        raise ValueError(f"invalid duration {text!r}: use a number with a unit, such as '500ms', '30s' or '1h30m'")
+        example = "such as '500ms', '30s' or '1h30m'"
+        raise ValueError(f"invalid duration {shorten(text)!r}: use a number with a unit, {example}")
     try:
         return sum((float(n) * _UNIT[unit] for n, unit in _PART.findall(compact)), timedelta())
     except OverflowError:
-        raise ValueError(f"invalid duration {text!r}: too long") from None
+        raise ValueError(f"invalid duration {shorten(text)!r}: longer than {timedelta.max.days} days") from None

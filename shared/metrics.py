@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
+from shared.ports import listen
+
 # api
 API_REQUESTS = Counter("api_requests_total", "HTTP requests served by the API", ["method", "route", "status"])
 API_REQUEST_SECONDS = Histogram(
@@ -101,9 +103,13 @@ class _Handler(BaseHTTPRequestHandler):
         return  # scrapes every few seconds would drown the logs
 
 
-def serve_metrics(port: int, health: Callable[[], bool] = lambda: True, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-    """Serve /metrics and /healthz on their own port in a daemon thread; port 0 picks a free one."""
+def serve_metrics(host: str, port: int, health: Callable[[], bool] = lambda: True) -> ThreadingHTTPServer:
+    """Serve /metrics and /healthz on their own port in a daemon thread; port 0 picks a free one. ListenError
+    (one line, naming the holder of a taken port) when the port cannot be had."""
     handler = type("MetricsHandler", (_Handler,), {"health": staticmethod(health)})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = listen(host, port, "metrics", "METRICS_PORT")
+    server.server_address = server.socket.getsockname()[:2]
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
     return server

@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from shared.rfc3339 import format_time as format_time
+from shared.rfc3339 import parse_time as parse_time
+
 DEFAULT_PRIORITY = 0
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -194,22 +197,6 @@ def _wire(obj: Any) -> dict[str, Any]:
             value = value.value
         out[f.name] = value
     return out
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with a Z, milliseconds only when present."""
-    moment = moment.astimezone(UTC)
-    if moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> datetime:
-    """The inverse of format_time (any RFC 3339 time with an offset); ValueError for anything else."""
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        raise ValueError(f"{text!r} has no offset")
-    return parsed.astimezone(UTC)
 
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))

@@ -110,12 +110,8 @@ cmd_start() {
   fi
   drop_stale_pid_file
 
-  if tcp_open "$ETCD_HOST" "$ETCD_PORT"; then
-    die "port $ETCD_HOST:$ETCD_PORT is in use by a process this script did not start; stop it or set ETCD_PORT"
-  fi
-  if tcp_open "$ETCD_HOST" "$ETCD_PEER_PORT"; then
-    die "peer port $ETCD_HOST:$ETCD_PEER_PORT is in use by another process; stop it or set ETCD_PEER_PORT"
-  fi
+  refuse_taken_port "$ETCD_HOST" "$ETCD_PORT" "etcd client" ETCD_PORT
+  refuse_taken_port "$ETCD_HOST" "$ETCD_PEER_PORT" "etcd peer" ETCD_PEER_PORT
 
   # etcd reads every ETCD_<FLAG> environment variable as a flag (and warns about unknown ones such as our own
   # ETCD_PORT / ETCD_ENDPOINTS), so start it with none: the command line below is the whole configuration.

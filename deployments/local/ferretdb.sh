@@ -7,7 +7,9 @@
 #   FERRETDB_PORT     listen port on 127.0.0.1 (default 27018)
 #   FERRETDB_BACKEND  sqlite | postgresql (default postgresql: faster claims, see docs/stand-in.md)
 #   FERRETDB_GOGC     the Go garbage collector target of the FerretDB process (default 400, see cmd_start)
-#   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 55432)
+#   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 15432: every
+#                     fixed port of the project lies below Linux's ephemeral range 32768-60999, where any
+#                     outgoing connection may hold a port for a moment)
 #
 # The binary is built from the Go module proxy via the tools module in ./ferretdb (go.mod + go.sum) and cached
 # at $JOBSCHED_CACHE/ferretdb/<hash of go.mod+go.sum>/ferretdb. Data lives under $JOBSCHED_RUN_DIR/ferretdb/.
@@ -18,7 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FDB_PORT="${FERRETDB_PORT:-27018}"
 FDB_BACKEND="${FERRETDB_BACKEND:-postgresql}"
-PG_PORT="${POSTGRES_PORT:-55432}"
+PG_PORT="${POSTGRES_PORT:-15432}"
 MOD_DIR="$LOCAL_DIR/ferretdb"
 FDB_RUN="$JOBSCHED_RUN_DIR/ferretdb"
 VENV_PY="$REPO_ROOT/.venv/bin/python"
@@ -127,7 +129,7 @@ pg_start() {
   pg_find_bin
   if is_running "$PG_NAME" && pg_ready; then return 0; fi
   is_running "$PG_NAME" && stop_bg "$PG_NAME"
-  tcp_open 127.0.0.1 "$PG_PORT" && die "port $PG_PORT is taken by another process (set POSTGRES_PORT)"
+  refuse_taken_port 127.0.0.1 "$PG_PORT" postgresql POSTGRES_PORT
   pg_resolve_data
   local major; major="$("$PG_BIN/postgres" --version | sed -E 's/.* ([0-9]+)[.].*/\1/')"
   if [ -f "$PG_DATA/PG_VERSION" ] && [ "$(cat "$PG_DATA/PG_VERSION")" != "$major" ]; then
@@ -195,7 +197,7 @@ cmd_start() {
     return 0
   fi
   is_running ferretdb && { log "pid alive but port $FDB_PORT closed: restarting"; stop_bg ferretdb; }
-  tcp_open 127.0.0.1 "$FDB_PORT" && die "port $FDB_PORT is taken by another process (set FERRETDB_PORT)"
+  refuse_taken_port 127.0.0.1 "$FDB_PORT" ferretdb FERRETDB_PORT
   cmd_install
   local bin t0 args=()
   bin="$(ferretdb_bin)"

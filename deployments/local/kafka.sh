@@ -184,16 +184,14 @@ ensure_formatted() {
 # Something already listens on our port without a valid pid file: adopt our own orphaned broker (same
 # server.properties), refuse anything else.
 adopt_or_refuse() {
-  local port="$1" pid=""
-  if command -v ss >/dev/null 2>&1; then
-    pid="$(ss -Hltnp "sport = :$port" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1)"
-  fi
+  local port="$1" pid
+  pid="$(port_pid "$port")"
   if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $PROPS"; then
     log "adopting running broker pid $pid (its pid file was missing or stale)"
     echo "$pid" >"$PID_FILE"
     return 0
   fi
-  die "127.0.0.1:$port is already in use${pid:+ by pid $pid ($(tr '\0\n' '  ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))}; set KAFKA_PORT/KAFKA_CONTROLLER_PORT or stop it"
+  die "port 127.0.0.1:$port (kafka) is in use by $(port_holder "$port"); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
 }
 
 start_broker() {

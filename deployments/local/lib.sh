@@ -83,6 +83,28 @@ stop_bg() {
 # tcp_open HOST PORT: true when something accepts connections there.
 tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
+# port_pid PORT: the pid of the process listening on TCP PORT (empty when it cannot be found out).
+port_pid() {
+  command -v ss >/dev/null 2>&1 || return 0
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+}
+
+# port_holder PORT: "pid N (command line)" of the process listening on PORT, for error messages.
+port_holder() {
+  local pid; pid="$(port_pid "$1")"
+  if [ -n "$pid" ]; then
+    echo "pid $pid ($(tr '\0\n' '  ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120 | sed 's/ *$//'))"
+  else
+    echo "another process"
+  fi
+}
+
+# refuse_taken_port HOST PORT WHAT VARIABLE: die naming the holder when something already listens there.
+refuse_taken_port() {
+  tcp_open "$1" "$2" || return 0
+  die "port $1:$2 ($3) is in use by $(port_holder "$2"); stop it or set $4"
+}
+
 # run_command VERB: the standard server verbs call the script's cmd_<verb>; anything else prints its usage.
 run_command() {
   [ $# -eq 1 ] || usage

@@ -91,7 +91,7 @@ cmd_start() {
     return 0
   fi
   rm -f "$(pid_file prometheus)"
-  tcp_open 127.0.0.1 "$PROM_PORT" && die "port $PROM_PORT is in use by a process this script did not start; set PROMETHEUS_PORT"
+  refuse_taken_port 127.0.0.1 "$PROM_PORT" prometheus PROMETHEUS_PORT
   write_config
   start_bg prometheus prometheus \
     --config.file="$PROM_CONFIG" \

@@ -8,6 +8,9 @@
 #                     servers that `up` had to start (servers that were already running are left alone)
 #   stack.sh status   one line per component; exit 0 when every one is running and healthy
 #   stack.sh targets  `<service> 127.0.0.1:<metrics port> <name>` per component (what prometheus.sh scrapes)
+#   stack.sh env      the exports that point the tools at this stack (MONGO_URI, KAFKA_BROKERS, ETCD_ENDPOINTS,
+#                     JOBSCHED_API_URL, ...): `eval "$(bash stack.sh env)"`. `up` writes them to $STACK_DIR/env,
+#                     which seed and loadtest read by themselves when their environment does not set them
 #
 # AUTH=required (and AUTH_BOOTSTRAP_KEY, AUTH_REFRESH, ...) pass through to the API like every other variable:
 # the hints printed by `up` then show how to create a key with `jobsched keys` and send it.
@@ -29,6 +32,7 @@ STACK_METRICS_PORT="${STACK_METRICS_PORT:-9100}"
 READY_TIMEOUT_S="${STACK_READY_TIMEOUT_S:-90}"
 VENV_PY="$REPO_ROOT/.venv/bin/python"
 MANIFEST="$STACK_DIR/components"
+ENV_FILE="$STACK_DIR/env"
 SERVERS_STARTED="$STACK_DIR/servers.started"
 SERVERS=(etcd kafka ferretdb)
 
@@ -37,7 +41,7 @@ mkdir -p "$STACK_DIR"
 JOBSCHED_RUN_DIR="$STACK_DIR"
 
 usage() {
-  echo "usage: $0 up|down|status|targets" >&2
+  echo "usage: $0 up|down|status|targets|env" >&2
   awk 'NR > 1 && /^# shellcheck/ { exit } NR > 1 && /^#/ { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
@@ -143,9 +147,9 @@ cmd_up() {
 
   write_manifest
   while read -r name service port args; do
-    tcp_open 127.0.0.1 "$port" && die "port $port ($name metrics) is in use; set STACK_METRICS_PORT"
+    refuse_taken_port 127.0.0.1 "$port" "$name metrics" STACK_METRICS_PORT
   done < <(read_manifest)
-  tcp_open 127.0.0.1 "$API_PORT" && die "port $API_PORT (API) is in use; set API_PORT"
+  refuse_taken_port 127.0.0.1 "$API_PORT" API API_PORT
 
   # Servers: remember which ones this `up` starts, so `down` stops those and nothing else.
   local s missing=()
@@ -156,7 +160,7 @@ cmd_up() {
   export MONGO_URI KAFKA_BROKERS ETCD_ENDPOINTS
 
   # From here a failure stops everything this call started.
-  trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers; rm -f "$MANIFEST"' EXIT
+  trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers; rm -f "$MANIFEST" "$ENV_FILE"' EXIT
   cd "$REPO_ROOT" || die "no $REPO_ROOT"
   # Nudges (a job due now is claimed at once): each scheduler takes UDP datagrams on the number of its metrics
   # port (UDP and TCP ports are apart), and the API sends to both.
@@ -173,6 +177,7 @@ cmd_up() {
     wait_ready "$name" "$READY_TIMEOUT_S" healthy "$name" "$service" "$port"
   done < <(read_manifest)
   wait_ready scheduler-1 "$READY_TIMEOUT_S" leader_port
+  write_env_file
   trap - EXIT
 
   local leader; leader="$(leader_port)"
@@ -193,14 +198,33 @@ EOF
                    "payload":{"message":"hello"},"scheduledAt":"$(date -u +%FT%TZ)"}'
             curl -s 'http://127.0.0.1:$API_PORT/jobs?tenantId=tenant-a'$auth_header
   stop:     make down   (or bash $0 down)
+  tools:    seed and loadtest find this stack by themselves (they read $ENV_FILE); for anything else:
+$(sed 's/^/            /' "$ENV_FILE")
 EOF
+}
+
+# The settings that point a tool at this stack; a variable the caller passed through is written as it was.
+write_env_file() {
+  {
+    echo "export MONGO_URI=$MONGO_URI"
+    echo "export MONGO_DB=${MONGO_DB:-jobsched}"
+    echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
+    if [ -n "${KAFKA_TOPIC_PREFIX:-}" ]; then echo "export KAFKA_TOPIC_PREFIX=$KAFKA_TOPIC_PREFIX"; fi
+    echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
+    echo "export JOBSCHED_API_URL=http://127.0.0.1:$API_PORT"
+  } >"$ENV_FILE"
+}
+
+cmd_env() {
+  [ -f "$ENV_FILE" ] || die "stack not up (no $ENV_FILE)"
+  cat "$ENV_FILE"
 }
 
 cmd_down() {
   local started=$SECONDS
   stop_components
   stop_servers
-  rm -f "$MANIFEST"
+  rm -f "$MANIFEST" "$ENV_FILE"
   log "down in $((SECONDS - started))s"
 }
 
@@ -236,5 +260,6 @@ case "$1" in
   down) cmd_down ;;
   status) cmd_status ;;
   targets) cmd_targets ;;
+  env) cmd_env ;;
   *) usage ;;
 esac

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import uvicorn
-
 from services.api.app import create_app
 from services.api.auth import api_auth
-from shared.config import ConfigError, Settings
+from services.api.limits import ApiLimits
+from services.api.server import bind, make_server
+from shared.cli import one_line_errors
+from shared.config import Settings
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
@@ -14,21 +15,21 @@ from shared.nudge import NudgeSender
 from shared.runtime import connect_store
 
 
+@one_line_errors("jobsched api")
 def main() -> None:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
     timeout_ms = int(settings.mongo_timeout.total_seconds() * 1000)
-    try:
-        auth = api_auth(
-            settings, lambda: MongoKeyStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=timeout_ms)
-        )
-    except ConfigError as exc:
-        raise SystemExit(f"jobsched api: {exc}") from None
+    auth = api_auth(
+        settings, lambda: MongoKeyStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=timeout_ms)
+    )
+    limits = ApiLimits.from_settings(settings)
+    listener = bind(settings.api_host, settings.api_port, "jobsched api")
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     store = connect_store(settings)
     nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
-    serve_metrics(settings.metrics_port)
-    app = create_app(store, auth, on_due_job=nudge, due_within=settings.claim_lookahead)
-    uvicorn.run(app, host=settings.api_host, port=settings.api_port, log_config=None, access_log=False)
+    app = create_app(store, auth, limits, on_due_job=nudge, due_within=settings.claim_lookahead)
+    make_server(app, settings.api_host, settings.api_port, limits).run(sockets=[listener])
 
 
 if __name__ == "__main__":

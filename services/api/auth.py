@@ -31,17 +31,18 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth_docs import secured
+from services.api.errors import error
 from services.api.key_cache import KeyCache
 from services.api.keys import key_routes
 from services.api.rate_limit import TokenBuckets
 from services.api.tenancy import Principal, TenantGuard, audit_denied, current_principal
-from shared import metrics
+from shared import jsonsafe, metrics
 from shared.config import ConfigError, Settings
+from shared.jsonsafe import shorten
 from shared.keys import tokens
 from shared.keys.base import KeyStore, Role
 from shared.store.base import JobStore
@@ -231,9 +232,9 @@ class Authenticate:
         if rest is not None:
             return rest, None
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            data = None  # not JSON: the route answers that
+            data = jsonsafe.parse_request(body)  # read as the route reads it, so both see the same tenant
+        except jsonsafe.JsonRejected:
+            data = None  # not JSON the API accepts: the route answers that
         if isinstance(data, dict):
             if "tenantId" in data:
                 refusal = self._tenant_refusal(principal, [data["tenantId"]], where)
@@ -249,7 +250,7 @@ class Authenticate:
             if isinstance(tenant, str) and tenant and not principal.may_use(tenant):
                 audit_denied("other_tenant", 403, principal, requestedTenant=tenant, **where)
                 metrics.API_AUTH_DENIED.labels("other_tenant").inc()
-                return _refuse(403, f"this API key belongs to tenant {principal.tenant!r}, not {tenant!r}")
+                return _refuse(403, f"this API key belongs to tenant {principal.tenant!r}, not {shorten(tenant)!r}")
         return None
 
 
@@ -277,7 +278,7 @@ def _refuse(status: int, message: str, challenge: str | None = None, retry_after
         headers["WWW-Authenticate"] = challenge
     if retry_after is not None:
         headers["Retry-After"] = retry_after
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return error(status, message, headers)
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive | None]:

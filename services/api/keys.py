@@ -8,11 +8,13 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from services.api.bodies import describe
+from services.api.bodies import describe, read_json
+from services.api.errors import SafeJSONResponse, error
 from services.api.tenancy import current_principal
+from shared import jsonsafe
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key, revoke_key
 
@@ -31,27 +33,25 @@ class KeyRequest(BaseModel):
 
 def key_routes(keys: KeyStore) -> list[Route]:
     async def create_key(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_KEY_REQUEST_BYTES:
-            return _error(413, f"request body is {len(body)} bytes; the limit is {MAX_KEY_REQUEST_BYTES}")
+        data = await read_json(request, max_bytes=MAX_KEY_REQUEST_BYTES)
         try:
-            asked = KeyRequest.model_validate_json(body)
+            asked = KeyRequest.model_validate_json(jsonsafe.dumps(data))  # JSON mode: the role from its name
         except ValidationError as exc:
-            return _error(400, describe(exc))
+            return error(400, describe(exc))
         key, record = await run_in_threadpool(issue_key, keys, asked.tenantId, asked.role, asked.name, by=_caller())
-        return JSONResponse({"key": key, **record.to_wire()}, status_code=201)
+        return SafeJSONResponse({"key": key, **record.to_wire()}, status_code=201)
 
     async def list_keys(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
         found = await run_in_threadpool(keys.list_keys, tenant)
-        return JSONResponse([k.to_wire() for k in found])
+        return SafeJSONResponse([k.to_wire() for k in found])
 
     async def revoke(request: Request) -> Response:
         prefix: str = request.path_params["prefix"]
         record = await run_in_threadpool(revoke_key, keys, prefix, by=_caller())
         if record is None:
-            return _error(404, f"API key {prefix} not found")
-        return JSONResponse(record.to_wire())
+            return error(404, f"API key {jsonsafe.shorten(prefix)} not found")
+        return SafeJSONResponse(record.to_wire())
 
     return [
         Route("/api-keys", create_key, methods=["POST"]),
@@ -63,7 +63,3 @@ def key_routes(keys: KeyStore) -> list[Route]:
 def _caller() -> str:
     principal = current_principal.get()
     return principal.prefix if principal is not None else "unknown"
-
-
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)

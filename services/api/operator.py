@@ -7,21 +7,22 @@ redrive (one job, one guarded transition), so a job that left the DLQ meanwhile 
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import QueryParams
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from services.api.admission import Admission
+from services.api.bodies import describe, read_json
+from services.api.errors import ApiError, SafeJSONResponse
 from services.api.tenancy import TenantGuard, current_principal
 from shared.handlers import registry
+from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Status, format_time, utc_now
 from shared.store.base import JobNotFound, JobStore, TransitionRefused
@@ -40,6 +41,7 @@ REDRIVE_BATCH = 500
 REDRIVE_MAX_PER_CALL = 5000
 REDRIVE_IDS_MAX = 1000
 REDRIVE_BODY_MAX_BYTES = 64 * 1024
+LAST_ERROR_MAX = 4096
 
 KINDS = (KIND_TEMPLATE, KIND_RUN)
 Redriven = tuple[list[str], list[dict[str, str]]]
@@ -51,7 +53,8 @@ class RedriveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     jobIds: list[str] | None = Field(default=None, min_length=1, max_length=REDRIVE_IDS_MAX)
-    lastError: str | None = None
+    # Longer than any stored error (an attempt's is cut to 2,000 characters plus the exception's name).
+    lastError: str | None = Field(default=None, max_length=LAST_ERROR_MAX)
     tenantId: str | None = Field(default=None, min_length=1, max_length=256)
 
 
@@ -61,7 +64,7 @@ def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQue
     each `<createdAt>_<id>` of the job at the page's edge."""
     before, after = params.get("before"), params.get("after")
     if before is not None and after is not None:
-        raise HTTPException(400, "give before or after, not both")
+        raise ApiError(400, "give before or after, not both")
     try:
         return JobQuery(
             status=status,
@@ -73,14 +76,14 @@ def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQue
             after=PageCursor.parse(after) if after is not None else None,
         )
     except CursorError as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise ApiError(400, str(exc)) from None
 
 
 def _kind(raw: str | None) -> bool | None:
     if raw is None or raw == "":
         return None
     if raw not in KINDS:
-        raise HTTPException(400, f"unknown kind {raw!r}; one of {', '.join(KINDS)}")
+        raise ApiError(400, f"unknown kind {shorten(raw)!r}; one of {', '.join(KINDS)}")
     return raw == KIND_TEMPLATE
 
 
@@ -97,17 +100,17 @@ def _visible_tenants() -> str | None:
     return None if principal is None or principal.role is Role.ADMIN else principal.tenant
 
 
-def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
+def operator_routes(store: JobStore, browser: JobBrowser, admission: Admission) -> list[Route]:
     async def overview(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
         now = utc_now()
-        counts = await run_in_threadpool(browser.counts, tenant, now - RECENT_WINDOW)
-        tenants = await run_in_threadpool(browser.tenants, _visible_tenants(), TENANTS_SHOWN)
+        counts = await admission.read(browser.counts, tenant, now - RECENT_WINDOW)
+        tenants = await admission.read(browser.tenants, _visible_tenants(), TENANTS_SHOWN)
         totals: dict[str, int] = {}
         for by_status in counts.byType.values():
             for status, count in by_status.items():
                 totals[status] = totals.get(status, 0) + count
-        return JSONResponse(
+        return SafeJSONResponse(
             {
                 "at": format_time(now),
                 "tenantId": tenant,
@@ -124,45 +127,48 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
 
     async def dlq(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
-        groups = await run_in_threadpool(browser.dlq_groups, tenant, DLQ_GROUPS_SHOWN)
+        groups = await admission.read(browser.dlq_groups, tenant, DLQ_GROUPS_SHOWN)
         out = []
         for group in groups:
-            jobs = await run_in_threadpool(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
-            out.append({**vars(group), "jobs": [j.to_wire() for j in jobs]})
-        return JSONResponse(out)
+            jobs = await admission.read(browser.dead_letters, tenant, group.error, DLQ_JOBS_PER_GROUP)
+            out.append({**vars(group), "jobs": [_without_payload(j.to_wire()) for j in jobs]})
+        return SafeJSONResponse(out)
 
     async def redrive(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > REDRIVE_BODY_MAX_BYTES:
-            raise HTTPException(413, f"request body is {len(body)} bytes; the limit is {REDRIVE_BODY_MAX_BYTES}")
+        expected = 'expected {"jobIds": [...]} or {"lastError": "..."}'
         try:
-            wanted = RedriveRequest.model_validate(json.loads(body))
-        except (ValueError, UnicodeDecodeError) as exc:  # ValidationError is a ValueError
-            detail = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
-            raise HTTPException(400, f'expected {{"jobIds": [...]}} or {{"lastError": "..."}}: {detail}') from None
+            data = await read_json(request, max_bytes=REDRIVE_BODY_MAX_BYTES)
+        except ApiError as exc:
+            message = f"{expected}: {exc.message}" if exc.status == 400 else exc.message
+            raise ApiError(exc.status, message, exc.headers) from None
+        try:
+            wanted = RedriveRequest.model_validate(data)
+        except ValidationError as exc:
+            raise ApiError(400, f"{expected}: {describe(exc)}") from None
         if (wanted.jobIds is None) == (wanted.lastError is None):
-            raise HTTPException(400, "give jobIds or lastError, not both and not neither")
+            raise ApiError(400, "give jobIds or lastError, not both and not neither")
         more = False
         if wanted.jobIds is not None:
             bad = [i for i in wanted.jobIds if len(i) != 24 or any(c not in "0123456789abcdefABCDEF" for c in i)]
             if bad:
-                raise HTTPException(400, f"malformed job ids {bad[:5]}: expected 24 hex characters")
-            (redriven, refused) = await run_in_threadpool(_redrive_each, store, wanted.jobIds)
+                shown = ", ".join(repr(shorten(i, 32)) for i in bad[:5])
+                raise ApiError(400, f"malformed job ids {shown}: expected 24 hex characters")
+            (redriven, refused) = await admission.write(_redrive_each, store, [i.lower() for i in wanted.jobIds])
         else:
             # A group of the key's tenant unless the body names one (that the authentication allowed).
             principal = current_principal.get()
             tenant = wanted.tenantId or (principal.tenant if principal is not None else None)
-            (redriven, refused), more = await run_in_threadpool(
+            (redriven, refused), more = await admission.read(
                 _redrive_group, store, browser, tenant, wanted.lastError or ""
             )
         log.info("dlq re-driven", extra={"action": "dlq_redriven", "jobs": len(redriven), "refused": len(refused)})
-        return JSONResponse({"redriven": redriven, "refused": refused, "more": more})
+        return SafeJSONResponse({"redriven": redriven, "refused": refused, "more": more})
 
     async def session(request: Request) -> Response:
         principal = current_principal.get()
         if principal is None:  # AUTH=off: every caller may read and change every tenant's jobs
-            return JSONResponse({"auth": "off", "role": Role.ADMIN.value, "tenantId": None})
-        return JSONResponse({"auth": "required", "role": principal.role.value, "tenantId": principal.tenant})
+            return SafeJSONResponse({"auth": "off", "role": Role.ADMIN.value, "tenantId": None})
+        return SafeJSONResponse({"auth": "required", "role": principal.role.value, "tenantId": principal.tenant})
 
     return [
         Route("/session", session, methods=["GET"]),
@@ -170,6 +176,13 @@ def operator_routes(store: JobStore, browser: JobBrowser) -> list[Route]:
         Route("/dlq", dlq, methods=["GET"]),
         Route("/dlq/redrive", redrive, methods=["POST"]),
     ]
+
+
+def _without_payload(job: dict[str, Any]) -> dict[str, Any]:
+    """A dead letter as the DLQ lists it: up to 2,000 of them, each payload up to 256 KiB, would make one answer
+    of hundreds of megabytes; the job's own page has its payload."""
+    job.pop("payload", None)
+    return job
 
 
 def _redrive_each(store: JobStore, job_ids: list[str]) -> Redriven:

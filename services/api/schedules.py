@@ -9,15 +9,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from services.api.bodies import json_object, list_limit, path_job_id, validated
+from services.api.admission import Admission
+from services.api.bodies import checked, json_object, list_limit, path_job_id
+from services.api.errors import ApiError, SafeJSONResponse
+from services.api.listing import Page, page_of, stream_runs
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import MAX_TIMEOUT_S, JobPayload, OverlapName, Rfc3339, SchedulePolicy
-from shared.cron import ScheduleError
+from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH, ScheduleError
 from shared.model import Job, Status, effective_max_attempts, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Overlap
@@ -57,9 +59,9 @@ class BackfillRequest(BaseModel):
 class TemplatePatch(SchedulePolicy):
     """PATCH of a template: the schedule, what its runs copy, and the policy; null clears a bound."""
 
-    cron: str | None = None
-    interval: str | None = None
-    timezone: str | None = None
+    cron: str | None = Field(default=None, max_length=MAX_CRON_LENGTH)
+    interval: str | None = Field(default=None, max_length=MAX_INTERVAL_LENGTH)
+    timezone: str | None = Field(default=None, max_length=MAX_TIMEZONE_LENGTH)
     payload: JobPayload | None = None
     priority: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
     maxAttempts: int | None = Field(default=None, le=1000)
@@ -79,7 +81,7 @@ class TemplatePatch(SchedulePolicy):
             if value is None and name in ("overlap", "catchup"):
                 value = "allow_all" if name == "overlap" else "latest"
             elif value is None and name in ("cron", "interval", "payload", "priority"):
-                raise HTTPException(400, f"{name} cannot be null")
+                raise ApiError(400, f"{name} cannot be null")
             changes[name] = transitions.UNSET if value is None else value
         if "maxAttempts" in given:  # null or not positive: the default, as on creation
             changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"])
@@ -88,10 +90,10 @@ class TemplatePatch(SchedulePolicy):
             changes.setdefault("timezone", template.timezone or "UTC")
         if self.interval is not None:
             if self.timezone is not None:
-                raise HTTPException(400, "timezone applies only to cron schedules")
+                raise ApiError(400, "timezone applies only to cron schedules")
             changes.update(cron=transitions.UNSET, timezone=transitions.UNSET)
         if self.timezone is not None and self.interval is None and not (self.cron or template.cron):
-            raise HTTPException(400, "timezone applies only to cron schedules")
+            raise ApiError(400, "timezone applies only to cron schedules")
         return changes
 
 
@@ -106,43 +108,43 @@ class RunPatch(BaseModel):
     def changes(self, now: datetime) -> dict[str, Any]:
         changes: dict[str, Any] = {name: getattr(self, name) for name in self.model_fields_set}
         if any(value is None for value in changes.values()):
-            raise HTTPException(400, f"{', '.join(k for k, v in changes.items() if v is None)} cannot be null")
+            raise ApiError(400, f"{', '.join(k for k, v in changes.items() if v is None)} cannot be null")
         if "scheduledAt" in changes:
             changes["scheduledAt"] = transitions.stored_time(changes["scheduledAt"])
         return {**changes, "updatedAt": now}
 
 
-def schedule_routes(store: JobStore, gate: SchemaGate) -> list[Route]:
+def schedule_routes(store: JobStore, gate: SchemaGate, admission: Admission) -> list[Route]:
     engine = ScheduleEngine(store)
 
     async def load(request: Request) -> Job:
         job_id = path_job_id(request)
-        job = await run_in_threadpool(store.get, job_id)
+        job = await admission.read(store.get, job_id)
         if job is None:
             raise JobNotFound(job_id)
         return job
 
     async def pause(request: Request) -> Response:
-        body = validated(PauseRequest, await json_object(request, empty_ok=True))
+        body = await checked(PauseRequest, await json_object(request, empty_ok=True))
         template = await load(request)
         await gate.wait_ready()
-        job = await run_in_threadpool(engine.pause, template, body.note, utc_now())
+        job = await admission.write(engine.pause, template, body.note, utc_now())
         log.info("template paused", extra={"action": "template_paused", "jobId": job.id, "tenantId": job.tenantId})
-        return JSONResponse(job.to_wire())
+        return SafeJSONResponse(job.to_wire())
 
     async def resume(request: Request) -> Response:
-        validated(EmptyRequest, await json_object(request, empty_ok=True))
+        await checked(EmptyRequest, await json_object(request, empty_ok=True))
         template = await load(request)
         await gate.wait_ready()
-        job = await run_in_threadpool(engine.resume, template, utc_now())
+        job = await admission.write(engine.resume, template, utc_now())
         log.info("template resumed", extra={"action": "template_resumed", "jobId": job.id, "tenantId": job.tenantId})
-        return JSONResponse(job.to_wire())
+        return SafeJSONResponse(job.to_wire())
 
     async def trigger(request: Request) -> Response:
-        body = validated(TriggerRequest, await json_object(request, empty_ok=True))
+        body = await checked(TriggerRequest, await json_object(request, empty_ok=True))
         template = await load(request)
         await gate.wait_ready()
-        triggered = await run_in_threadpool(
+        triggered = await admission.write(
             lambda: engine.trigger(
                 template,
                 utc_now(),
@@ -153,19 +155,19 @@ def schedule_routes(store: JobStore, gate: SchemaGate) -> list[Route]:
         )
         run = triggered.run
         log.info("template triggered", extra={"action": "template_triggered", "jobId": template.id, "runId": run.id})
-        return JSONResponse(run.to_wire(), status_code=201 if triggered.created else 200)
+        return SafeJSONResponse(run.to_wire(), status_code=201 if triggered.created else 200)
 
     async def backfill(request: Request) -> Response:
-        body = validated(BackfillRequest, await json_object(request))
+        body = await checked(BackfillRequest, await json_object(request))
         template = await load(request)
         await gate.wait_ready()
         overlap = Overlap(body.overlap) if body.overlap else None
         try:
-            result = await run_in_threadpool(engine.backfill, template, body.start, body.end, overlap)
+            result = await admission.write(engine.backfill, template, body.start, body.end, overlap)
         except ScheduleError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            raise ApiError(400, str(exc)) from None
         log.info("template backfilled", extra={"action": "template_backfilled", "jobId": template.id, **vars(result)})
-        return JSONResponse(vars(result))
+        return SafeJSONResponse(vars(result))
 
     async def patch(request: Request) -> Response:
         data = await json_object(request)
@@ -173,57 +175,58 @@ def schedule_routes(store: JobStore, gate: SchemaGate) -> list[Route]:
         await gate.wait_ready()
         now = utc_now()
         if job.is_template:
-            changes = validated(TemplatePatch, data).changes(job)
+            changes = (await checked(TemplatePatch, data)).changes(job)
             try:
-                updated = await run_in_threadpool(engine.update_template, job, changes, now)
+                updated = await admission.write(engine.update_template, job, changes, now)
             except ScheduleError as exc:
-                return JSONResponse({"error": str(exc)}, status_code=400)
+                raise ApiError(400, str(exc)) from None
         else:
-            run_changes = validated(RunPatch, data).changes(now)
+            run_changes = (await checked(RunPatch, data)).changes(now)
             if job.status is not Status.PENDING:
                 raise TransitionRefused(job, "update")
-            patched = await run_in_threadpool(store.update_pending, job, run_changes)
+            patched = await admission.write(store.update_pending, job, run_changes)
             if patched is None:  # claimed, cancelled or moved since it was read
-                current = await run_in_threadpool(store.get, job.id)
+                current = await admission.read(store.get, job.id)
                 raise TransitionRefused(current or job, "update")
             updated = patched
         log.info("job updated", extra={"action": "job_updated", "jobId": job.id, "fields": sorted(data)})
-        return JSONResponse(updated.to_wire())
+        return SafeJSONResponse(updated.to_wire())
 
     async def runs(request: Request) -> Response:
         template = await load(request)
         limit = list_limit(request.query_params.get("limit"))
-        found = await run_in_threadpool(store.template_runs, template.id, None, limit)
-        return JSONResponse([j.to_wire() for j in found])
+
+        def read_page(size: int, edge: Job | None) -> Page:
+            return page_of(store.template_runs(template.id, None, size, edge))
+
+        async def next_page(size: int, edge: Job | None) -> Page:
+            return await admission.read(read_page, size, edge)
+
+        return await stream_runs(next_page, limit)
 
     async def upcoming(request: Request) -> Response:
         count = preview_count(request)
         template = await load(request)
         if not template.is_template:
-            raise HTTPException(409, f"job {template.id} is not a recurring template")
+            raise ApiError(409, f"job {template.id} is not a recurring template")
         if template.status is not Status.PENDING or template.paused:
-            return JSONResponse([])  # ended, cancelled or paused: nothing will fire
-        try:
-            times = TemplateSpec.of(template).upcoming(template.scheduledAt, count)
+            return SafeJSONResponse([])  # ended, cancelled or paused: nothing will fire
+        try:  # a cron search: off the event loop
+            times = await run_in_threadpool(TemplateSpec.of(template).upcoming, template.scheduledAt, count)
         except ScheduleError as exc:
-            raise HTTPException(409, f"the template's schedule no longer parses: {exc}") from None
-        return JSONResponse([format_time(t) for t in times])
+            raise ApiError(409, f"the template's schedule no longer parses: {exc}") from None
+        return SafeJSONResponse([format_time(t) for t in times])
 
     async def preview(request: Request) -> Response:
         count = preview_count(request)
         params = request.query_params
-        now = utc_now()
-        try:
-            spec = TemplateSpec.build(
-                cron=params.get("cron"),
-                interval=params.get("interval"),
-                timezone=params.get("timezone"),
-                created_at=now,
+        try:  # parsing and searching a schedule: off the event loop
+            times = await run_in_threadpool(
+                preview_times, params.get("cron"), params.get("interval"), params.get("timezone"), count
             )
         except ScheduleError as exc:
-            raise HTTPException(400, str(exc)) from None
-        first = spec.next_fire(now)
-        return JSONResponse([format_time(t) for t in spec.upcoming(first, count)] if first else [])
+            raise ApiError(400, str(exc)) from None
+        return SafeJSONResponse([format_time(t) for t in times])
 
     return [
         Route("/jobs/{job_id}", patch, methods=["PATCH"]),
@@ -237,15 +240,22 @@ def schedule_routes(store: JobStore, gate: SchemaGate) -> list[Route]:
     ]
 
 
+def preview_times(cron: str | None, interval: str | None, timezone: str | None, count: int) -> list[datetime]:
+    """The first `count` fire times after now of a schedule given by the query (an interval counts from now)."""
+    now = utc_now()
+    spec = TemplateSpec.build(cron=cron, interval=interval, timezone=timezone, created_at=now)
+    first = spec.next_fire(now)
+    return spec.upcoming(first, count) if first else []
+
+
 def preview_count(request: Request) -> int:
     """`count`: 1 to 100, default 10; anything else is a 400 (unlike list limits, a preview is asked for)."""
     raw = request.query_params.get("count")
     if raw is None:
         return DEFAULT_PREVIEW
-    try:
-        count = int(raw)
-    except ValueError:
-        raise HTTPException(400, f"count must be an integer from 1 to {MAX_PREVIEW}") from None
+    if not (raw.isascii() and raw.isdigit() and len(raw.lstrip("0")) <= 3):  # int() takes "+5", "1_0", "٣"
+        raise ApiError(400, f"count must be an integer from 1 to {MAX_PREVIEW}")
+    count = int(raw)
     if not 1 <= count <= MAX_PREVIEW:
-        raise HTTPException(400, f"count must be from 1 to {MAX_PREVIEW}")
+        raise ApiError(400, f"count must be from 1 to {MAX_PREVIEW}")
     return count

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,13 +15,16 @@ from pydantic import (
     model_validator,
 )
 
-from shared.cron import ScheduleError
+from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH, ScheduleError
 from shared.handlers import registry
+from shared.jsonsafe import check_field_names, encoded_size, shorten
 from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
+from shared.rfc3339 import EXAMPLE, parse_time
 from shared.schedules.spec import TemplateSpec
 from shared.store.base import NewJob
 
 MAX_TIMEOUT_S = 24 * 3600
+MAX_JOB_TYPE_LENGTH = 128
 
 
 class PayloadTooLarge(ValueError):
@@ -32,39 +34,21 @@ class PayloadTooLarge(ValueError):
 def _rfc3339(value: Any) -> Any:
     """Accept only RFC 3339 strings with an explicit offset (or Z); pydantic alone also takes numbers."""
     if not isinstance(value, str):
-        raise ValueError("must be an RFC 3339 string, e.g. 2026-09-29T18:00:00Z")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not an RFC 3339 time, e.g. 2026-09-29T18:00:00Z") from None
-    if "T" not in value.upper() or parsed.tzinfo is None:
-        raise ValueError(f"{value!r} is not an RFC 3339 time: it needs a date, a time and an offset (Z or +hh:mm)")
-    return parsed.astimezone(UTC)
+        raise ValueError(f"must be an RFC 3339 string, e.g. {EXAMPLE}")
+    return parse_time(value)
 
 
 Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
-    size = len(json.dumps(value, separators=(",", ":")).encode())
+    """A payload a store can keep as it came: field names MongoDB accepts and at most MAX_PAYLOAD_BYTES of
+    UTF-8 JSON (numbers and strings were checked when the body was parsed)."""
+    check_field_names(value, "payload")
+    size = encoded_size(value)
     if size > MAX_PAYLOAD_BYTES:
-        raise PayloadTooLarge(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-    if not _fits_int64(value):  # BSON (MongoDB) has no larger integer: the store could not keep it
-        raise ValueError("payload integers must fit in 64 bits (-2**63 to 2**63-1)")
+        raise PayloadTooLarge(f"payload is {size} bytes of UTF-8 JSON; the limit is {MAX_PAYLOAD_BYTES}")
     return value
-
-
-def _fits_int64(value: Any) -> bool:
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, int) and not -(2**63) <= item < 2**63:
-            return False
-    return True
 
 
 JobPayload = Annotated[dict[str, Any], AfterValidator(_small_enough)]
@@ -84,12 +68,16 @@ class SchedulePolicy(BaseModel):
     )
     catchup: CatchupName | None = Field(default=None, description="Which missed fire times run (default latest)")
     catchupWindow: str | None = Field(
-        default=None, description="Duration: missed times older than this never run (default unlimited)"
+        default=None,
+        max_length=MAX_INTERVAL_LENGTH,
+        description="Duration: missed times older than this never run (default unlimited)",
     )
     startAt: Rfc3339 | None = Field(default=None, description="No fire time before this (an interval counts from it)")
     endAt: Rfc3339 | None = Field(default=None, description="No fire time at or after this; then the template ends")
     remainingRuns: int | None = Field(default=None, ge=0, le=2**31 - 1, description="Runs left; 0 ends the template")
-    jitter: str | None = Field(default=None, description="Duration: each run starts up to this much later")
+    jitter: str | None = Field(
+        default=None, max_length=MAX_INTERVAL_LENGTH, description="Duration: each run starts up to this much later"
+    )
     pauseOnFailure: bool | None = Field(default=None, description="A run ending in the DLQ pauses the template")
 
     def policy_fields(self) -> dict[str, Any]:
@@ -102,7 +90,9 @@ class JobRequest(SchedulePolicy):
 
     idempotencyKey: str = Field(min_length=1, max_length=512, description="Unique within the tenant; duplicate → 409")
     tenantId: str = Field(min_length=1, max_length=256, description="AUTH=required: the key's when omitted")
-    jobType: str = Field(description="A registered handler: " + ", ".join(registry.names()))
+    jobType: str = Field(
+        max_length=MAX_JOB_TYPE_LENGTH, description="A registered handler: " + ", ".join(registry.names())
+    )
     scheduledAt: Rfc3339 | None = Field(
         default=None, description="RFC 3339; when the job becomes due. Required unless cron or interval is set"
     )
@@ -115,16 +105,22 @@ class JobRequest(SchedulePolicy):
         default=None, gt=0, le=MAX_TIMEOUT_S, description="Per-attempt handler timeout; default from config"
     )
     cron: str | None = Field(
-        default=None, description="5-field cron, 6 fields with seconds first, or a macro such as @hourly"
+        default=None,
+        max_length=MAX_CRON_LENGTH,
+        description="5-field cron, 6 fields with seconds first, or a macro such as @hourly",
     )
-    interval: str | None = Field(default=None, description="Fixed interval such as '30s', '5m' or '1h30m'")
-    timezone: str | None = Field(default=None, description="IANA zone the cron is read in (default UTC)")
+    interval: str | None = Field(
+        default=None, max_length=MAX_INTERVAL_LENGTH, description="Fixed interval such as '30s', '5m' or '1h30m'"
+    )
+    timezone: str | None = Field(
+        default=None, max_length=MAX_TIMEZONE_LENGTH, description="IANA zone the cron is read in (default UTC)"
+    )
 
     @field_validator("jobType")
     @classmethod
     def _registered(cls, value: str) -> str:
         if value not in registry:
-            raise ValueError(f"unknown jobType {value!r}; known types: {', '.join(registry.names())}")
+            raise ValueError(f"unknown jobType {shorten(value)!r}; known types: {', '.join(registry.names())}")
         return value
 
     @model_validator(mode="after")

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from starlette.exceptions import HTTPException
 
+from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Job
 from shared.store.base import JobNotFound, JobStore, NewJob
@@ -51,7 +52,7 @@ class TenantForbidden(HTTPException):
     """A request names a tenant that is not its key's: 403 (the app renders HTTPException as {"error"})."""
 
     def __init__(self, principal: Principal, tenant: str) -> None:
-        super().__init__(403, f"this API key belongs to tenant {principal.tenant!r}, not {tenant!r}")
+        super().__init__(403, f"this API key belongs to tenant {principal.tenant!r}, not {shorten(tenant)!r}")
 
 
 def audit_denied(reason: str, status: int, principal: Principal | None, **details: Any) -> None:

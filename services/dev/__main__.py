@@ -20,16 +20,17 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-import uvicorn
-
 from services.api.app import create_app
 from services.api.auth import api_auth
+from services.api.limits import ApiLimits
+from services.api.server import bind, make_server
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.reaper import sweeper
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
 from shared.bus.memory import MemoryBus
+from shared.cli import one_line_errors
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry
@@ -65,6 +66,7 @@ def resume(store: JobStore) -> None:
         log.info("resumed", extra={"action": "dev_resumed", "requeued": requeued, "recovered": recovered})
 
 
+@one_line_errors("jobsched dev")
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
@@ -75,6 +77,10 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     except ConfigError as exc:
         raise SystemExit(f"jobsched dev: {exc}") from None
     lock = lock_database(path)
+    limits = ApiLimits.from_settings(settings)
+    # Ports first: a taken one ends the start before anything runs a job.
+    listener = bind(settings.api_host, settings.api_port, "jobsched dev")
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     store = SqliteJobStore(str(path))
     store.ensure_schema()
     resume(store)
@@ -122,20 +128,12 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     )
     for thread in threads:
         thread.start()
-    serve_metrics(settings.metrics_port, host="127.0.0.1")
     log.info(
         "jobsched dev ready",
         extra={"action": "dev_ready", "api": f"http://{settings.api_host}:{settings.api_port}", "db": str(path)},
     )
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(store, auth, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead),
-            host=settings.api_host,
-            port=settings.api_port,
-            log_config=None,
-            access_log=False,
-        )
-    )
+    app = create_app(store, auth, limits, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead)
+    server = make_server(app, settings.api_host, settings.api_port, limits)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # uvicorn takes these over while serving and, once stopped, re-raises the signal to the handler that
@@ -145,7 +143,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        server.run()  # returns on Ctrl-C / SIGTERM
+        server.run(sockets=[listener])  # returns on Ctrl-C / SIGTERM
     finally:
         log.info("shutting down: finishing in-flight jobs", extra={"action": "dev_stopping"})
         scheduler.request_stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import socket
@@ -14,6 +13,7 @@ from confluent_kafka import KafkaException
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from shared.bus.kafka import KafkaBus
+from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
 from shared.handlers import registry
 from shared.logging import configure_logging
@@ -23,8 +23,9 @@ from shared.runtime import connect_bus, connect_store, on_termination
 log = logging.getLogger("jobsched.executor")
 
 
+@one_line_errors("jobsched executor")
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="jobsched executor")
+    parser = OneLineParser(prog="jobsched executor")
     parser.add_argument(
         "--type", dest="job_type", default=os.environ.get("JOB_TYPE"), help="the job type to run (or JOB_TYPE)"
     )
@@ -52,7 +53,7 @@ def main() -> None:
     stop = threading.Event()
 
     on_termination(stop.set)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     ensure_topic(bus, args.job_type, stop)  # before subscribing: a missing topic is only re-checked slowly
     executor = Executor(
         worker,

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, cast
 
 from shared.handlers.registry import HandlerContext, HandlerFn, Payload
+from shared.jsonsafe import storable_text
 from shared.model import Outcome
 
 
@@ -96,5 +97,6 @@ def _run_async(
 
 
 def describe(exc: BaseException) -> str:
+    """The error text of an attempt, storable in any store (a handler's message may hold any characters)."""
     text = str(exc)
-    return f"{type(exc).__name__}: {text}"[:2000] if text else type(exc).__name__
+    return storable_text(f"{type(exc).__name__}: {text}"[:2000] if text else type(exc).__name__)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 
 from services.reaper.sweeper import run
+from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_store, on_termination
 
 
+@one_line_errors("jobsched reaper")
 def main() -> None:
     settings = Settings.from_env()
     configure_logging("reaper", settings.log_level)
@@ -18,7 +20,7 @@ def main() -> None:
     stop = threading.Event()
 
     on_termination(stop.set)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     run(store, interval=settings.reaper_interval, queued_timeout=settings.queued_timeout, stop=stop)
     store.close()
 

@@ -7,6 +7,7 @@ import socket
 
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
+from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
 from shared.handlers import registry
@@ -16,6 +17,7 @@ from shared.nudge import NudgeListener
 from shared.runtime import connect_bus, connect_store, on_termination
 
 
+@one_line_errors("jobsched scheduler")
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
@@ -31,7 +33,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 
     on_termination(scheduler.request_stop)
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     listener = NudgeListener(settings.nudge_listen, scheduler.nudge) if settings.nudge_listen else None
     try:
         scheduler.run()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -11,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from shared import metrics
+from shared import jsonsafe, metrics
 from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, dispatch_topic
 from shared.bus.offsets import OffsetTracker
 
@@ -122,9 +121,7 @@ class KafkaBus:
 
         try:
             key = str(record.get("jobId", ""))
-            self._producer.produce(
-                topic, value=json.dumps(record, default=str).encode(), key=key, on_delivery=on_delivery
-            )
+            self._producer.produce(topic, value=jsonsafe.dumps(record), key=key, on_delivery=on_delivery)
         except (BufferError, KafkaException) as exc:
             metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
             log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": repr(exc)})

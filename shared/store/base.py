@@ -10,11 +10,17 @@ updates move statuses.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
+
+# How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
+# Set by a caller that prefers a quick StoreUnavailable to a long wait (the API answers 503 instead of making
+# its client queue); unset, a store waits as long as its own timeout allows.
+WAIT_DEADLINE: ContextVar[float | None] = ContextVar("store_wait_deadline", default=None)
 
 
 class StoreError(Exception):
@@ -29,6 +35,14 @@ class DuplicateJob(StoreError):
     def __init__(self, idempotency_key: str) -> None:
         super().__init__(f"a job with idempotencyKey {idempotency_key!r} already exists")
         self.idempotency_key = idempotency_key
+
+
+class JobRefused(StoreError):
+    """The database cannot hold the job as given (a value or a key its documents cannot carry); nothing was
+    stored. The message says why, for the client."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the job store cannot hold this job: {reason}")
 
 
 class JobNotFound(StoreError):
@@ -119,7 +133,8 @@ class JobStore(Protocol):
 
     def create(self, new: NewJob) -> Job:
         """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
-        under races); another tenant's job with the same key is no conflict."""
+        under races; another tenant's job with the same key is no conflict), JobRefused if the database cannot
+        hold one of its values."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""
@@ -171,8 +186,12 @@ class JobStore(Protocol):
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         """The tenant's job with this idempotencyKey, or None."""
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
-        """The template's runs, optionally only these statuses, newest plannedAt first, at most `limit`."""
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
+        """The template's runs, optionally only these statuses, newest plannedAt first (then scheduledAt, then
+        id; runs without plannedAt last), at most `limit`; with `after_run`, those listed after that one (a
+        page after the previous page's last run)."""
 
     def buffered_runs(self, limit: int) -> list[Job]:
         """Buffered runs of every template, oldest plannedAt first."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from shared.jsonsafe import shorten
 from shared.model import Job, Status, format_time, parse_time
 
 OBJECT_ID_HEX = frozenset("0123456789abcdef")
@@ -38,11 +39,11 @@ class PageCursor:
     def parse(cls, text: str) -> PageCursor:
         created, sep, job_id = text.rpartition("_")
         if not sep or len(job_id) != 24 or not set(job_id.lower()) <= OBJECT_ID_HEX:
-            raise CursorError(f"malformed cursor {text!r}: expected <createdAt>_<24 hex job id>")
+            raise CursorError(f"malformed cursor {shorten(text)!r}: expected <createdAt>_<24 hex job id>")
         try:
             return cls(parse_time(created), job_id.lower())
         except ValueError:
-            raise CursorError(f"malformed cursor {text!r}: {created!r} is not an RFC 3339 time") from None
+            raise CursorError(f"malformed cursor {shorten(text)!r}: its time is not RFC 3339") from None
 
     def __str__(self) -> str:
         return f"{format_time(self.createdAt)}_{self.id}"

@@ -30,10 +30,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from bson import ObjectId
+from bson.errors import InvalidDocument
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
+from shared.jsonsafe import shorten
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -41,6 +43,7 @@ from shared.store.base import (
     AttemptTaken,
     DuplicateJob,
     JobNotFound,
+    JobRefused,
     NewJob,
     RunSpec,
     StartHint,
@@ -145,6 +148,9 @@ class MongoJobStore:
         client: MongoClient[Document] = MongoClient(
             uri,
             tz_aware=True,
+            # Text that is not UTF-8 (written by other clients or older versions) reads as U+FFFD instead of
+            # failing every read of its job.
+            unicode_decode_error_handler="replace",
             serverSelectionTimeoutMS=timeout_ms,
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
@@ -222,6 +228,8 @@ class MongoJobStore:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError as exc:
                 raise DuplicateJob(new.idempotencyKey) from exc
+            except (WriteError, InvalidDocument, OverflowError) as exc:
+                raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
 
@@ -355,10 +363,14 @@ class MongoJobStore:
             doc = self._jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
         return job_from_document(doc) if doc else None
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
         query: Document = {"templateId": template_id}
         if statuses is not None:
             query["status"] = {"$in": sorted(s.value for s in statuses)}
+        if after_run is not None:
+            query.update(_runs_after(after_run))
         order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
         with translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort(order).limit(max(limit, 0))]
@@ -420,13 +432,22 @@ class MongoJobStore:
             except DuplicateKeyError as exc:
                 self._repair(job, attempt)
                 raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
-            doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
-                self._update(
-                    {**transitions.started(worker, record["startedAt"], lease_until), "startToken": transitions.UNSET}
-                ),
-                return_document=ReturnDocument.AFTER,
-            )
+            try:
+                doc = self._jobs.find_one_and_update(
+                    {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
+                    self._update(
+                        {
+                            **transitions.started(worker, record["startedAt"], lease_until),
+                            "startToken": transitions.UNSET,
+                        }
+                    ),
+                    return_document=ReturnDocument.AFTER,
+                )
+            except ConnectionFailure:
+                started = self._settle_interrupted_start(job.id, attempt, worker)
+                if started is None:
+                    raise
+                return started
             if doc is None:
                 # The job moved on (cancelled, re-pended, finished) before the start: the attempt never ran,
                 # so give it back for a delivery that matches the job's real state.
@@ -448,31 +469,38 @@ class MongoJobStore:
         with translate_errors():
             taken = _insert_new(self._executions, records)
             won = [i for i in range(len(requests)) if i not in taken]
-            groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
-            for i in won:
-                r = requests[i]
-                groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
-            moved: list[StartedGroup] = []
-            for (claim, attempt, job_type, worker), members in groups.items():
-                ids = [requests[i].job_id for i in members]
-                guard = {
-                    "_id": {"$in": [ObjectId(job_id) for job_id in ids]},
-                    "claimToken": claim,
-                    "status": Status.QUEUED.value,
-                    "attempts": attempt - 1,
-                    "jobType": job_type,
-                }
-                lease_until = max(requests[i].lease_until for i in members)
-                fields = {**transitions.started(worker, now, lease_until), "startToken": token}
-                if self._jobs.update_many(guard, self._update(fields)).modified_count == len(members):
-                    moved.append(StartedGroup(claim, ids, fields))
-            started = self._read_started(token, [requests[i].job_id for i in won], moved)
-            for i in won:
-                job = started.get(requests[i].job_id)
-                if job is not None:
-                    results[i] = job
-                    continue
-                self._give_back(records[i]["_id"])
+            try:
+                groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
+                for i in won:
+                    r = requests[i]
+                    groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
+                moved: list[StartedGroup] = []
+                for (claim, attempt, job_type, worker), members in groups.items():
+                    ids = [requests[i].job_id for i in members]
+                    guard = {
+                        "_id": {"$in": [ObjectId(job_id) for job_id in ids]},
+                        "claimToken": claim,
+                        "status": Status.QUEUED.value,
+                        "attempts": attempt - 1,
+                        "jobType": job_type,
+                    }
+                    lease_until = max(requests[i].lease_until for i in members)
+                    fields = {**transitions.started(worker, now, lease_until), "startToken": token}
+                    if self._jobs.update_many(guard, self._update(fields)).modified_count == len(members):
+                        moved.append(StartedGroup(claim, ids, fields))
+                started = self._read_started(token, [requests[i].job_id for i in won], moved)
+                for i in won:
+                    job = started.get(requests[i].job_id)
+                    if job is not None:
+                        results[i] = job
+                        continue
+                    self._give_back(records[i]["_id"])
+            except ConnectionFailure as exc:  # see _settle_interrupted_start
+                unavailable = StoreUnavailable(f"MongoDB unavailable: {exc}")
+                for i in won:
+                    r = requests[i]
+                    results[i] = self._settle_interrupted_start(r.job_id, r.hint.attempt, r.worker) or unavailable
+                return [r if r is not None else unavailable for r in results]
             for i in range(len(requests)):  # taken, or not started above: the one-by-one path names the reason
                 if results[i] is None:
                     r = requests[i]
@@ -486,6 +514,25 @@ class MongoJobStore:
             return {}
         docs = self._jobs.find({"_id": {"$in": [ObjectId(job_id) for job_id in ids]}, "startToken": token})
         return {str(d["_id"]): job_from_document(d) for d in docs}
+
+    def _settle_interrupted_start(self, job_id: str, attempt: int, worker: str) -> Job | None:
+        """A start that lost the connection after its attempt's record was inserted: the started job when its
+        move to running landed after all; otherwise, with the job still queued for this attempt, the attempt
+        is given back, so that the executor's retry starts it again instead of finding it taken (and leaving it
+        to the reaper, which would spend the attempt as lost). Best effort: while the database stays away the
+        record keeps its first lease, after which the reaper closes it."""
+        try:
+            doc = self._jobs.find_one({"_id": ObjectId(job_id)})
+            job = job_from_document(doc) if doc else None
+            if job is None or job.attempts != attempt - 1:
+                return None
+            if job.status is Status.RUNNING and job.claimedBy == worker:
+                return job
+            if job.status is Status.QUEUED:
+                self._give_back(attempt_record_id(job_id, attempt))
+        except ConnectionFailure:
+            pass
+        return None
 
     def _give_back(self, record_id: str) -> None:
         """Undo the start of an attempt that never ran."""
@@ -659,6 +706,24 @@ def _caught(step: Callable[..., T], *args: Any) -> T | BaseException:
         return exc
 
 
+def _runs_after(run: Job) -> Document:
+    """The filter for the runs listed after `run` in template_runs' order (MongoDB sorts a missing plannedAt
+    lowest, so runs without one come last)."""
+    same_planned: list[Document] = [
+        {"scheduledAt": {"$lt": run.scheduledAt}},
+        {"scheduledAt": run.scheduledAt, "_id": {"$lt": ObjectId(run.id)}},
+    ]
+    if run.plannedAt is None:
+        return {"plannedAt": None, "$or": same_planned}
+    return {
+        "$or": [
+            {"plannedAt": None},
+            {"plannedAt": {"$lt": run.plannedAt}},
+            {"plannedAt": run.plannedAt, "$or": same_planned},
+        ]
+    }
+
+
 def _decision(job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None) -> Document:
     """The attempt-outcome document whose insert decides how attempt `job.next_attempt` ended."""
     return {
@@ -698,6 +763,12 @@ def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: 
 def _to_execution(doc: Document) -> Execution:
     values: Document = {k: doc.get(k) for k in EXECUTION_FIELDS}
     return Execution(**{**values, "id": str(doc["_id"]), "outcome": Outcome(doc["outcome"])})
+
+
+def _refusal(exc: Exception) -> str:
+    """The server's (or the driver's) reason for refusing a document, short: it may quote the document."""
+    reason = exc.details.get("errmsg") if isinstance(exc, WriteError) and exc.details else None
+    return shorten(str(reason or exc), 200)
 
 
 def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:

@@ -25,6 +25,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from bson import ObjectId
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
+    WAIT_DEADLINE,
     AttemptResult,
     AttemptTaken,
     DuplicateJob,
@@ -463,14 +465,17 @@ class SqliteJobStore:
             ).fetchone()
         return _to_job(row) if row else None
 
-    def template_runs(self, template_id: str, statuses: Collection[Status] | None, limit: int) -> list[Job]:
-        values = sorted(s.value for s in statuses) if statuses is not None else []
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
+        values: list[Any] = sorted(s.value for s in statuses) if statuses is not None else []
         status_clause = f"AND status IN ({_marks(values)})" if statuses is not None else ""
+        after_clause, after_values = _runs_after(after_run)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} "
+                f"SELECT * FROM jobs WHERE templateId = ? {status_clause} {after_clause} "
                 "ORDER BY plannedAt DESC, scheduledAt DESC, id DESC LIMIT ?",
-                [template_id, *values, max(limit, 0)],
+                [template_id, *values, *after_values, max(limit, 0)],
             ).fetchall()
         return [_to_job(r) for r in rows]
 
@@ -601,8 +606,10 @@ class SqliteJobStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE transaction: the write lock is taken before the first read (waiting up to
         busy_timeout), so nothing read inside can change before COMMIT. Any exception rolls it back."""
-        if not self._writer.acquire(timeout=self._timeout):
-            raise StoreUnavailable(f"SQLite unavailable: no write turn within {self._timeout}s")
+        deadline = WAIT_DEADLINE.get()
+        wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
+        if not self._writer.acquire(timeout=wait):
+            raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")
         try:
             with _translate_errors(), self._pool.connection() as conn:
                 conn.execute("BEGIN IMMEDIATE")
@@ -709,6 +716,22 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     return _to_job(row) if row else None
 
 
+def _runs_after(run: Job | None) -> tuple[str, list[Any]]:
+    """The condition for the runs listed after `run` in template_runs' order (SQLite sorts NULL lowest, so runs
+    without plannedAt come last, as in MongoDB)."""
+    if run is None:
+        return "", []
+    scheduled = _to_ms(run.scheduledAt)
+    same_planned = "(scheduledAt < ? OR (scheduledAt = ? AND id < ?))"
+    if run.plannedAt is None:
+        return f"AND plannedAt IS NULL AND {same_planned}", [scheduled, scheduled, run.id]
+    planned = _to_ms(run.plannedAt)
+    return (
+        f"AND (plannedAt IS NULL OR plannedAt < ? OR (plannedAt = ? AND {same_planned}))",
+        [planned, planned, scheduled, scheduled, run.id],
+    )
+
+
 def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
     """Insert a row and return it, or None when its unique key (id; tenantId + idempotencyKey) is taken: the atomic
     "who owns this" decision of every store."""
@@ -776,8 +799,19 @@ def _to_sql(key: str, value: Any) -> Any:
     if isinstance(value, datetime):
         return _to_ms(value)
     if key == "payload":
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _payload_text(value)
     return value
+
+
+def _payload_text(payload: Any) -> str:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate that an older version stored, copied into a new row (a run of its template): SQLite
+        # takes only UTF-8 text, so it is kept as its \u escape, which reads back as the same value.
+        text = json.dumps(payload, separators=(",", ":"))
+    return text
 
 
 def _to_ms(moment: datetime) -> int:

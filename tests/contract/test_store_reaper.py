@@ -4,8 +4,10 @@ two writes (invariant 1)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from pymongo.errors import AutoReconnect
 
 from shared.backoff import retry_delay
 from shared.model import Outcome, Status, utc_now
@@ -111,9 +113,16 @@ def test_a_start_stopped_before_the_job_moved_is_closed_once_its_lease_ran_out(
     state: the record's insert is rolled back with the failed start."""
     store = harness.store
     job, ahead = queued(store), queued(store)
+
+    def stopped_writing(*args: Any) -> None:
+        raise AutoReconnect("executor stopped (injected)")
+
     for stopped, lease_until in ((job, utc_now() - timedelta(seconds=1)), (ahead, utc_now() + LEASE)):
-        with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
-            start(store, stopped, "w1", lease_until)
+        with monkeypatch.context() as patch:
+            if harness.backend != "sqlite":  # a stopped executor does not give its attempt back either
+                patch.setattr(store, "_give_back", stopped_writing)
+            with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
+                start(store, stopped, "w1", lease_until)
     if harness.backend == "sqlite":
         assert [start(store, j, "w2").status for j in (job, ahead)] == [Status.RUNNING] * 2
         return

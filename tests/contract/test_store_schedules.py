@@ -122,6 +122,30 @@ def test_template_runs_newest_planned_first_with_a_status_filter(store: JobStore
     assert store.template_runs("0" * 24, None, 10) == []
 
 
+def test_template_runs_page_after_a_run_in_the_same_order(store: JobStore) -> None:
+    """Pages read after the previous page's last run are the whole listing, ties of plannedAt (jitter) and of
+    scheduledAt (keys given) included, and runs without plannedAt (written before it existed) last."""
+    tpl = template(store)
+    base = tpl.scheduledAt
+    specs = [RunSpec(base + i * MINUTE) for i in range(4)]
+    specs += [RunSpec(base + MINUTE, key=f"tie-{i}", scheduledAt=base + MINUTE + i * MINUTE) for i in range(3)]
+    specs += [RunSpec(base + 2 * MINUTE, key=f"same-{i}") for i in range(3)]
+    for spec in specs:
+        store.add_run(tpl, spec)
+    for legacy in runs_of(store, tpl)[-2:]:  # two runs as an older version wrote them: no plannedAt
+        store.update_pending(legacy, {"plannedAt": transitions.UNSET})
+    whole = runs_of(store, tpl)
+    assert len(whole) == len(specs)
+    assert [r.plannedAt is None for r in whole] == [False] * (len(specs) - 2) + [True, True]
+    for size in (1, 2, 3):
+        paged: list[Job] = []
+        while page := store.template_runs(tpl.id, None, size, paged[-1] if paged else None):
+            paged += page
+        assert [r.id for r in paged] == [r.id for r in whole], size
+    pending = store.template_runs(tpl.id, [Status.PENDING], 2, whole[3])
+    assert [r.id for r in pending] == [r.id for r in whole[4:6]]
+
+
 def test_update_pending_is_a_compare_and_set_on_the_cursor(store: JobStore) -> None:
     tpl = template(store)
     moved = store.update_pending(

@@ -170,6 +170,12 @@ def test_the_published_api_requires_keys_and_reads_its_bootstrap_key_from_a_secr
     assert all("secrets" not in service for name, service in JOBSCHED.items() if name != "api")
 
 
+def test_metrics_listen_on_the_compose_network() -> None:
+    """Listeners default to loopback; Prometheus scrapes each service over the network, so compose says so."""
+    for name in JOBSCHED:
+        assert settings(name).metrics_host == "0.0.0.0", name
+
+
 def test_workers_are_probed_on_their_metrics_port() -> None:
     for name in set(LONG_RUNNING) - {"api"}:
         assert healthcheck_url_port(name) == settings(name).metrics_port, name

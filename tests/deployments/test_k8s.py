@@ -91,6 +91,7 @@ def test_configmap_holds_only_settings_the_code_reads() -> None:
     known = known_env_names()
     assert set(CONFIG["data"]) <= known, sorted(set(CONFIG["data"]) - known)
     assert SETTINGS.api_host == "0.0.0.0", "the API must listen on the pod's address, not loopback"
+    assert SETTINGS.metrics_host == "0.0.0.0", "probes and Prometheus reach metrics on the pod's address"
 
 
 def test_containers_take_the_configmap_and_only_known_variables() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -45,6 +46,19 @@ def test_status_and_targets_of_a_stack_that_is_not_up(tmp_path: Path) -> None:
     assert "not up" in targets.stderr
 
 
+def test_the_tools_environment_of_a_stack_is_its_env_file(tmp_path: Path) -> None:
+    missing = run("stack.sh", "env", STACK_DIR=str(tmp_path / "stack"))
+    assert missing.returncode != 0
+    assert "not up" in missing.stderr
+    (tmp_path / "stack").mkdir(exist_ok=True)  # the script made it already
+    (tmp_path / "stack" / "env").write_text("export MONGO_URI=mongodb://127.0.0.1:27018/\n")
+    found = run("stack.sh", "env", STACK_DIR=str(tmp_path / "stack"))
+    assert (found.returncode, found.stdout) == (0, "export MONGO_URI=mongodb://127.0.0.1:27018/\n")
+    script = (LOCAL_DIR / "stack.sh").read_text()
+    assert "write_env_file" in script.split("cmd_up()")[1].split("cmd_down()")[0], "up writes the file"
+    assert '"$ENV_FILE"' in script.split("cmd_down()")[1], "down removes it"
+
+
 def test_down_of_a_stack_that_is_not_up_stops_nothing(tmp_path: Path) -> None:
     """No manifest and no record of started servers: `down` must not touch the shared local servers."""
     result = run("stack.sh", "down", STACK_DIR=str(tmp_path / "stack"))
@@ -59,3 +73,34 @@ def test_make_up_and_down_drive_the_stack_script() -> None:
         assert recipe, f"no `make {target}`"
         assert f"$(STACK) {target}" in recipe.group(1) or f"stack.sh {target}" in recipe.group(1)
     assert re.search(r"^STACK\s*:?=\s*deployments/local/stack.sh", makefile, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("script", "command", "variable"),
+    [
+        ("ferretdb.sh", "start", "FERRETDB_PORT"),
+        ("etcd.sh", "start", "ETCD_PORT"),
+        ("stack.sh", "up", "STACK_METRICS_PORT"),
+    ],
+)
+def test_a_start_that_finds_its_port_taken_names_the_holder(
+    tmp_path: Path, script: str, command: str, variable: str
+) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        isolated = {"JOBSCHED_RUN_DIR": str(tmp_path / "run"), "STACK_DIR": str(tmp_path / "stack")}
+        result = run(script, command, **isolated, **{variable: str(port)})
+    assert result.returncode != 0
+    assert f"port 127.0.0.1:{port}" in result.stderr, result.stderr
+    assert f"in use by pid {os.getpid()} (" in result.stderr, result.stderr
+    assert variable in result.stderr
+
+
+def test_fixed_ports_lie_outside_the_ephemeral_range() -> None:
+    """Linux hands out 32768-60999 to outgoing connections: a server port there can be taken at any moment."""
+    defaults = re.compile(r'_PORT="\$\{[A-Z_]+:-(\d+)\}"')
+    found = {(path.name, int(port)) for path in LOCAL_DIR.glob("*.sh") for port in defaults.findall(path.read_text())}
+    assert len(found) >= 6, found
+    assert [(name, port) for name, port in found if 32768 <= port <= 60999] == []

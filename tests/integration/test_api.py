@@ -188,7 +188,7 @@ def test_payload_over_256_kib_is_413_and_at_the_limit_is_accepted(api: TestClien
     assert too_big.status_code == 413
     assert "limit" in too_big.json()["error"]
     huge_body = api.post(
-        "/jobs", content=b"{" + b" " * (600 * 1024) + b"}", headers={"content-type": "application/json"}
+        "/jobs", content=b"{" + b" " * (3 * 1024 * 1024) + b"}", headers={"content-type": "application/json"}
     )
     assert huge_body.status_code == 413
 

@@ -1,0 +1,64 @@
+"""Admission of the API's store calls: how many run at once, and how long a request may wait for its turn.
+
+Store calls block a thread each (pymongo, sqlite3). Without a bound, a burst of writes on a store that takes
+writes one at a time (SQLite) fills every worker thread with writers waiting for the write lock: reads queue
+behind them and every request waits seconds. Here writes and reads each have their own slots, so reads are
+never stuck behind writes, and a request that cannot start within `wait_s` (no slot, or no turn inside the
+store: SQLite's write lock) is answered 503 with Retry-After: the client learns about the overload within that
+budget instead of after the store's own timeout.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from services.api.errors import ApiError
+from shared.store.base import WAIT_DEADLINE
+
+T = TypeVar("T")
+WRITE_SLOTS = 32
+READ_SLOTS = 32
+WAIT_S = 1.0
+
+
+class Overloaded(ApiError):
+    def __init__(self, kind: str, wait_s: float) -> None:
+        super().__init__(503, f"the API is overloaded (no {kind} slot within {wait_s:g}s); retry later")
+
+
+class Admission:
+    def __init__(self, *, write_slots: int = WRITE_SLOTS, read_slots: int = READ_SLOTS, wait_s: float = WAIT_S) -> None:
+        self._slots = {"write": anyio.CapacityLimiter(write_slots), "read": anyio.CapacityLimiter(read_slots)}
+        # A thread for every admitted call: once admitted, a call never waits again for a thread.
+        self._threads = anyio.CapacityLimiter(write_slots + read_slots)
+        self._wait_s = wait_s
+
+    async def write(self, fn: Callable[..., T], *args: object) -> T:
+        return await self._call("write", fn, *args)
+
+    async def read(self, fn: Callable[..., T], *args: object) -> T:
+        return await self._call("read", fn, *args)
+
+    async def _call(self, kind: str, fn: Callable[..., T], *args: object) -> T:
+        slots = self._slots[kind]
+        deadline = time.monotonic() + self._wait_s
+        admitted = False
+        with anyio.move_on_after(self._wait_s):
+            await slots.acquire()
+            admitted = True
+        if not admitted:
+            raise Overloaded(kind, self._wait_s)
+        # The rest of the same budget is what the call may wait inside the store (its thread copies this context).
+        token = WAIT_DEADLINE.set(deadline)
+        try:
+            # Not cancellable once started: a write that ran must be answered as done, never as a timeout.
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._threads)
+        finally:
+            WAIT_DEADLINE.reset(token)
+            slots.release()

@@ -1,0 +1,147 @@
+"""Streaming a listing: the bare JSON array of up to 5,000 jobs, read and written page by page.
+
+Each page is one short cursor query (shared.store.browse) after the previous page's edge, read and rendered off
+the event loop; the array is handed to the server a job at a time, so memory holds about one page whatever the
+limit. Pages adapt to the jobs: they grow while pages render small and shrink when jobs are large, between 1
+and MAX_PAGE_JOBS jobs.
+
+A listing `after` a cursor (the page just newer than it, listed newest first) is read from the cursor upwards,
+so its pages come oldest first: they are rendered into a spool file (memory up to SPOOL_MEMORY_BYTES, the rest
+on disk) and sent back in reverse. Store failures then all happen before the status line. Otherwise a failure
+after the first page closes the connection mid-array: the client sees a truncated body, not a 503.
+
+A template's runs stream the same way, each page read after the previous page's last run (stream_runs).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import IO
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response, StreamingResponse
+
+from shared import jsonsafe
+from shared.model import Job
+from shared.store.browse import JobQuery, PageCursor
+
+FIRST_PAGE_JOBS = 20
+MAX_PAGE_JOBS = 200
+PAGE_BYTES = 1024 * 1024  # what a page aims to render to
+SPOOL_MEMORY_BYTES = 4 * PAGE_BYTES
+
+
+@dataclass(frozen=True)
+class Page:
+    rendered: list[bytes]  # each job's JSON, newest first
+    newest: Job | None
+    oldest: Job | None
+
+
+def page_of(jobs: list[Job]) -> Page:
+    """Render a page read from the store (a worker thread's work, like the read itself)."""
+    rendered = [jsonsafe.dumps(job.to_wire()) for job in jobs]
+    return Page(rendered, jobs[0] if jobs else None, jobs[-1] if jobs else None)
+
+
+ReadPage = Callable[[JobQuery], Awaitable[Page]]
+# A page of at most `size` jobs that continues after `edge` (the previous page's last job read; None: the first).
+ReadAfter = Callable[[int, Job | None], Awaitable[Page]]
+
+
+async def stream_jobs(read_page: ReadPage, query: JobQuery) -> Response:
+    upwards = query.after is not None
+
+    async def read_after(size: int, edge: Job | None) -> Page:
+        page = replace(query, limit=size)
+        if edge is not None:
+            cursor = PageCursor.of(edge)
+            page = replace(page, after=cursor) if upwards else replace(page, before=cursor)
+        return await read_page(page)
+
+    pages = _Pages(read_after, query.limit, upwards=upwards)
+    if upwards:
+        return await _reversed(pages)
+    return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
+
+
+async def stream_runs(read_after: ReadAfter, limit: int) -> Response:
+    """A template's runs in the store's order, each page read after the previous page's last run."""
+    pages = _Pages(read_after, limit, upwards=False)
+    return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
+
+
+class _Pages:
+    """The listing's pages in the order they are read: down from the first (each page's oldest job is the next
+    one's edge), or, `upwards`, up from a cursor (each page's newest job is the edge)."""
+
+    def __init__(self, read_after: ReadAfter, limit: int, *, upwards: bool) -> None:
+        self._read_after = read_after
+        self._upwards = upwards
+        self._edge: Job | None = None
+        self._remaining = limit
+        self._size = FIRST_PAGE_JOBS
+
+    async def next(self) -> list[bytes] | None:
+        if self._remaining <= 0:
+            return None
+        size = min(self._size, self._remaining)
+        page = await self._read_after(size, self._edge)
+        if not page.rendered:
+            return None
+        count = len(page.rendered)
+        self._remaining = self._remaining - count if count == size else 0  # a short page is the last one
+        self._edge = page.newest if self._upwards else page.oldest
+        self._size = max(1, min(MAX_PAGE_JOBS, size * PAGE_BYTES // max(sum(map(len, page.rendered)), 1)))
+        return page.rendered
+
+
+async def _array(first: list[bytes] | None, pages: _Pages) -> AsyncIterator[bytes]:
+    yield b"["
+    page, separator = first, b""
+    del first  # the loop's `page` is the only reference: each page is freed once it is sent
+    while page is not None:
+        for rendered in page:
+            yield separator
+            yield rendered
+            separator = b","
+        page = None
+        page = await pages.next()
+    yield b"]"
+
+
+async def _reversed(pages: _Pages) -> Response:
+    spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 - closed by the stream
+    extents: list[tuple[int, int]] = []  # (offset, length) of each page's rendering, in the order read
+    try:
+        while (page := await pages.next()) is not None:
+            data = b",".join(page)
+            offset = await run_in_threadpool(_append, spool, data)
+            extents.append((offset, len(data)))
+    except BaseException:
+        spool.close()
+        raise
+    return StreamingResponse(_spooled_array(spool, extents), media_type="application/json")
+
+
+def _append(spool: IO[bytes], data: bytes) -> int:
+    offset = spool.seek(0, 2)
+    spool.write(data)
+    return offset
+
+
+def _read(spool: IO[bytes], offset: int, length: int) -> bytes:
+    spool.seek(offset)
+    return spool.read(length)
+
+
+async def _spooled_array(spool: IO[bytes], extents: list[tuple[int, int]]) -> AsyncIterator[bytes]:
+    try:
+        yield b"["
+        for n, (offset, length) in enumerate(reversed(extents)):
+            yield (b"," if n else b"") + await run_in_threadpool(_read, spool, offset, length)
+        yield b"]"
+    finally:
+        spool.close()

@@ -1,0 +1,108 @@
+"""The API's HTTP server: uvicorn with the socket bound by us, a deadline for request headers, and JSON
+error bodies for requests too malformed to reach the app. `jobsched api` and `jobsched dev` both serve this way.
+
+uvicorn closes idle keep-alive connections but has no deadline for a request's headers: a client that sends
+one byte every few seconds would hold its connection forever. Here every request's headers must be complete
+within `header_timeout_s` of the connection opening or of the previous response; a client that is still
+sending them then gets 408 and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from services.api.limits import ApiLimits
+from shared import jsonsafe
+from shared.ports import listen
+
+KEEP_ALIVE_S = 5
+
+
+class _JsonH11Protocol(H11Protocol):
+    header_timeout_s: float = ApiLimits.header_timeout_s
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._cancel_header_deadline()  # a request's headers are complete: the app has it
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+            self._arm_header_deadline()
+
+    def send_400_response(self, msg: str) -> None:
+        self._send_error(400, "malformed HTTP request")
+
+    def _arm_header_deadline(self) -> None:
+        self._cancel_header_deadline()
+        self._header_deadline = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _cancel_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if self.transport.is_closing():
+            return
+        if self.conn.our_state is h11.IDLE:
+            self._send_error(408, f"the request did not arrive within {self.header_timeout_s:g}s")
+        else:  # a response of this connection is complete; the client never finished its next request
+            self.transport.close()
+
+    def _send_error(self, status: int, message: str) -> None:
+        body = jsonsafe.dumps({"error": message})
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        try:
+            for event in (h11.Response(status_code=status, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:  # the connection's state allows no response any more
+            pass
+        self.transport.close()
+
+
+def protocol(limits: ApiLimits) -> type[asyncio.Protocol]:
+    return type("JsonH11Protocol", (_JsonH11Protocol,), {"header_timeout_s": limits.header_timeout_s})
+
+
+def make_server(app: Any, host: str, port: int, limits: ApiLimits) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol(limits),
+        timeout_keep_alive=KEEP_ALIVE_S,
+        h11_max_incomplete_event_size=limits.max_header_bytes,  # headers still arriving: 400 past this
+        log_config=None,
+        access_log=False,
+    )
+    return uvicorn.Server(config)
+
+
+def bind(host: str, port: int, what: str) -> socket.socket:
+    """The API's listening socket (ListenError names the holder of a taken port)."""
+    return listen(host, port, what, "API_PORT")
