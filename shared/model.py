@@ -7,7 +7,7 @@ runs keyed `<templateKey>-run-<planned fire time in unix ns>`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -149,7 +149,7 @@ class Job(TemplatePolicy):
         return attempts - self.attemptBase >= self.maxAttempts
 
     def evolve(self, **changes: Any) -> Job:
-        return replace(self, **changes)
+        return job_from_fields({**self.__dict__, **changes})
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set."""
@@ -201,4 +201,25 @@ def _wire(obj: Any) -> dict[str, Any]:
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))
 EXECUTION_FIELDS = frozenset(f.name for f in fields(Execution))
+_JOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
+_JOB_FACTORIES = {f.name: f.default_factory for f in fields(Job) if f.default_factory is not MISSING}
+_JOB_REQUIRED = JOB_FIELDS - _JOB_DEFAULTS.keys() - _JOB_FACTORIES.keys()
+
+
+def job_from_fields(values: dict[str, Any]) -> Job:
+    """A Job from its fields' values, each already of its type (a row the store converted, a copy of another job
+    with some fields changed), without the dataclass constructor: a frozen dataclass sets each of its ~40
+    fields through object.__setattr__, and a store builds several jobs per attempt. Fields left out take their
+    defaults; `values` is taken over, not copied."""
+    if values.keys() != JOB_FIELDS:
+        if unknown := values.keys() - JOB_FIELDS:
+            raise TypeError(f"Job has no fields {sorted(unknown)}")
+        if missing := _JOB_REQUIRED - values.keys():
+            raise TypeError(f"Job needs the fields {sorted(missing)}")
+        values = {**_JOB_DEFAULTS, **{n: make() for n, make in _JOB_FACTORIES.items() if n not in values}, **values}
+    job = object.__new__(Job)
+    job.__dict__.update(values)
+    return job
+
+
 _POLICY_FIELDS = frozenset(f.name for f in fields(TemplatePolicy))

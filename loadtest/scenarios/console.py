@@ -49,7 +49,7 @@ UNINDEXED_COUNTS = (
     f"SELECT jobType, status, count(*) FROM jobs NOT INDEXED WHERE {ENDED_SQL} AND updatedAt >= ? "
     "GROUP BY jobType, status",
     f"SELECT jobs.jobType, count(*) FROM executions NOT INDEXED JOIN jobs ON jobs.id = executions.jobId "
-    f"WHERE executions.{FAILED_SQL} AND executions.finishedAt >= ? GROUP BY jobs.jobType",
+    f"WHERE {FAILED_SQL} AND executions.finishedAt >= ? GROUP BY jobs.jobType",
     f"SELECT jobType, status, count(*) FROM jobs NOT INDEXED WHERE {TEMPLATES_SQL} GROUP BY jobType, status",
 )
 

@@ -23,7 +23,10 @@ def run_handler(
     if is_async:
         return _run_async(handler, payload, ctx, timeout_s)
     box: list[tuple[Outcome, str | None]] = []
-    done = threading.Event()
+    # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
+    # condition, a lock and a list of waiters, each built anew per call).
+    done = threading.Lock()
+    done.acquire()
 
     def call() -> None:
         try:
@@ -32,11 +35,11 @@ def run_handler(
         except BaseException as exc:
             box.append((Outcome.FAILED, describe(exc)))
         finally:
-            done.set()
+            done.release()
 
     thread = _HandlerThread.take()
     thread.run_call(call)
-    if not done.wait(timeout_s) or not box:
+    if not done.acquire(timeout=timeout_s) or not box:
         thread.abandon()
         return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
     thread.give_back()

@@ -57,13 +57,15 @@ class Executor:
         self._lease = lease
         self._slots = threading.Semaphore(concurrency)
         self._record_room = threading.Semaphore(RECORD_BACKLOG_PER_SLOT * concurrency)
-        self._recorders = ThreadPoolExecutor(concurrency, thread_name_prefix="record")
         self.stop = stop or threading.Event()
 
     def run(self) -> None:
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
         heartbeat.start()
-        pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="attempt")
+        # A thread per handler slot and per outcome that may wait to be written: the thread that ran a handler
+        # writes its outcome itself once the slot is free (handing it to a recorder thread was one more thread
+        # wake-up per attempt).
+        pool = ThreadPoolExecutor(self._concurrency * (1 + RECORD_BACKLOG_PER_SLOT), thread_name_prefix="attempt")
         held: list[tuple[float, int, Delivery]] = []  # wake-ups claimed ahead of time: (monotonic due, offset)
         paused = False
         saturated_since: float | None = None
@@ -104,15 +106,13 @@ class Executor:
                 extra={"action": "executor_draining", "held": len(held)},
             )
             pool.shutdown(wait=True)
-            self._recorders.shutdown(wait=True)
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
     def _handle(self, delivery: Delivery) -> None:
-        """Start and run on a handler slot; the slot is freed as soon as the handler returns and the outcome
-        is written by a recorder thread (recorders' writes are batched together), after which the delivery is
-        acknowledged. At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are
-        held."""
+        """Start and run on a handler slot; the slot is freed as soon as the handler returns, then this thread
+        writes the outcome (concurrent threads' writes are batched together) and acknowledges the delivery.
+        At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are held."""
         job, result = None, None
         try:
             job = self._worker.start(delivery)
@@ -125,7 +125,7 @@ class Executor:
             return
         self._record_room.acquire()
         self._slots.release()
-        self._recorders.submit(self._record, delivery, job, result)
+        self._record(delivery, job, result)
 
     def _record(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
         try:

@@ -30,6 +30,9 @@ class MemoryBus:
         self.events: deque[dict[str, object]] = deque(maxlen=RECORD_LOG_SIZE)
 
     def _queue(self, job_type: str) -> queue.Queue[Delivery]:
+        found = self._queues.get(job_type)
+        if found is not None:  # every publish asks: a Queue built only to be thrown away is three Conditions
+            return found
         with self._lock:
             return self._queues.setdefault(job_type, queue.Queue())
 

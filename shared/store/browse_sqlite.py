@@ -96,7 +96,7 @@ class SqliteBrowser:
             ).fetchall()
             failed = conn.execute(
                 f"""SELECT jobs.jobType, count(*) FROM executions JOIN jobs ON jobs.id = executions.jobId
-                    WHERE executions.{FAILED_SQL} AND executions.finishedAt >= ? {tenant_sql}
+                    WHERE {FAILED_SQL} AND executions.finishedAt >= ? {tenant_sql}  -- outcome: executions only
                     GROUP BY jobs.jobType""",
                 [_to_ms(since), *tenant_params],
             ).fetchall()

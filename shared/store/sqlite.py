@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,7 +36,7 @@ from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
-from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, utc_now
+from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (
     WAIT_DEADLINE,
@@ -66,15 +67,23 @@ T = TypeVar("T")
 # A start waiting for its write transaction: start_attempt's arguments bound, the connection and time to come.
 _Start = Callable[[sqlite3.Connection, datetime], Job | AttemptTaken]
 
+
+def _one_of(column: str, values: Iterable[str]) -> str:
+    """A partial index's condition "`column` is one of `values`" as ORed comparisons. Every update that changes
+    `column` evaluates the condition of each such index for the row's old and new values, and SQLite evaluates
+    an IN of more than two constants through a temporary table it builds each time: that was most of the cost
+    of a job's status change. In a fixed order: SQLite matches a partial index's condition as written."""
+    return "(" + " OR ".join(f"{column} = '{value}'" for value in values) + ")"
+
+
 # The conditions of the partial indexes that the operator's queries (browse_sqlite.py) range over, written into
 # their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
 ENDED_SQL: Final = f"status IN ('{Status.COMPLETED.value}', '{Status.DLQ.value}')"
-# In a fixed order: SQLite matches a partial index's condition as written.
-FINAL_SQL: Final = f"status IN ({', '.join(repr(s.value) for s in Status if s in TERMINAL)})"
+FINAL_SQL: Final = _one_of("status", (s.value for s in Status if s in TERMINAL))
 UNDERWAY_SQL: Final = f"status IN ({', '.join(repr(s.value) for s in Status if s not in TERMINAL)})"
 DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
 TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
-FAILED_SQL: Final = f"outcome IN ('{Outcome.FAILED.value}', '{Outcome.TIMEOUT.value}', '{Outcome.LOST.value}')"
+FAILED_SQL: Final = _one_of("outcome", (Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value))
 
 _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         id              TEXT PRIMARY KEY,           -- 24-hex ObjectId, as on MongoDB
@@ -329,6 +338,7 @@ class SqliteJobStore:
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in present:
                     conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            _drop_changed_indexes(conn)
             for statement in _SCHEMA[1:]:
                 conn.execute(statement)
 
@@ -624,6 +634,21 @@ class SqliteJobStore:
             self._writer.release()
 
 
+def _drop_changed_indexes(conn: sqlite3.Connection) -> None:
+    """An index of a file written before its definition changed is dropped, so that ensure_schema builds it anew:
+    the queries name the partial indexes (INDEXED BY) with their current conditions."""
+    stored = {
+        str(r["name"]): r["sql"] for r in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'")
+    }
+    for statement in _SCHEMA[1:]:
+        declared = re.match(r"CREATE (?:UNIQUE )?INDEX IF NOT EXISTS (\w+) ", statement)
+        if declared is None:
+            continue
+        name = declared[1]
+        if name in stored and stored[name] != statement.replace(" IF NOT EXISTS", "", 1):
+            conn.execute(f"DROP INDEX {name}")
+
+
 def _drop_global_idempotency_key(conn: sqlite3.Connection) -> None:
     """A file written before idempotency keys were unique per tenant declares `idempotencyKey ... UNIQUE`, a
     constraint SQLite cannot drop: the table is rebuilt without it, inside ensure_schema's transaction."""
@@ -674,15 +699,13 @@ def _start_one(
     transitions.check_startable(job, job_type)
     record_id = attempt_record_id(job.id, job.next_attempt)
     record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
-    if _insert_unique(conn, "executions", record) is None:
+    if _insert_unique(conn, "executions", record, returning="id") is None:
         _restore_cancellation(conn, job, record_id)
         return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
-    lease_until = transitions.stored_time(lease_until)
     fields = transitions.started(worker, now, lease_until)
-    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,))
+    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,), returning="id")
     assert row is not None, "the write lock was held since the job was read"
-    # The job as read plus the fields just set is the row written (converting the row back costs more).
-    return job.evolve(status=Status.RUNNING, claimedBy=worker, claimedAt=now, leaseExpiresAt=lease_until, updatedAt=now)
+    return _with_fields(job, fields)
 
 
 def _close_attempt(
@@ -701,10 +724,11 @@ def _close_attempt(
     if decided.rowcount != 1:
         return None
     fields = transitions.attempt_closed(job, outcome, error, at)
-    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", (job.attempts, *ATTEMPT_ACTIVE))
+    guard = (job.attempts, *ATTEMPT_ACTIVE)
+    row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
     if row is None:
         raise _Refused  # the job is not in this attempt any more: keep record and job as they are
-    return _to_job(row)
+    return _with_fields(job, fields)
 
 
 # --- row helpers ------------------------------------------------------------------------------------------
@@ -732,15 +756,17 @@ def _runs_after(run: Job | None) -> tuple[str, list[Any]]:
     )
 
 
-def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fields) -> sqlite3.Row | None:
-    """Insert a row and return it, or None when its unique key (id; tenantId + idempotencyKey) is taken: the atomic
-    "who owns this" decision of every store."""
+def _insert_unique(
+    conn: sqlite3.Connection, table: str, fields: transitions.Fields, returning: str = "*"
+) -> sqlite3.Row | None:
+    """Insert a row and return it (its `returning` columns), or None when its unique key (id; tenantId +
+    idempotencyKey) is taken: the atomic "who owns this" decision of every store."""
     columns = _JOB_COLUMNS if table == "jobs" else _EXECUTION_COLUMNS
     _check_columns(fields, columns)
     values = [_to_sql(k, v) for k, v in fields.items()]
     try:
         row: sqlite3.Row = conn.execute(
-            f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({_marks(values)}) RETURNING *", values
+            f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({_marks(values)}) RETURNING {returning}", values
         ).fetchone()
     except sqlite3.IntegrityError as exc:
         if getattr(exc, "sqlite_errorcode", None) in _DUPLICATE_CODES:
@@ -750,15 +776,38 @@ def _insert_unique(conn: sqlite3.Connection, table: str, fields: transitions.Fie
 
 
 def _update_job(
-    conn: sqlite3.Connection, job_id: str, fields: transitions.Fields, guard: str, guard_params: Sequence[Any]
+    conn: sqlite3.Connection,
+    job_id: str,
+    fields: transitions.Fields,
+    guard: str,
+    guard_params: Sequence[Any],
+    returning: str = "*",
 ) -> sqlite3.Row | None:
     """Apply a transition's fields to one job if `guard` (the compare of compare-and-set) still holds;
-    the updated row, or None when it does not."""
+    the updated row (its `returning` columns), or None when it does not."""
     set_sql, set_params = _assignments(fields, _JOB_COLUMNS)
     row: sqlite3.Row | None = conn.execute(
-        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING *", [*set_params, job_id, *guard_params]
+        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING {returning}",
+        [*set_params, job_id, *guard_params],
     ).fetchone()
     return row
+
+
+def _with_fields(job: Job, fields: transitions.Fields) -> Job:
+    """`job` as read, with the fields a write just set, as the row now holds them: what RETURNING * and a
+    conversion of the whole row would give back, for less than the conversion alone."""
+    changes: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is transitions.UNSET:
+            value = None
+        elif isinstance(value, datetime):
+            value = _from_ms(_to_ms(value))  # the stored precision
+        elif key == "status":
+            value = Status(value)
+        elif key in _BOOL_COLUMNS and value is not None:
+            value = bool(value)
+        changes[key] = value
+    return job.evolve(**changes)
 
 
 def _restore_cancellation(conn: sqlite3.Connection, job: Job, record_id: str) -> None:
@@ -823,7 +872,7 @@ def _to_ms(moment: datetime) -> int:
 
 
 def _from_ms(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
+    return _EPOCH + timedelta(0, 0, ms * 1000)  # positional microseconds: twice as fast as milliseconds=
 
 
 def _from_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -835,13 +884,17 @@ def _from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _to_job(row: sqlite3.Row) -> Job:
-    values = {k: v for k, v in _from_row(row).items() if k in JOB_FIELDS}
+    values = dict(zip(row.keys(), row, strict=True))
+    values.pop("kind", None)  # the store's own column, not a job field
+    for key in _TIME_COLUMNS.intersection(values):
+        if values[key] is not None:
+            values[key] = _from_ms(values[key])
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
     for key in _BOOL_COLUMNS.intersection(values):
         if values[key] is not None:
             values[key] = bool(values[key])
-    return Job(**values)
+    return job_from_fields(values)
 
 
 def _to_execution(row: sqlite3.Row) -> Execution:
