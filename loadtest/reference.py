@@ -17,6 +17,7 @@ from typing import Any
 from pymongo import MongoClient, ReturnDocument
 
 from services.scheduler.dispatcher import Dispatcher
+from services.scheduler.served_types import ServedTypes
 from shared.bus.base import Bus
 from shared.config import Settings
 from shared.model import Job
@@ -63,13 +64,15 @@ class ReferenceDispatcher(Dispatcher):
 
     drains_backlog = False
 
-    def __init__(self, store: JobStore, bus: Bus, job_types: Collection[str], *, batch: int, claim: ClaimNext) -> None:
+    def __init__(
+        self, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, *, batch: int, claim: ClaimNext
+    ) -> None:
         super().__init__(store, bus, job_types, batch=batch)
         self._claim_next = claim
 
     @classmethod
     def from_settings(
-        cls, store: JobStore, bus: Bus, job_types: Collection[str], settings: Settings
+        cls, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
     ) -> ReferenceDispatcher:
         claim = (
             MongoClaimNext(settings.mongo_uri, settings.mongo_db)
@@ -78,10 +81,10 @@ class ReferenceDispatcher(Dispatcher):
         )
         return cls(store, bus, job_types, batch=settings.claim_batch, claim=claim)
 
-    def _claim(self, now: datetime) -> list[Job]:
+    def _claim(self, now: datetime, job_types: frozenset[str]) -> list[Job]:
         jobs = []
         for _ in range(self._batch):
-            job = self._claim_next(now, self._job_types)
+            job = self._claim_next(now, job_types)
             if job is None:
                 break
             jobs.append(job)

@@ -19,6 +19,16 @@ class ConfigError(ValueError):
     pass
 
 
+def comma_list(text: str | None) -> list[str]:
+    """The names of a comma-separated list, in order, without blanks or repeats."""
+    names: list[str] = []
+    for part in (text or "").split(","):
+        name = part.strip()
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
 @dataclass(frozen=True)
 class Settings:
     mongo_uri: str = "mongodb://127.0.0.1:27017/?directConnection=true"
@@ -50,6 +60,13 @@ class Settings:
     reaper_interval: timedelta = timedelta(seconds=30)
     job_timeout: timedelta = timedelta(minutes=5)
     executor_concurrency: int = 64
+    # Executors announce their types in the store this often (and check their running jobs for cancellation);
+    # an announcement counts as live for three beats.
+    executor_heartbeat: timedelta = timedelta(seconds=1)
+    # Job types the API accepts and the scheduler considers although no executor has announced them yet.
+    job_types: tuple[str, ...] = ()
+    # How long after its last announcement a type stays known (its jobs accepted, waiting for an executor).
+    job_type_retention: timedelta = timedelta(days=7)
     log_level: str = "INFO"
     # API authentication: "required" or "off"; "" (not set) is off, refused on a non-loopback API_HOST.
     auth: str = ""
@@ -94,6 +111,9 @@ class Settings:
             reaper_interval=reader.duration("REAPER_INTERVAL", cls.reaper_interval),
             job_timeout=reader.duration("JOB_TIMEOUT", cls.job_timeout),
             executor_concurrency=reader.integer("EXECUTOR_CONCURRENCY", cls.executor_concurrency, minimum=1),
+            executor_heartbeat=reader.duration("EXECUTOR_HEARTBEAT", cls.executor_heartbeat),
+            job_types=reader.names("JOB_TYPES"),
+            job_type_retention=reader.duration("JOB_TYPE_RETENTION", cls.job_type_retention),
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
             auth=reader.choice("AUTH", cls.auth, ("required", "off")),
             auth_bootstrap_key=reader.text("AUTH_BOOTSTRAP_KEY", cls.auth_bootstrap_key),
@@ -116,6 +136,9 @@ class _Reader:
     def text(self, name: str, default: str) -> str:
         value = self._env.get(name, "").strip()
         return value or default
+
+    def names(self, name: str) -> tuple[str, ...]:
+        return tuple(comma_list(self._env.get(name)))
 
     def integer(self, name: str, default: int, *, minimum: int) -> int:
         raw = self._env.get(name, "").strip()

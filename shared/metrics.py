@@ -49,6 +49,11 @@ SCHEDULER_IS_LEADER = Gauge("scheduler_is_leader", "1 while this scheduler holds
 SCHEDULER_LEADER_TRANSITIONS = Counter(
     "scheduler_leader_transitions_total", "Leadership gained or lost by this scheduler", ["direction"]
 )
+SCHEDULER_WAITING_FOR_EXECUTOR = Gauge(
+    "scheduler_jobs_waiting_for_executor",
+    "Due pending jobs of a type that no live executor serves (they wait, unclaimed)",
+    ["job_type"],
+)
 SCHEDULER_TICK_ERRORS = Counter("scheduler_tick_errors_total", "Ticks that failed (store or broker down)")
 
 # executor

@@ -44,8 +44,8 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ, Status.COMPLETED}),
     Status.BUFFERED: frozenset({Status.PENDING, Status.CANCELLED}),
     Status.QUEUED: frozenset({Status.CLAIMED, Status.PENDING, Status.CANCELLED}),
-    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ}),
-    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ}),
+    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ, Status.CANCELLED}),
+    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ, Status.CANCELLED}),
     Status.COMPLETED: frozenset(),
     Status.DLQ: frozenset({Status.PENDING}),  # an operator's re-drive
     Status.CANCELLED: frozenset(),
@@ -56,9 +56,12 @@ def can_transition(current: Status, target: Status) -> bool:
     return target in TRANSITIONS[current]
 
 
-def effective_max_attempts(requested: int | None) -> int:
-    """maxAttempts defaults to 3 when missing or not positive (the API contract, docs/api.md)."""
-    return requested if requested is not None and requested > 0 else DEFAULT_MAX_ATTEMPTS
+def effective_max_attempts(requested: int | None, type_default: int | None = None) -> int:
+    """maxAttempts defaults, when missing or not positive, to the job type's registered default, else to 3 (the
+    API contract, docs/api.md)."""
+    if requested is not None and requested > 0:
+        return requested
+    return type_default if type_default is not None and type_default > 0 else DEFAULT_MAX_ATTEMPTS
 
 
 def run_key(template_key: str, planned: datetime) -> str:
@@ -123,7 +126,9 @@ class Job(TemplatePolicy):
     resumedAt: datetime | None = None
     lastFiredAt: datetime | None = None  # the last planned fire time the template handled (spawned or not)
     plannedAt: datetime | None = None  # a run's planned fire time (its scheduledAt may carry jitter)
-    cancelRequested: bool | None = None  # a started run asked to stop (cancel_other)
+    # Set by DELETE (or a schedule's cancel_other) on a claimed or running job: its executor stops the handler,
+    # and the attempt's end, unless it is a success that came first, makes the job cancelled.
+    cancelRequested: bool | None = None
     lastError: str | None = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None
@@ -164,7 +169,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     LOST = "lost"  # closed by the reaper: the executor died or hung
-    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start
+    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start, or while it ran
 
 
 @dataclass(frozen=True)

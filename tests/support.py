@@ -122,3 +122,12 @@ def read_wakeups(brokers: str, topic: str, expected: int) -> list[Wakeup]:
 def read_events(brokers: str, prefix: str, expected: int, topic: str = "jobs.events") -> list[dict[str, Any]]:
     """JSON records on `<prefix><topic>` (lifecycle events by default, or jobs.dlq)."""
     return [json.loads(raw) for raw in read_messages(brokers, prefix + topic, expected)]
+
+
+def installed_distribution(directory: Path, dist: str, entry_points: str) -> None:
+    """What `pip install` leaves for importlib.metadata in a site directory: a dist-info with METADATA and the
+    `jobsched.handlers` entry points given as `name = target` lines (the code itself goes beside it)."""
+    info = directory / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[jobsched.handlers]\n{entry_points}\n")

@@ -2,7 +2,8 @@
 # The whole distributed stack on this machine, as real processes (what docker compose runs, without Docker).
 #
 #   stack.sh up       start etcd, Kafka and FerretDB (servers.sh start), then the API, two schedulers, one
-#                     executor per registered job type and the reaper; return once every one of them is ready:
+#                     executor per registered job type (plug-ins of JOBSCHED_HANDLERS and entry points
+#                     included) and the reaper; return once every one of them is ready:
 #                     API /readyz 200, every /healthz 200, one scheduler reporting scheduler_is_leader 1
 #   stack.sh down     stop exactly what `up` started (pid files, each pid's command line verified), then the
 #                     servers that `up` had to start (servers that were already running are left alone)
@@ -92,8 +93,10 @@ leader_port() {
 
 write_manifest() {
   local types port=$STACK_METRICS_PORT
-  types="$(cd "$REPO_ROOT" && "$VENV_PY" -c 'from shared.handlers import registry; print(*registry.names())')" ||
-    die "could not read the handler registry with $VENV_PY (run: make install)"
+  # The built-ins and the types of the plug-ins named by JOBSCHED_HANDLERS or installed with an entry point
+  # (with PYTHONPATH, if they are not installed); the executors get the same environment.
+  types="$(cd "$REPO_ROOT" && "$VENV_PY" -m shared.handlers.plugins)" ||
+    die "could not load the handlers with $VENV_PY (run: make install; see the message above)"
   {
     echo "# NAME SERVICE METRICS_PORT ARGS (written by stack.sh up, read by down/status/targets)"
     echo "api api $port"; port=$((port + 1))

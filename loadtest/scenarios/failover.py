@@ -20,6 +20,8 @@ from loadtest.stats import percentile
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
+from shared.store.type_registries import type_registry_of
+from shared.type_defaults import TypeDefaults
 
 TARGETS_S = {"kill9": 12.0, "sigterm": 1.0}
 SIGNALS = {"kill9": signal.SIGKILL, "sigterm": signal.SIGTERM}
@@ -78,6 +80,10 @@ def measure_failover(uri: str, brokers: str, repeat: int, ttl_s: int) -> dict[st
     with scratch_database(uri) as database, ExitStack() as stack:
         store = MongoJobStore.connect(uri, database)
         stack.callback(store.close)
+        # What is measured is the claim: no executor consumes the wake-ups, one is announced for the whole run
+        # so that the schedulers claim `noop` (they claim the types of live executors only).
+        now = utc_now()
+        type_registry_of(store).announce("failover-bench", {"noop": TypeDefaults()}, now, now + timedelta(days=1))
         schedulers = Schedulers(pipeline_env(uri, brokers, database, {"LEASE_TTL": f"{ttl_s}s"}), stack)
         leader = schedulers.start(leading=True)
         standby = schedulers.start(leading=False)

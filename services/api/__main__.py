@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from services.api.app import create_app
 from services.api.auth import api_auth
+from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits
 from services.api.server import bind, make_server
 from shared.cli import one_line_errors
 from shared.config import Settings
+from shared.handlers import registry
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeSender
 from shared.runtime import connect_store
+from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched api")
@@ -28,7 +31,10 @@ def main() -> None:
     serve_metrics(settings.metrics_host, settings.metrics_port)
     store = connect_store(settings)
     nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
-    app = create_app(store, auth, limits, on_due_job=nudge, due_within=settings.claim_lookahead)
+    known = KnownTypes(
+        type_registry_of(store), local=registry, configured=settings.job_types, retention=settings.job_type_retention
+    )
+    app = create_app(store, auth, limits, on_due_job=nudge, due_within=settings.claim_lookahead, known_types=known)
     make_server(app, settings.api_host, settings.api_port, limits).run(sockets=[listener])
 
 

@@ -24,8 +24,9 @@ from services.api.admission import Admission
 from services.api.bodies import list_limit, path_job_id, read_json
 from services.api.console import console_mount
 from services.api.docs import DOCS_HTML, openapi_document
-from services.api.errors import SafeJSONResponse, error, exception_handlers
+from services.api.errors import ApiError, SafeJSONResponse, error, exception_handlers
 from services.api.intake import new_job
+from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits, RequestLimits
 from services.api.listing import Page, page_of, stream_jobs
 from services.api.operator import guarded_browser, operator_routes, page_query
@@ -33,10 +34,12 @@ from services.api.request_metrics import RequestMetrics
 from services.api.schedules import schedule_routes
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES
+from shared.handlers import registry
 from shared.jsonsafe import shorten
 from shared.model import Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore
 from shared.store.browse import JobQuery, browser_for
+from shared.store.type_registries import type_registry_of
 
 if TYPE_CHECKING:
     from services.api.auth import ApiAuth
@@ -50,13 +53,16 @@ def create_app(
     limits: ApiLimits | None = None,
     on_due_job: Callable[[], None] | None = None,
     due_within: timedelta = timedelta(0),
+    known_types: KnownTypes | None = None,
 ) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
     the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
     after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
-    that it is claimed without waiting for the next tick."""
+    that it is claimed without waiting for the next tick. `known_types` says which job types it accepts (by
+    default: this process's handlers and what executors announced in the store)."""
     limits = limits or ApiLimits()
     browser = browser_for(store)
+    known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
     if auth is not None:
         store = auth.guard(store)
         browser = guarded_browser(browser)
@@ -64,12 +70,17 @@ def create_app(
     admission = Admission(write_slots=limits.store_slots, read_slots=limits.store_slots, wait_s=limits.store_wait_s)
 
     async def create_job(request: Request) -> Response:
-        new = await run_in_threadpool(new_job, await read_json(request))
+        new = await run_in_threadpool(new_job, await read_json(request), known.max_attempts)
+        if not await known.accepts(new.jobType):
+            names = ", ".join(known.names())
+            raise ApiError(400, f"jobType: unknown jobType {shorten(new.jobType)!r}; known types: {names}")
         await gate.wait_ready()
         try:
             job = await admission.write(store.create, new)
         except DuplicateJob as exc:
-            return error(409, f"a job with idempotencyKey {shorten(exc.idempotency_key)!r} already exists")
+            # The existing job's id lets a client that retried a create it could not see succeed fetch it.
+            message = f"a job with idempotencyKey {shorten(exc.idempotency_key)!r} already exists"
+            return SafeJSONResponse({"error": message, "jobId": exc.existing_id}, status_code=409)
         if on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + due_within:
             on_due_job()
         log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
@@ -103,6 +114,11 @@ def create_app(
 
     async def cancel_job(request: Request) -> Response:
         job = await admission.write(store.cancel, path_job_id(request))
+        if job.status is not Status.CANCELLED:  # running: its executor stops it (accepted, not done)
+            log.info(
+                "cancel requested", extra={"action": "cancel_requested", "jobId": job.id, "tenantId": job.tenantId}
+            )
+            return SafeJSONResponse(job.to_wire(), status_code=202)
         log.info("job cancelled", extra={"action": "job_cancelled", "jobId": job.id, "tenantId": job.tenantId})
         return SafeJSONResponse(job.to_wire())
 
@@ -117,6 +133,9 @@ def create_app(
         job = await admission.write(store.redrive, path_job_id(request))
         log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
         return SafeJSONResponse(job.to_wire())
+
+    async def list_job_types(request: Request) -> Response:
+        return SafeJSONResponse(await known.listing())
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -140,7 +159,9 @@ def create_app(
         gate.start()
         if auth is not None:
             auth.start()
+        known.start()
         yield
+        await known.stop()
         await gate.stop()
         if auth is not None:
             await auth.stop()
@@ -152,12 +173,13 @@ def create_app(
         Route("/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/jobs/{job_id}/executions", list_executions, methods=["GET"]),
         Route("/jobs/{job_id}/retry", retry_job, methods=["POST"]),
+        Route("/job-types", list_job_types, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         *operator_routes(store, browser, admission),
-        *schedule_routes(store, gate, admission),
+        *schedule_routes(store, gate, admission, known.max_attempts),
     ]
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])

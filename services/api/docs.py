@@ -12,6 +12,15 @@ from services.api.schemas import STATUS_VALUES, ErrorBody, JobRequest
 from shared.model import Execution, Job
 
 REF = "#/components/schemas/{model}"
+_JOB_TYPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "executors", "lastSeenAt"],
+    "properties": {
+        "name": {"type": "string"},
+        "executors": {"type": "integer", "description": "Executors serving it now"},
+        "lastSeenAt": {"type": ["string", "null"], "description": "Last announcement; null if never announced"},
+    },
+}
 
 
 def _schemas() -> dict[str, Any]:
@@ -93,9 +102,14 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _json("Job", "The job"), **_errors(400, 404, 503)},
                 },
                 "delete": {
-                    "summary": "Cancel a job that has not started (pending, queued or buffered)",
+                    "summary": "Cancel a job: pending, queued or buffered at once; claimed or running by asking its"
+                    " executor",
                     "parameters": [job_id],
-                    "responses": {"200": _json("Job", "Cancelled"), **_errors(400, 404, 409, 503)},
+                    "responses": {
+                        "200": _json("Job", "Cancelled"),
+                        "202": _json("Job", "Running: cancellation requested (cancelRequested: true)"),
+                        **_errors(400, 404, 409, 503),
+                    },
                 },
                 "patch": patch_operation(),
             },
@@ -123,6 +137,18 @@ def openapi_document() -> dict[str, Any]:
                     "parameters": [job_id],
                     "responses": {"200": _json("Job", "Pending again"), **_errors(400, 404, 409, 503)},
                 },
+            },
+            "/job-types": {
+                "get": {
+                    "summary": "The job types accepted: live executors (count) and the last announcement of each",
+                    "responses": {
+                        "200": {
+                            "description": "Job types",
+                            "content": {"application/json": {"schema": {"type": "array", "items": _JOB_TYPE}}},
+                        },
+                        **_errors(503),
+                    },
+                }
             },
             "/healthz": {
                 "get": {

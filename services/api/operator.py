@@ -120,7 +120,7 @@ def operator_routes(store: JobStore, browser: JobBrowser, admission: Admission) 
                 "totals": totals,
                 "lastHour": {t: vars(c) for t, c in counts.lastHour.items()},
                 "dlq": totals.get(Status.DLQ.value, 0),
-                "schedules": {"active": counts.activeTemplates},
+                "schedules": {"active": counts.activeTemplates, "paused": counts.pausedTemplates},
                 "tenants": tenants,
             }
         )

@@ -52,7 +52,11 @@ _OVERVIEW = {
         "totals": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "status → jobs"},
         "lastHour": {**_COUNTS, "description": "jobType → completed (jobs), failed (attempts), dlq (jobs)"},
         "dlq": {"type": "integer"},
-        "schedules": {"type": "object", "properties": {"active": {"type": "integer"}}},
+        "schedules": {
+            "type": "object",
+            "properties": {"active": {"type": "integer"}, "paused": {"type": "integer"}},
+            "description": "pending templates: firing (active) and paused",
+        },
         "tenants": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -102,7 +106,7 @@ def operator_paths() -> dict[str, Any]:
         },
         "/overview": {
             "get": {
-                "summary": "Jobs by type and status, the last hour's outcomes, the DLQ size, active schedules",
+                "summary": "Jobs by type and status, the last hour's outcomes, the DLQ size, the schedules",
                 "parameters": [TENANT],
                 "responses": {"200": _answer("Counts", _OVERVIEW), **_errors(503)},
             }

@@ -4,6 +4,7 @@ a preview of any schedule. The decisions are shared/schedules' (the same as the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -73,8 +74,9 @@ class TemplatePatch(SchedulePolicy):
             raise ValueError("give at most one of cron and interval")
         return self
 
-    def changes(self, template: Job) -> dict[str, Any]:
-        """The stored fields this patch sets (UNSET: removed)."""
+    def changes(self, template: Job, type_max_attempts: int | None = None) -> dict[str, Any]:
+        """The stored fields this patch sets (UNSET: removed); `type_max_attempts`: the job type's default
+        budget, what a null maxAttempts means (as on creation)."""
         given = {name: getattr(self, name) for name in self.model_fields_set}
         changes: dict[str, Any] = {}
         for name, value in given.items():
@@ -84,7 +86,7 @@ class TemplatePatch(SchedulePolicy):
                 raise ApiError(400, f"{name} cannot be null")
             changes[name] = transitions.UNSET if value is None else value
         if "maxAttempts" in given:  # null or not positive: the default, as on creation
-            changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"])
+            changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"], type_max_attempts)
         if self.cron is not None:  # an interval template becomes a cron one
             changes["interval"] = transitions.UNSET
             changes.setdefault("timezone", template.timezone or "UTC")
@@ -114,7 +116,13 @@ class RunPatch(BaseModel):
         return {**changes, "updatedAt": now}
 
 
-def schedule_routes(store: JobStore, gate: SchemaGate, admission: Admission) -> list[Route]:
+def schedule_routes(
+    store: JobStore,
+    gate: SchemaGate,
+    admission: Admission,
+    type_max_attempts: Callable[[str], int | None] = lambda _: None,
+) -> list[Route]:
+    """The schedule routes; `type_max_attempts` gives a job type's default attempt budget."""
     engine = ScheduleEngine(store)
 
     async def load(request: Request) -> Job:
@@ -175,7 +183,7 @@ def schedule_routes(store: JobStore, gate: SchemaGate, admission: Admission) -> 
         await gate.wait_ready()
         now = utc_now()
         if job.is_template:
-            changes = (await checked(TemplatePatch, data)).changes(job)
+            changes = (await checked(TemplatePatch, data)).changes(job, type_max_attempts(job.jobType))
             try:
                 updated = await admission.write(engine.update_template, job, changes, now)
             except ScheduleError as exc:

@@ -11,13 +11,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    field_validator,
     model_validator,
 )
 
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH, ScheduleError
-from shared.handlers import registry
-from shared.jsonsafe import check_field_names, encoded_size, shorten
+from shared.jsonsafe import check_field_names, encoded_size
 from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
 from shared.rfc3339 import EXAMPLE, parse_time
 from shared.schedules.spec import TemplateSpec
@@ -91,7 +89,9 @@ class JobRequest(SchedulePolicy):
     idempotencyKey: str = Field(min_length=1, max_length=512, description="Unique within the tenant; duplicate → 409")
     tenantId: str = Field(min_length=1, max_length=256, description="AUTH=required: the key's when omitted")
     jobType: str = Field(
-        max_length=MAX_JOB_TYPE_LENGTH, description="A registered handler: " + ", ".join(registry.names())
+        min_length=1,
+        max_length=MAX_JOB_TYPE_LENGTH,
+        description="A type an executor announced (GET /job-types), one listed in JOB_TYPES, or a built-in",
     )
     scheduledAt: Rfc3339 | None = Field(
         default=None, description="RFC 3339; when the job becomes due. Required unless cron or interval is set"
@@ -116,13 +116,6 @@ class JobRequest(SchedulePolicy):
         default=None, max_length=MAX_TIMEZONE_LENGTH, description="IANA zone the cron is read in (default UTC)"
     )
 
-    @field_validator("jobType")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        if value not in registry:
-            raise ValueError(f"unknown jobType {shorten(value)!r}; known types: {', '.join(registry.names())}")
-        return value
-
     @model_validator(mode="after")
     def _one_shape(self) -> JobRequest:
         recurring = self.cron is not None or self.interval is not None
@@ -137,8 +130,10 @@ class JobRequest(SchedulePolicy):
             raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")
         return self
 
-    def to_new_job(self, now: datetime) -> NewJob:
-        """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires."""
+    def to_new_job(self, now: datetime, default_max_attempts: int | None = None) -> NewJob:
+        """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires.
+        `default_max_attempts`: the job type's, for a request without a positive maxAttempts (3 when the type
+        sets none)."""
         scheduled_at = self.scheduledAt
         template: dict[str, Any] = {}
         if self.cron is not None or self.interval is not None:
@@ -163,7 +158,7 @@ class JobRequest(SchedulePolicy):
             scheduledAt=scheduled_at,
             payload=self.payload,
             priority=self.priority,
-            maxAttempts=effective_max_attempts(self.maxAttempts),
+            maxAttempts=effective_max_attempts(self.maxAttempts, default_max_attempts),
             timeoutSeconds=self.timeoutSeconds,
             cron=self.cron,
             interval=self.interval,

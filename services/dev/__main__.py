@@ -1,6 +1,7 @@
 """`jobsched dev` / `python -m services.dev`: the whole product in one process, nothing else installed.
 
-API (API_HOST:API_PORT, default 127.0.0.1:8080), scheduler, one executor per registered job type and the
+API (API_HOST:API_PORT, default 127.0.0.1:8080), scheduler, one executor per registered job type (the
+built-ins and those of the handler modules named by --handlers, JOBSCHED_HANDLERS or entry points) and the
 reaper, on the embedded implementations: SQLite store (JOBSCHED_DB, default ./jobsched.db), in-process bus,
 single-node election. Metrics on METRICS_PORT. Ctrl-C (or SIGTERM) stops accepting work, lets in-flight
 handlers finish, and exits; a restart resumes every job from the file.
@@ -10,6 +11,7 @@ This is the one place that wires several services together; the services themsel
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import logging
 import os
@@ -22,23 +24,29 @@ from typing import IO
 
 from services.api.app import create_app
 from services.api.auth import api_auth
+from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits
 from services.api.server import bind, make_server
+from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.reaper import sweeper
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
+from services.scheduler.served_types import ServedTypes
 from shared.bus.memory import MemoryBus
 from shared.cli import one_line_errors
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry
+from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.keys.sqlite import SqliteKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
 from shared.store.sqlite import SqliteJobStore
+from shared.store.type_registries import type_registry_of
+from shared.type_defaults import BUILTIN_DEFAULTS
 
 log = logging.getLogger("jobsched.dev")
 DEFAULT_DB = "jobsched.db"
@@ -69,6 +77,12 @@ def resume(store: JobStore) -> None:
 @one_line_errors("jobsched dev")
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
+    parser = argparse.ArgumentParser(prog="jobsched dev")
+    parser.add_argument(
+        "--handlers", default=None, help=f"comma-separated handler modules to load (or {HANDLERS_VARIABLE})"
+    )
+    args = parser.parse_args()
+    load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
     settings = Settings.from_env()
     configure_logging("dev", settings.log_level)
     path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()
@@ -84,15 +98,30 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     store = SqliteJobStore(str(path))
     store.ensure_schema()
     resume(store)
+    job_type_registry = type_registry_of(store)
     bus = MemoryBus()
-    job_types = registry.names()
+    job_types = registry.names()  # one executor each: the built-ins and every plug-in's types
     bus.ensure_topics(job_types)
     stop = threading.Event()
 
-    dispatcher = make_dispatcher(store, bus, job_types, settings)
+    served = ServedTypes(job_type_registry, [*job_types, *settings.job_types], retention=settings.job_type_retention)
+    dispatcher = make_dispatcher(store, bus, served, settings)
     scheduler = Scheduler(
         SingleNodeElector(), dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds()
     )
+    announcers = {
+        job_type: TypeAnnouncer(
+            job_type_registry,
+            f"dev-{job_type}",
+            {job_type: registry.defaults(job_type) or BUILTIN_DEFAULTS},
+            settings.executor_heartbeat,
+        )
+        for job_type in job_types
+    }
+    for announcer in announcers.values():
+        # Before the scheduler's first tick: its view of the live types is re-read only every second, and a job
+        # created right after start (nudged, with a long tick) must find its type live.
+        announcer.announce()
     executors = [
         Executor(
             Worker(
@@ -109,6 +138,8 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
             concurrency=settings.executor_concurrency,
             lease=settings.claim_timeout,
             stop=stop,
+            heartbeat=settings.executor_heartbeat,
+            announcer=announcers[job_type],
         )
         for job_type in job_types
     ]
@@ -123,6 +154,8 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
                 "interval": settings.reaper_interval,
                 "queued_timeout": settings.queued_timeout,
                 "stop": stop,
+                "job_types": job_type_registry,
+                "retention": settings.job_type_retention,
             },
         )
     )
@@ -132,7 +165,12 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
         "jobsched dev ready",
         extra={"action": "dev_ready", "api": f"http://{settings.api_host}:{settings.api_port}", "db": str(path)},
     )
-    app = create_app(store, auth, limits, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead)
+    known_types = KnownTypes(
+        job_type_registry, local=registry, configured=settings.job_types, retention=settings.job_type_retention
+    )
+    app = create_app(
+        store, auth, limits, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead, known_types=known_types
+    )
     server = make_server(app, settings.api_host, settings.api_port, limits)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -10,15 +10,18 @@ import threading
 
 from confluent_kafka import KafkaException
 
+from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
 from shared.handlers import registry
+from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, connect_store, on_termination
+from shared.store.type_registries import type_registry_of
 
 log = logging.getLogger("jobsched.executor")
 
@@ -29,7 +32,11 @@ def main() -> None:
     parser.add_argument(
         "--type", dest="job_type", default=os.environ.get("JOB_TYPE"), help="the job type to run (or JOB_TYPE)"
     )
+    parser.add_argument(
+        "--handlers", default=None, help=f"comma-separated handler modules to load (or {HANDLERS_VARIABLE})"
+    )
     args = parser.parse_args()
+    load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
     if not args.job_type or args.job_type not in registry:
         print(
             f"jobsched executor: unknown job type {args.job_type!r}; known types: {', '.join(registry.names())}",
@@ -62,6 +69,10 @@ def main() -> None:
         concurrency=settings.executor_concurrency,
         lease=settings.claim_timeout,
         stop=stop,
+        heartbeat=settings.executor_heartbeat,
+        announcer=TypeAnnouncer(
+            type_registry_of(store), worker_id, {args.job_type: worker.defaults}, settings.executor_heartbeat
+        ),
     )
     try:
         executor.run()

@@ -1,8 +1,9 @@
-"""Run one handler call under a deadline, whatever it does: return, raise, hang or exit."""
+"""Run one handler call under a deadline, whatever it does: return, raise, hang, exit or get cancelled."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -13,15 +14,65 @@ from shared.jsonsafe import storable_text
 from shared.model import Outcome
 
 
+class Cancellation:
+    """The cancel signal of one running attempt: sets the handler's `ctx.cancelled` and runs the hooks the
+    runner registered (an async handler's task is cancelled). Requesting it twice is the same as once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._hooks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    def request(self) -> None:
+        with self._lock:
+            if self.event.is_set():
+                return
+            self.event.set()
+            hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook()
+
+    def on_request(self, hook: Callable[[], None]) -> None:
+        """Run `hook` when cancellation is requested (at once if it already was)."""
+        with self._lock:
+            if not self.event.is_set():
+                self._hooks.append(hook)
+                return
+        hook()
+
+
 def run_handler(
-    handler: HandlerFn, is_async: bool, payload: Payload, ctx: HandlerContext, timeout_s: float
+    handler: HandlerFn,
+    is_async: bool,
+    payload: Payload,
+    ctx: HandlerContext,
+    timeout_s: float,
+    cancellation: Cancellation,
 ) -> tuple[Outcome, str | None]:
     """The attempt's outcome and error text. Never raises: a handler's failure is the attempt's, not ours.
 
-    Async handlers are cancelled at the deadline. A plain function cannot be interrupted in Python, so it
-    runs on a handler thread of its own and is abandoned at the deadline: its eventual result is ignored."""
+    Async handlers are cancelled at the deadline or on a cancellation request. A plain function cannot be
+    interrupted in Python, so it runs on a handler thread of its own, sees the request in `ctx.cancelled`, and
+    is abandoned at the deadline: its eventual result is ignored. Once cancellation was requested, any end but
+    a success is `cancelled`; a handler that ignored the request and succeeded has its success recorded."""
     if is_async:
-        return _run_async(handler, payload, ctx, timeout_s)
+        outcome, error = _run_async(handler, payload, ctx, timeout_s, cancellation)
+    else:
+        outcome, error = _run_sync(handler, payload, ctx, timeout_s)
+    if cancellation.requested and outcome is not Outcome.SUCCEEDED:
+        return Outcome.CANCELLED, "cancelled while running" + (
+            f" ({error})" if error and outcome is not Outcome.CANCELLED else ""
+        )
+    return outcome, error
+
+
+def _run_sync(
+    handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float
+) -> tuple[Outcome, str | None]:
     box: list[tuple[Outcome, str | None]] = []
     # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
     # condition, a lock and a list of waiters, each built anew per call).
@@ -85,15 +136,25 @@ class _HandlerThread:
 
 
 def _run_async(
-    handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float
+    handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, cancellation: Cancellation
 ) -> tuple[Outcome, str | None]:
     async def bounded() -> None:
-        await asyncio.wait_for(cast(Awaitable[Any], handler(payload, ctx)), timeout_s)
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(cast(Awaitable[Any], handler(payload, ctx)))
+
+        def cancel() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the handler has ended already
+                loop.call_soon_threadsafe(task.cancel)
+
+        cancellation.on_request(cancel)
+        await asyncio.wait_for(task, timeout_s)
 
     try:
         asyncio.run(bounded())
     except TimeoutError:
         return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
+    except asyncio.CancelledError:
+        return (Outcome.CANCELLED, None) if cancellation.requested else (Outcome.FAILED, "CancelledError")
     except BaseException as exc:
         return Outcome.FAILED, describe(exc)
     return Outcome.SUCCEEDED, None

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+from services.executor.announcer import TypeAnnouncer
 from services.executor.worker import Worker
 from shared.bus.base import BadMessage, Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
@@ -24,6 +25,7 @@ log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
 PAUSE_AFTER_S = 10.0
 RECORD_BACKLOG_PER_SLOT = 4  # outcomes waiting to be written, per handler slot, before slots are held
+DEFAULT_HEARTBEAT = timedelta(seconds=1)
 MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
 
 
@@ -49,7 +51,11 @@ class Executor:
         concurrency: int,
         lease: timedelta,
         stop: threading.Event | None = None,
+        heartbeat: timedelta = DEFAULT_HEARTBEAT,
+        announcer: TypeAnnouncer | None = None,
     ) -> None:
+        self._heartbeat_every = heartbeat
+        self._announcer = announcer
         self._worker = worker
         self._subscription = subscription
         self._store = store
@@ -60,6 +66,8 @@ class Executor:
         self.stop = stop or threading.Event()
 
     def run(self) -> None:
+        if self._announcer is not None:
+            self._announcer.announce()  # before the first delivery: the scheduler claims only announced types
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
         heartbeat.start()
         # A thread per handler slot and per outcome that may wait to be written: the thread that ran a handler
@@ -105,6 +113,8 @@ class Executor:
                 "stopping: waiting for in-flight attempts",
                 extra={"action": "executor_draining", "held": len(held)},
             )
+            if self._announcer is not None:
+                self._announcer.withdraw()
             pool.shutdown(wait=True)
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
@@ -137,12 +147,19 @@ class Executor:
             self._record_room.release()
 
     def _heartbeat(self) -> None:
-        interval = max(self._lease.total_seconds() / 3, 0.5)
-        while not self.stop.wait(interval):
-            running = self._worker.running()
-            if not running:
-                continue
+        """Every beat: renew the type's announcement and look for cancelled running jobs. Every third of the
+        lease: extend the leases of the running attempts."""
+        lease_every = max(self._lease.total_seconds() / 3, 0.5)
+        next_lease = time.monotonic() + lease_every
+        while not self.stop.wait(min(self._heartbeat_every.total_seconds(), lease_every)):
+            if self._announcer is not None:
+                self._announcer.announce()
             try:
-                self._store.extend_leases(running, utc_now() + self._lease)
+                self._worker.check_cancellations()
+                if time.monotonic() >= next_lease:
+                    next_lease = time.monotonic() + lease_every
+                    running = self._worker.running()
+                    if running:
+                        self._store.extend_leases(running, utc_now() + self._lease)
             except StoreError as exc:
                 log.warning("heartbeat failed", extra={"action": "heartbeat_failed", "error": str(exc)})

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from services.executor.attempt import run_handler
+from services.executor.attempt import Cancellation, run_handler
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
-from shared.handlers.registry import HandlerContext, HandlerRegistry
+from shared.handlers.registry import HandlerContext, HandlerRegistry, JobLogger
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.store.base import (
     AttemptResult,
@@ -31,8 +31,10 @@ from shared.store.base import (
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.type_defaults import TypeDefaults
 
 log = logging.getLogger("jobsched.executor")
+handler_log = logging.getLogger("jobsched.handler")  # what handlers log through ctx.logger
 T = TypeVar("T")
 STORE_RETRY_S = (0.5, 1, 2, 4, 8, 15)  # then give up: the reaper returns the job
 
@@ -51,24 +53,51 @@ class Worker:
     ) -> None:
         self._store = store
         self._bus = bus
-        self._handler = registry.get(job_type)
-        if self._handler is None:
+        handler = registry.handler(job_type)
+        if handler is None:
             raise ValueError(f"no handler for job type {job_type!r}; known types: {', '.join(registry.names())}")
-        self._is_async = registry.is_async(job_type)
+        self._handler = handler
         self._job_type = job_type
         self.worker_id = worker_id
         self._default_timeout = default_timeout
         self._lease = lease
-        self._running: dict[str, Job] = {}
+        self._running: dict[str, tuple[Job, Cancellation]] = {}
         self._lock = threading.Lock()
         # This type's series, looked up once rather than by label at every attempt.
         self._lateness = metrics.EXECUTOR_START_LATENESS_SECONDS.labels(job_type)
         self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
         self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
 
+    @property
+    def job_type(self) -> str:
+        return self._job_type
+
+    @property
+    def defaults(self) -> TypeDefaults:
+        """The type's registered defaults, as its executors announce them."""
+        return self._handler.defaults
+
     def running(self) -> list[Job]:
         with self._lock:
-            return list(self._running.values())
+            return [job for job, _ in self._running.values()]
+
+    def check_cancellations(self) -> int:
+        """Ask the store which running jobs were cancelled and signal their handlers; how many were signalled
+        (the heartbeat's call)."""
+        with self._lock:
+            running = dict(self._running)
+        if not running:
+            return 0
+        requested = self._store.cancel_requested([job for job, _ in running.values()])
+        for job_id in requested:
+            job, cancellation = running[job_id]
+            if not cancellation.requested:
+                log.info(
+                    "cancelling the running handler",
+                    extra={"action": "attempt_cancelling", "jobId": job_id, "attempt": job.next_attempt},
+                )
+            cancellation.request()
+        return len(requested)
 
     def process(self, delivery: Delivery) -> None:
         """Handle one delivery completely; the caller acknowledges it afterwards, whatever happened."""
@@ -121,40 +150,58 @@ class Worker:
         return None
 
     def run(self, job: Job) -> AttemptResult:
-        """Run the handler of a started attempt under its timeout; never raises for the handler's sake."""
-        timeout_s = job.timeoutSeconds or self._default_timeout.total_seconds()
+        """Run the handler of a started attempt under its timeout (the job's, else the type's, else
+        JOB_TIMEOUT); never raises for the handler's sake."""
+        timeout_s = job.timeoutSeconds or self._handler.defaults.timeout_s or self._default_timeout.total_seconds()
         started = utc_now()
+        cancellation = Cancellation()
+        ids = {"jobId": job.id, "tenantId": job.tenantId, "jobType": job.jobType, "attempt": job.next_attempt}
         ctx = HandlerContext(
             job_id=job.id,
             job_type=job.jobType,
             attempt=job.next_attempt,
             deadline=started + timedelta(seconds=timeout_s),
+            tenant_id=job.tenantId,
+            scheduled_at=job.scheduledAt,
+            logger=JobLogger(handler_log, ids),
+            cancelled=cancellation.event,
         )
+        if job.cancelRequested:  # asked for between the claim and the start
+            cancellation.request()
         lateness_s = (started - job.scheduledAt).total_seconds()
         self._lateness.observe(max(lateness_s, 0.0))
         self._event("job.execution.started", job)
         with self._lock:
-            self._running[job.id] = job
+            self._running[job.id] = (job, cancellation)
         self._in_flight.inc()
         try:
-            assert self._handler is not None
-            outcome, error = run_handler(self._handler, self._is_async, job.payload, ctx, timeout_s)
+            handler = self._handler
+            outcome, error = run_handler(handler.fn, handler.is_async, job.payload, ctx, timeout_s, cancellation)
         finally:
             self._in_flight.dec()
             with self._lock:
                 self._running.pop(job.id, None)
         finished = utc_now()
         self._handler_seconds.observe((finished - started).total_seconds())
-        return AttemptResult(outcome=outcome, startedAt=started, finishedAt=finished, error=error)
+        return AttemptResult(
+            outcome=outcome,
+            startedAt=started,
+            finishedAt=finished,
+            error=error,
+            backoff=self._handler.defaults.backoff,
+        )
 
     def _finish(self, job: Job, result: AttemptResult) -> None:
+        if result.outcome is Outcome.CANCELLED:
+            job = job.evolve(cancelRequested=True)
         updated = self._store.finish_attempt(job, result)
         if updated is None:
             self._skip("late_result", jobId=job.id, attempt=job.next_attempt)
             return
         metrics.EXECUTOR_PROCESSED.labels(self._job_type, result.outcome.value).inc()
         duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
-        name = {Outcome.SUCCEEDED: "succeeded", Outcome.TIMEOUT: "timeout"}.get(result.outcome, "failed")
+        names = {Outcome.SUCCEEDED: "succeeded", Outcome.TIMEOUT: "timeout", Outcome.CANCELLED: "cancelled"}
+        name = names.get(result.outcome, "failed")
         self._event(f"job.execution.{name}", job, durationMs=duration_ms, error=result.error)
         log.info(
             "attempt finished",

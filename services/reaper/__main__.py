@@ -10,6 +10,7 @@ from shared.config import Settings
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_store, on_termination
+from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched reaper")
@@ -21,7 +22,14 @@ def main() -> None:
 
     on_termination(stop.set)
     serve_metrics(settings.metrics_host, settings.metrics_port)
-    run(store, interval=settings.reaper_interval, queued_timeout=settings.queued_timeout, stop=stop)
+    run(
+        store,
+        interval=settings.reaper_interval,
+        queued_timeout=settings.queued_timeout,
+        stop=stop,
+        job_types=type_registry_of(store),
+        retention=settings.job_type_retention,
+    )
     store.close()
 
 

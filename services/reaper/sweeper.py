@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared import metrics
+from shared.backoff import DEFAULT_BACKOFF, Backoff
+from shared.config import Settings
 from shared.model import utc_now
 from shared.store.base import JobStore, StoreError
+from shared.store.job_types import JobTypeRegistry
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
+DEFAULT_RETENTION = Settings.job_type_retention
 
 
 @dataclass
@@ -29,15 +33,29 @@ class SweepResult:
     recovered: int = 0
 
 
-def sweep(store: JobStore, *, queued_timeout: timedelta) -> SweepResult:
+def sweep(
+    store: JobStore,
+    *,
+    queued_timeout: timedelta,
+    job_types: JobTypeRegistry | None = None,
+    retention: timedelta = DEFAULT_RETENTION,
+) -> SweepResult:
+    """One pass. With `job_types`, a lost attempt is retried with its type's backoff as its executors announced
+    it, and announcements older than `retention` are forgotten."""
     now = utc_now()
     result = SweepResult(requeued=store.release_stale_claims(now - queued_timeout))
     if result.requeued:
         metrics.REAPER_RECOVERED.labels("queued").inc(result.requeued)
         log.warning("stale queued jobs back to pending", extra={"action": "reaped_queued", "count": result.requeued})
-    for job in store.expired_attempts(now, RECOVER_BATCH):
+    expired = store.expired_attempts(now, RECOVER_BATCH)
+    backoffs: dict[str, Backoff] = {}
+    if job_types is not None:
+        job_types.forget(now - retention)
+        if expired:
+            backoffs = {t.name: t.defaults.backoff for t in job_types.job_types(now, now - retention)}
+    for job in expired:
         reason = f"attempt {job.next_attempt} lost: no result or heartbeat from {job.claimedBy} before its lease ended"
-        recovered = store.recover_attempt(job, reason)
+        recovered = store.recover_attempt(job, reason, backoffs.get(job.jobType, DEFAULT_BACKOFF))
         if recovered is None:
             continue  # the executor finished it after all
         result.recovered += 1
@@ -55,11 +73,19 @@ def sweep(store: JobStore, *, queued_timeout: timedelta) -> SweepResult:
     return result
 
 
-def run(store: JobStore, *, interval: timedelta, queued_timeout: timedelta, stop: threading.Event) -> None:
+def run(
+    store: JobStore,
+    *,
+    interval: timedelta,
+    queued_timeout: timedelta,
+    stop: threading.Event,
+    job_types: JobTypeRegistry | None = None,
+    retention: timedelta = DEFAULT_RETENTION,
+) -> None:
     """Sweep every `interval` until `stop`; a failed sweep (store down) is retried on the next interval."""
     while not stop.is_set():
         try:
-            sweep(store, queued_timeout=queued_timeout)
+            sweep(store, queued_timeout=queued_timeout, job_types=job_types, retention=retention)
         except StoreError as exc:
             log.warning("sweep failed, retrying next interval", extra={"action": "sweep_failed", "error": str(exc)})
         stop.wait(interval.total_seconds())

@@ -7,6 +7,7 @@ import socket
 
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.leader import Scheduler
+from services.scheduler.served_types import ServedTypes
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
@@ -15,6 +16,7 @@ from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeListener
 from shared.runtime import connect_bus, connect_store, on_termination
+from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched scheduler")
@@ -28,8 +30,10 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     elector = EtcdElector(
         settings.etcd_endpoints, settings.election_key, node_id, ttl_s=int(settings.lease_ttl.total_seconds())
     )
-    job_types = registry.names()
-    dispatcher = make_dispatcher(store, bus, job_types, settings)
+    # The types this process knows of; what is claimed is what live executors announce (ServedTypes).
+    job_types = sorted({*registry.names(), *settings.job_types})
+    served = ServedTypes(type_registry_of(store), job_types, retention=settings.job_type_retention)
+    dispatcher = make_dispatcher(store, bus, served, settings)
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 
     on_termination(scheduler.request_stop)

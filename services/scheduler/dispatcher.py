@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from services.scheduler.served_types import ServedTypes
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
 from shared.config import Settings
@@ -32,7 +33,7 @@ TEMPLATES_PER_TICK = 500
 UNKNOWN_TYPES_CHECK_S = 300.0
 
 
-DispatcherFactory = Callable[[JobStore, Bus, Collection[str], Settings], "Dispatcher"]
+DispatcherFactory = Callable[[JobStore, Bus, "Collection[str] | ServedTypes", Settings], "Dispatcher"]
 
 
 @dataclass
@@ -51,7 +52,7 @@ class Dispatcher:
         self,
         store: JobStore,
         bus: Bus,
-        job_types: Collection[str],
+        job_types: Collection[str] | ServedTypes,
         *,
         batch: int,
         lookahead: timedelta = timedelta(0),
@@ -59,7 +60,9 @@ class Dispatcher:
     ) -> None:
         self._store = store
         self._bus = bus
-        self._job_types = frozenset(job_types)
+        # Fixed types (tests, benchmarks) or the ones live executors announce (every server binary).
+        self._served = job_types if isinstance(job_types, ServedTypes) else None
+        self._job_types = frozenset() if isinstance(job_types, ServedTypes) else frozenset(job_types)
         self._batch = batch
         self._lookahead = lookahead
         self._clock = clock
@@ -67,16 +70,23 @@ class Dispatcher:
         self._schedules = ScheduleEngine(store)
 
     @classmethod
-    def from_settings(cls, store: JobStore, bus: Bus, job_types: Collection[str], settings: Settings) -> Dispatcher:
+    def from_settings(
+        cls, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
+    ) -> Dispatcher:
         """The dispatcher as CLAIM_BATCH and CLAIM_LOOKAHEAD configure it."""
         return cls(store, bus, job_types, batch=settings.claim_batch, lookahead=settings.claim_lookahead)
+
+    def job_types(self) -> frozenset[str]:
+        """The types claimed now."""
+        return self._served.live() if self._served is not None else self._job_types
 
     def tick(self, term: Term) -> TickResult:
         result = TickResult()
         now = self._clock()
         result.spawned = self.spawn_template_runs(now)
-        while term.trusted():
-            jobs = self._claim(now)
+        job_types = self.job_types()
+        while job_types and term.trusted():
+            jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
             if jobs:
                 published = self._publish(jobs, term)
@@ -88,8 +98,8 @@ class Dispatcher:
         self._warn_unknown_types(now)  # after the claims, which must not wait for it
         return result
 
-    def _claim(self, now: datetime) -> list[Job]:
-        return self._store.claim_due_jobs(now, self._batch, self._job_types, due_by=now + self._lookahead)
+    def _claim(self, now: datetime, job_types: frozenset[str]) -> list[Job]:
+        return self._store.claim_due_jobs(now, self._batch, job_types, due_by=now + self._lookahead)
 
     def _publish(self, jobs: list[Job], term: Term) -> int:
         for job in jobs:
@@ -144,12 +154,14 @@ class Dispatcher:
         return spawned
 
     def _warn_unknown_types(self, now: datetime) -> None:
-        if time.monotonic() < self._next_unknown_check:
-            return
-        self._next_unknown_check = time.monotonic() + UNKNOWN_TYPES_CHECK_S
-        unknown = self._store.due_job_types(now) - self._job_types
-        if unknown:
-            log.warning(
-                "due jobs of unregistered types are skipped",
-                extra={"action": "unknown_job_types", "jobTypes": sorted(unknown)},
-            )
+        unknown: set[str] = set()
+        if time.monotonic() >= self._next_unknown_check:
+            self._next_unknown_check = time.monotonic() + UNKNOWN_TYPES_CHECK_S
+            unknown = self._store.due_job_types(now) - self.job_types()
+            if unknown:
+                log.warning(
+                    "due jobs of types no live executor serves wait",
+                    extra={"action": "unknown_job_types", "jobTypes": sorted(unknown)},
+                )
+        if self._served is not None:
+            self._served.report_waiting(now, unknown)

@@ -206,7 +206,7 @@ class ScheduleEngine:
     def _cancel(self, run_ids: Iterable[str]) -> None:
         for run_id in run_ids:
             try:
-                job = self._store.request_cancel(run_id)
+                job = self._store.cancel(run_id)
             except (TransitionRefused, JobNotFound):
                 continue  # ended meanwhile: nothing left to cancel
             log.info(

@@ -9,12 +9,13 @@ updates move statuses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
@@ -32,9 +33,10 @@ class StoreUnavailable(StoreError):
 
 
 class DuplicateJob(StoreError):
-    def __init__(self, idempotency_key: str) -> None:
+    def __init__(self, idempotency_key: str, existing_id: str | None = None) -> None:
         super().__init__(f"a job with idempotencyKey {idempotency_key!r} already exists")
         self.idempotency_key = idempotency_key
+        self.existing_id = existing_id  # the job that holds the key (None if it could not be read)
 
 
 class JobRefused(StoreError):
@@ -71,6 +73,7 @@ class AttemptResult:
     startedAt: datetime
     finishedAt: datetime
     error: str | None = None
+    backoff: Backoff = DEFAULT_BACKOFF  # the job type's, for the retry's time
 
 
 @dataclass(frozen=True)
@@ -132,9 +135,9 @@ class JobStore(Protocol):
     # --- jobs, as the API sees them ----------------------------------------------------------------------
 
     def create(self, new: NewJob) -> Job:
-        """Insert a pending job. Raise DuplicateJob if its tenant has a job with its idempotencyKey (atomic
-        under races; another tenant's job with the same key is no conflict), JobRefused if the database cannot
-        hold one of its values."""
+        """Insert a pending job. Raise DuplicateJob, naming the existing job's id, if its tenant has a job with
+        its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
+        JobRefused if the database cannot hold one of its values."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""
@@ -146,12 +149,19 @@ class JobStore(Protocol):
         """The job's attempt records, oldest first."""
 
     def cancel(self, job_id: str) -> Job:
-        """pending|queued → cancelled, and return the cancelled job.
+        """pending|queued|buffered → cancelled, and return the cancelled job; claimed|running → cancelRequested set
+        (the status stays): the executor stops the handler, and the attempt's end makes the job cancelled
+        unless it is a success recorded first. Return the job either way.
 
-        The cancellation takes the job's next attempt record first, so an executor that received the job's
-        wake-up message can never start it, whichever of the two acts first. Raise JobNotFound, or
-        TransitionRefused when the job has started or finished.
+        The cancellation of a job that has not started takes the job's next attempt record first, so an
+        executor that received the job's wake-up message can never start it, whichever of the two acts first.
+        A request that races the attempt's end still ends the job cancelled unless the attempt succeeded.
+        Raise JobNotFound, or TransitionRefused when the job has finished.
         """
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        """The ids of these (running) jobs whose cancellation was requested: what an executor checks with its
+        heartbeat."""
 
     def redrive(self, job_id: str) -> Job:
         """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
@@ -204,10 +214,6 @@ class JobStore(Protocol):
         scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
         leader, a pause or an update); the updated job, or None when it changed meanwhile."""
 
-    def request_cancel(self, job_id: str) -> Job:
-        """Cancel the job as `cancel` does when it has not started; when it is claimed or running, set
-        cancelRequested instead (its executor stops it). Raise JobNotFound, or TransitionRefused when final."""
-
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         """Move a pending template from its current scheduledAt to `next_at`; False if it changed meanwhile
         (cancelled, or advanced by another leader)."""
@@ -246,31 +252,7 @@ class JobStore(Protocol):
         """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by
         extend_leases) ran out before `now`, each as of that attempt."""
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
-        attempts+1 and backoff, or to dlq when the budget is spent, so a job that kills every executor
-        ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
-
-
-def request_cancel_in_steps(store: JobStore, job_id: str, mark_requested: Callable[[Job], Job | None]) -> Job:
-    """request_cancel on any store: cancel a job that has not started, or `mark_requested` (cancelRequested,
-    guarded on the job still being claimed or running) one that has; a job that starts or stops between the
-    read and the write is looked at again."""
-    job: Job | None = None
-    for _ in range(3):
-        job = store.get(job_id)
-        if job is None:
-            raise JobNotFound(job_id)
-        if job.status in (Status.CLAIMED, Status.RUNNING):
-            marked = mark_requested(job)
-            if marked is not None:
-                return marked
-            continue
-        try:
-            return store.cancel(job_id)
-        except TransitionRefused as refused:
-            if refused.job.status not in (Status.CLAIMED, Status.RUNNING, Status.QUEUED, Status.PENDING):
-                raise
-    last = store.get(job_id) or job
-    assert last is not None
-    raise TransitionRefused(last, "cancel")
+        attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
+        executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""

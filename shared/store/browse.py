@@ -76,11 +76,12 @@ class RecentCounts:
 @dataclass(frozen=True)
 class Counts:
     """Jobs (templates apart) by type and status, the last hour's figures by type, and the templates that are
-    active (one tenant, or all)."""
+    active (pending, firing) and paused (pending, not firing until resumed), of one tenant or all."""
 
     byType: dict[str, dict[str, int]] = field(default_factory=dict)
     lastHour: dict[str, RecentCounts] = field(default_factory=dict)
     activeTemplates: int = 0
+    pausedTemplates: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,11 @@ def counts_from(
     templates: Iterable[tuple[str, str, int]],
     ended: Iterable[tuple[str, str, int]],
     failed: Iterable[tuple[str, int]],
+    paused_templates: int,
 ) -> Counts:
     """Counts from rows: (jobType, status, jobs) of every job and of the templates among them (templates are
     counted as schedules, not as jobs), the last hour's (jobType, completed|dlq, jobs), and the last hour's
-    (jobType, failed attempts)."""
+    (jobType, failed attempts); `paused_templates` of the pending templates are paused."""
     by_type: dict[str, dict[str, int]] = defaultdict(dict)
     for job_type, status, count in by_status:
         by_type[job_type][status] = count
@@ -122,7 +124,12 @@ def counts_from(
         t: RecentCounts(completed=c.get(Status.COMPLETED.value, 0), failed=c.get("failed", 0), dlq=c.get("dlq", 0))
         for t, c in recent.items()
     }
-    return Counts(byType={t: c for t, c in by_type.items() if c}, lastHour=last_hour, activeTemplates=active_templates)
+    return Counts(
+        byType={t: c for t, c in by_type.items() if c},
+        lastHour=last_hour,
+        activeTemplates=active_templates - paused_templates,
+        pausedTemplates=paused_templates,
+    )
 
 
 def error_groups(rows: Iterable[tuple[str | None, str, int]], limit: int) -> list[ErrorGroup]:
@@ -145,7 +152,7 @@ class JobBrowser(Protocol):
 
     def counts(self, tenant_id: str | None, since: datetime) -> Counts:
         """Jobs by type and status (templates apart); completed, failed attempts and dead letters since `since`;
-        active templates."""
+        active and paused templates."""
 
     def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
         """Up to `limit` tenant ids that have jobs, in order; only `tenant_id` (if it has jobs) when given: the

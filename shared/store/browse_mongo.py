@@ -20,6 +20,7 @@ from pymongo import ASCENDING, DESCENDING
 from shared.model import Job, Outcome, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
 from shared.store.mongo import KIND_RUN, KIND_TEMPLATE, MongoJobStore, job_from_document, translate_errors
+from shared.store.transitions import KIND_BUFFERED
 
 Document = dict[str, Any]
 FAILED_OUTCOMES = [Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value]
@@ -43,7 +44,8 @@ class MongoBrowser:
         if query.templateId is not None:
             match["templateId"] = query.templateId
         if query.templates is not None:
-            match["kind"] = KIND_TEMPLATE if query.templates else KIND_RUN
+            # A buffered run is a run (of its own kind only until it is promoted, or for good once cancelled).
+            match["kind"] = KIND_TEMPLATE if query.templates else {"$in": [KIND_RUN, KIND_BUFFERED]}
         direction = DESCENDING
         if query.before is not None:
             match["$or"] = _beyond(query.before.createdAt, query.before.id, "$lt")
@@ -71,7 +73,10 @@ class MongoBrowser:
                 )
             ]
             failed = self._failed_by_type(since, tenant_id)
-        return counts_from(by_status, templates, ended, failed.items())
+            paused = self._jobs.count_documents(
+                {"kind": KIND_TEMPLATE, "status": Status.PENDING.value, "paused": True, **tenant}
+            )
+        return counts_from(by_status, templates, ended, failed.items(), paused)
 
     def _by_type_and_status(self, match: Document) -> list[tuple[str, str, int]]:
         pipeline: list[Document] = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from shared.model import TERMINAL, Job
+from shared.model import TERMINAL, Job, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
 from shared.store.sqlite import (
     DEAD_SQL,
@@ -105,7 +105,11 @@ class SqliteBrowser:
                 "GROUP BY jobType, status",
                 tenant_params,
             ).fetchall()
-        return counts_from(by_status, templates, ended, failed)
+            (paused,) = conn.execute(
+                f"SELECT count(*) FROM jobs WHERE {TEMPLATES_SQL} AND status = ? AND paused = 1 {tenant_sql}",
+                [Status.PENDING.value, *tenant_params],
+            ).fetchone()
+        return counts_from(by_status, templates, ended, failed, paused)
 
     def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)

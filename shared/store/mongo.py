@@ -35,6 +35,7 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.jsonsafe import shorten
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
@@ -50,7 +51,6 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
-    request_cancel_in_steps,
 )
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
@@ -91,6 +91,7 @@ OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
     ),
     ("attempt_outcomes", [("outcome", 1), ("at", 1)], {"name": "recent_outcomes"}),
 ]
+CANCEL_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class MongoJobStore:
         self._jobs: MongoCollection[Document] = self._db["jobs"]
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
+        self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
         # Executors call these from one thread per delivery; concurrent calls become bulk writes.
         self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
         self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
@@ -227,7 +229,10 @@ class MongoJobStore:
             try:
                 result = self._jobs.insert_one(doc)
             except DuplicateKeyError as exc:
-                raise DuplicateJob(new.idempotencyKey) from exc
+                holder = self._jobs.find_one(
+                    {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
+                )
+                raise DuplicateJob(new.idempotencyKey, str(holder["_id"]) if holder else None) from exc
             except (WriteError, InvalidDocument, OverflowError) as exc:
                 raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
@@ -249,32 +254,63 @@ class MongoJobStore:
             return [job_from_document(d) for d in docs]
 
     def cancel(self, job_id: str) -> Job:
-        job = self.get(job_id)
-        if job is None:
+        for _ in range(CANCEL_TRIES):  # a job that starts or stops between the read and the write is read again
+            job = self.get(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            transitions.check_cancellable(job)
+            done = self._request_cancel(job) if job.status.value in ATTEMPT_ACTIVE else self._cancel_now(job)
+            if done is not None:
+                return done
+        current = self.get(job_id)
+        if current is None:
             raise JobNotFound(job_id)
-        transitions.check_cancellable(job)
+        raise TransitionRefused(current, "cancel")
+
+    def _cancel_now(self, job: Job) -> Job | None:
+        """pending|queued → cancelled; None when the job moved on meanwhile (started, or finished)."""
         now = utc_now()
-        if not job.is_template:
-            # Take the next attempt before any executor can: a duplicate means one already started it.
-            with translate_errors():
+        with translate_errors():
+            if not job.is_template:
+                # Take the next attempt before any executor can: a duplicate means one already started it.
                 try:
                     self._executions.insert_one(
                         {"_id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
                     )
-                except DuplicateKeyError as exc:
-                    raise TransitionRefused(self.get(job_id) or job, "cancel") from exc
-        with translate_errors():
+                except DuplicateKeyError:
+                    return None
             updated = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
                 self._update(transitions.cancelled(now)),
                 return_document=ReturnDocument.AFTER,
             )
         if updated is None:
-            current = self.get(job_id) or job
-            if current.status is Status.CANCELLED:
-                return current
-            raise TransitionRefused(current, "cancel")
+            current = self.get(job.id) or job
+            return current if current.status is Status.CANCELLED else None
         return job_from_document(updated)
+
+    def _request_cancel(self, job: Job) -> Job | None:
+        """claimed|running → cancelRequested, with the request its executor's heartbeat reads (a collection
+        that holds only open requests, so the check costs the same whatever the number of jobs); None when
+        the attempt ended meanwhile."""
+        now = utc_now()
+        with translate_errors():
+            self._cancel_requests.update_one({"_id": job.id}, {"$set": {"requestedAt": now}}, upsert=True)
+            doc = self._jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                self._update(transitions.cancel_requested(now)),
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                self._cancel_requests.delete_one({"_id": job.id})
+                return None
+        return job_from_document(doc)
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        if not jobs:
+            return set()
+        with translate_errors():
+            return {str(d["_id"]) for d in self._cancel_requests.find({"_id": {"$in": [j.id for j in jobs]}})}
 
     def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
@@ -393,18 +429,6 @@ class MongoJobStore:
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},
                 self._update(fields),
-                return_document=ReturnDocument.AFTER,
-            )
-        return job_from_document(doc) if doc is not None else None
-
-    def request_cancel(self, job_id: str) -> Job:
-        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
-
-    def _mark_cancel_requested(self, job: Job) -> Job | None:
-        with translate_errors():
-            doc = self._jobs.find_one_and_update(
-                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
-                self._update(transitions.cancel_requested(utc_now())),
                 return_document=ReturnDocument.AFTER,
             )
         return job_from_document(doc) if doc is not None else None
@@ -581,7 +605,9 @@ class MongoJobStore:
             if res.outcome is Outcome.SUCCEEDED and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE:
                 bulk.append(i)
             else:
-                results[i] = _caught(self._close_attempt, r.job, res.outcome, res.error, res.finishedAt, res.startedAt)
+                results[i] = _caught(
+                    self._close_attempt, r.job, res.outcome, res.error, res.finishedAt, res.startedAt, res.backoff
+                )
         done = {i: requests[i].result for i in bulk}
         decisions = {i: _decision(requests[i].job, r.outcome, None, r.finishedAt, r.startedAt) for i, r in done.items()}
         with translate_errors():
@@ -612,7 +638,13 @@ class MongoJobStore:
         return {}
 
     def _close_attempt(
-        self, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+        self,
+        job: Job,
+        outcome: Outcome,
+        error: str | None,
+        at: datetime,
+        started: datetime | None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> Job | None:
         """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
         then complete its record and move the job. Those two writes are repeated by every later closer with
@@ -626,25 +658,40 @@ class MongoJobStore:
             except DuplicateKeyError:
                 won = False
                 decided = self._outcomes.find_one({"_id": decided["_id"]}) or decided
-            doc = self._apply_decision(job, decided)
+            doc = self._apply_decision(job, decided, backoff)
         if not won:
             return None
         # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
         # all the same, and this closer, which decided it, gets the job as it is now.
         return job_from_document(doc) if doc else self.get(job.id)
 
-    def _apply_decision(self, job: Job, decided: Document) -> Document | None:
+    def _apply_decision(self, job: Job, decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Document | None:
         """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
         outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
         self._executions.update_one(
             {"_id": decided["_id"]},
             self._update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
         )
-        return self._jobs.find_one_and_update(
-            {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}},
-            self._update(transitions.attempt_closed(job, outcome, error, at)),
-            return_document=ReturnDocument.AFTER,
-        )
+        guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}}
+        if outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
+            # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
+            doc = self._jobs.find_one_and_update(
+                {**guard, "cancelRequested": {"$ne": True}},
+                self._update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                job = job.evolve(cancelRequested=True)
+                guard["cancelRequested"] = True
+        if outcome is Outcome.SUCCEEDED or job.cancelRequested:
+            doc = self._jobs.find_one_and_update(
+                guard,
+                self._update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                return_document=ReturnDocument.AFTER,
+            )
+        if job.cancelRequested or (doc is not None and doc.get("cancelRequested")):  # also a success that won
+            self._cancel_requests.delete_one({"_id": job.id})
+        return doc
 
     def list_executions(self, job_id: str) -> list[Execution]:
         """The records, completed from their decided outcomes (a batched success leaves its record as it was
@@ -694,8 +741,8 @@ class MongoJobStore:
         with translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)]
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None)
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None, backoff)
 
 
 def _caught(step: Callable[..., T], *args: Any) -> T | BaseException:

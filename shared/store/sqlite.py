@@ -36,6 +36,7 @@ from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
+from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -50,7 +51,6 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
-    request_cancel_in_steps,
 )
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
@@ -124,7 +124,7 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         resumedAt       INTEGER,
         lastFiredAt     INTEGER,
         plannedAt       INTEGER,                    -- a template run's fire time
-        cancelRequested INTEGER
+        cancelRequested INTEGER                     -- 1: a claimed or running job asked to stop
     )"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
@@ -132,8 +132,8 @@ _SCHEMA: Final = (
     "CREATE UNIQUE INDEX IF NOT EXISTS tenant_idempotency ON jobs (tenantId, idempotencyKey)",
     # Claims, due templates, due job types, the reaper's sweeps. A claim range-scans the due runs and keeps the
     # top `limit` in claim order. An index in claim order (priority first) would skip that sort but walk every
-    # not-yet-due job of higher priority on each claim: measured behind 100,000 future jobs, 136 single
-    # claims/s that way against 1,900/s this way (batches of 500: 25,000 against 38,000 jobs/s).
+    # not-yet-due job of higher priority on each claim, which behind a large backlog of future jobs makes
+    # single claims an order of magnitude slower.
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
     # The operator's pages and counts (browse_sqlite.py). All but tenant_type_listing are partial, so a job on its
@@ -377,6 +377,10 @@ class SqliteJobStore:
                 raise JobNotFound(job_id)
             transitions.check_cancellable(job)
             now = utc_now()
+            if job.status.value in ATTEMPT_ACTIVE:  # running: ask its executor (the write lock keeps it running)
+                requested = _update_job(conn, job.id, transitions.cancel_requested(now), _IS_ACTIVE, ATTEMPT_ACTIVE)
+                assert requested is not None, "the write lock was held since the job was read"
+                return _to_job(requested)
             # Take the next attempt before any executor can (the rule on every store). Within this transaction
             # a taken record would mean an executor already owns the attempt: then the job is not cancellable.
             record = {"id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
@@ -385,6 +389,16 @@ class SqliteJobStore:
             row = _update_job(conn, job.id, transitions.cancelled(now), _IS_CANCELLABLE, CANCELLABLE_VALUES)
         assert row is not None, "the write lock was held since the job was read"
         return _to_job(row)
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        found: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks([j.id for j in jobs]):
+                rows = conn.execute(
+                    f"SELECT id FROM jobs WHERE cancelRequested = 1 AND id IN ({_marks(chunk)})", chunk
+                ).fetchall()
+                found.update(str(r[0]) for r in rows)
+        return found
 
     def claim_due_jobs(
         self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
@@ -508,14 +522,6 @@ class SqliteJobStore:
             row = _update_job(conn, job.id, fields, "status = ? AND scheduledAt = ?", guard)
         return _to_job(row) if row is not None else None
 
-    def request_cancel(self, job_id: str) -> Job:
-        return request_cancel_in_steps(self, job_id, self._mark_cancel_requested)
-
-    def _mark_cancel_requested(self, job: Job) -> Job | None:
-        with self._write() as conn:
-            row = _update_job(conn, job.id, transitions.cancel_requested(utc_now()), _IS_ACTIVE, ATTEMPT_ACTIVE)
-        return _to_job(row) if row is not None else None
-
     # --- executor ---------------------------------------------------------------------------------------
 
     def start_attempt(
@@ -556,6 +562,7 @@ class SqliteJobStore:
                         r.result.error,
                         r.result.finishedAt,
                         r.result.startedAt,
+                        r.result.backoff,
                     ),
                 )
                 for r in requests
@@ -597,10 +604,10 @@ class SqliteJobStore:
             ).fetchall()
         return [_to_job(r) for r in rows]
 
-    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
         try:
             with self._write() as conn:
-                return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None)
+                return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None, backoff)
         except _Refused:
             return None
 
@@ -684,7 +691,10 @@ def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
     fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
     row = _insert_unique(conn, "jobs", fields)
     if row is None:
-        raise DuplicateJob(new.idempotencyKey)
+        holder = conn.execute(
+            "SELECT id FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (new.tenantId, new.idempotencyKey)
+        ).fetchone()
+        raise DuplicateJob(new.idempotencyKey, str(holder[0]) if holder else None)
     return _to_job(row)
 
 
@@ -709,7 +719,13 @@ def _start_one(
 
 
 def _close_attempt(
-    conn: sqlite3.Connection, job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None
+    conn: sqlite3.Connection,
+    job: Job,
+    outcome: Outcome,
+    error: str | None,
+    at: datetime,
+    started: datetime | None,
+    backoff: Backoff = DEFAULT_BACKOFF,
 ) -> Job | None:
     """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
     reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
@@ -723,7 +739,9 @@ def _close_attempt(
     )
     if decided.rowcount != 1:
         return None
-    fields = transitions.attempt_closed(job, outcome, error, at)
+    if not job.cancelRequested and _cancel_was_requested(conn, job.id):
+        job = job.evolve(cancelRequested=True)  # asked after `job` was read: no retry then
+    fields = transitions.attempt_closed(job, outcome, error, at, backoff)
     guard = (job.attempts, *ATTEMPT_ACTIVE)
     row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
     if row is None:
@@ -738,6 +756,11 @@ def _load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
     # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
     row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
     return _to_job(row) if row else None
+
+
+def _cancel_was_requested(conn: sqlite3.Connection, job_id: str) -> bool:
+    row = conn.execute("SELECT cancelRequested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return bool(row and row[0])
 
 
 def _runs_after(run: Job | None) -> tuple[str, list[Any]]:

@@ -13,8 +13,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from shared.backoff import retry_delay
-from shared.model import CANCELLABLE, JOB_FIELDS, Job, Outcome, Status, run_key
+from shared.backoff import DEFAULT_BACKOFF, Backoff, retry_delay
+from shared.model import CANCELLABLE, JOB_FIELDS, TERMINAL, Job, Outcome, Status, run_key
 from shared.store.base import NewJob, RunSpec, TransitionRefused
 
 Fields = dict[str, Any]
@@ -100,11 +100,6 @@ def promoted(now: datetime) -> Fields:
     return {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": now, "updatedAt": now}
 
 
-def cancel_requested(now: datetime) -> Fields:
-    """A started run is asked to stop; its executor ends it (the status is the executor's to change)."""
-    return {"cancelRequested": True, "updatedAt": now}
-
-
 def queued(now: datetime) -> Fields:
     """pending → queued by the scheduler; queuedAt is what the reaper's stale-queued sweep measures."""
     now = stored_time(now)
@@ -158,6 +153,11 @@ def cancelled(now: datetime) -> Fields:
     return {"status": Status.CANCELLED.value, "updatedAt": now}
 
 
+def cancel_requested(now: datetime) -> Fields:
+    """A running job asked to stop: the attempt's end decides the rest (attempt_closed)."""
+    return {"cancelRequested": True, "updatedAt": now}
+
+
 def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     """queued → running by the executor that inserted the attempt's record, its lease running until
     `lease_until` (extended by extend_leases)."""
@@ -171,19 +171,23 @@ def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     }
 
 
-def attempt_closed(job: Job, outcome: Outcome, error: str | None, at: datetime) -> Fields:
+def attempt_closed(
+    job: Job, outcome: Outcome, error: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF
+) -> Fields:
     """The job fields after attempt `job.next_attempt` ended with `outcome`: completed on success; otherwise
-    attempts+1 and either pending again after the backoff, or dlq once the budget (since the last re-drive)
-    is spent."""
+    attempts+1 and either pending again after the backoff (the job type's), or dlq once the budget (since the
+    last re-drive) is spent, or cancelled when the attempt was cancelled or the job's cancellation requested."""
     if outcome is Outcome.SUCCEEDED:
         return {"status": Status.COMPLETED.value, "updatedAt": at}
     attempts = job.attempts + 1
     fields: Fields = {"attempts": attempts, "lastError": error or outcome.value, "updatedAt": at}
-    if job.budget_spent_after(attempts):
+    if outcome is Outcome.CANCELLED or job.cancelRequested:
+        fields["status"] = Status.CANCELLED.value  # a job whose cancellation was asked for is never retried
+    elif job.budget_spent_after(attempts):
         fields["status"] = Status.DLQ.value
     else:
         fields["status"] = Status.PENDING.value
-        fields["scheduledAt"] = at + retry_delay(attempts)
+        fields["scheduledAt"] = at + retry_delay(attempts, backoff)
     return fields
 
 
@@ -209,7 +213,8 @@ def claim_order(job: Job) -> tuple[int, datetime, str]:
 
 
 def check_cancellable(job: Job) -> None:
-    if job.status not in CANCELLABLE:
+    """Cancellable now (pending, queued, buffered), or by request (claimed, running); finished jobs are not."""
+    if job.status in TERMINAL:
         raise TransitionRefused(job, "cancel")
 
 

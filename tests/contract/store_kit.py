@@ -136,3 +136,28 @@ def assert_next_start_closes_it_as_lost(store: JobStore, job: Job) -> None:
     assert (closed.status, closed.attempts) == (Status.PENDING, 1)
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.LOST]
     assert drive_to_the_end(store, job).status is Status.COMPLETED
+
+
+def executor_or_reaper(
+    jobs: list[Job], by_executor: Callable[[Job], Job | None], by_reaper: Callable[[Job], Job | None]
+) -> list[bool]:
+    """Race an executor's close and the reaper's close of each job's attempt, round by round; whether the
+    executor won each one (exactly one of the two does)."""
+    step = lockstep()
+
+    def closing(close: Callable[[Job], Job | None]) -> Callable[[], list[bool]]:
+        def run() -> list[bool]:
+            won = []
+            for job in jobs:
+                step.wait(RACE_TIMEOUT_S)
+                won.append(close(job) is not None)
+            return won
+
+        return run
+
+    executor_won, reaper_won = together([closing(by_executor), closing(by_reaper)], step)
+    assert isinstance(executor_won, list), executor_won
+    assert isinstance(reaper_won, list), reaper_won
+    for job, executor, reaper in zip(jobs, executor_won, reaper_won, strict=True):
+        assert executor != reaper, job.id
+    return executor_won

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from shared.model import Job, Outcome, Status, format_time, utc_now
-from shared.store.base import JobStore
+from shared.schedules.engine import ScheduleEngine
+from shared.store.base import JobStore, RunSpec
 from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts, browser_for
 from tests.contract.store_kit import new, result, running
 
@@ -70,6 +71,21 @@ def test_pages_of_templates_and_of_a_templates_runs(store: JobStore, browser: Jo
     assert browser.page("tenant-a", JobQuery(templateId=other.id)) == []
 
 
+def test_buffered_runs_are_listed_as_runs_waiting_or_cancelled(store: JobStore, browser: JobBrowser) -> None:
+    template = store.create(new(interval="5m"))
+    waiting, _ = store.add_run(template, RunSpec(template.scheduledAt, status=Status.BUFFERED))
+    dropped, _ = store.add_run(template, RunSpec(template.scheduledAt + timedelta(minutes=5), status=Status.BUFFERED))
+    assert store.cancel(dropped.id).status is Status.CANCELLED
+    one_off = store.create(new())
+    newest_first = sorted([waiting, dropped, one_off], key=lambda j: (j.createdAt, j.id), reverse=True)
+
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False))] == [j.id for j in newest_first]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=True))] == [template.id]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False, status=Status.BUFFERED))] == [waiting.id]
+    assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False, status=Status.CANCELLED))] == [dropped.id]
+    assert {j.id for j in browser.page("tenant-a", JobQuery(templateId=template.id))} == {waiting.id, dropped.id}
+
+
 def test_counts_by_type_and_status_and_the_last_hour(store: JobStore, browser: JobBrowser) -> None:
     start = utc_now() - timedelta(seconds=1)
     later = utc_now() + timedelta(hours=1)  # not due: the claims of the attempts below leave them pending
@@ -82,16 +98,19 @@ def test_counts_by_type_and_status_and_the_last_hour(store: JobStore, browser: J
     store.create(new(tenantId="tenant-b", jobType="flaky"))
     store.create(new(cron="0 2 * * *"))
     store.cancel(store.create(new(interval="1h", jobType="hourly")).id)  # a cancelled template: no schedule
+    for tenant in ("tenant-a", "tenant-b"):
+        paused = store.create(new(tenantId=tenant, interval="5m", jobType="paused"))
+        assert ScheduleEngine(store).pause(paused, "maintenance", utc_now()).paused
 
     counts = browser.counts(None, start)
     assert counts.byType == {"noop": {"pending": 2, "completed": 1}, "flaky": {"dlq": 1, "pending": 2}}
     assert counts.lastHour == {"noop": RecentCounts(completed=1), "flaky": RecentCounts(failed=2, dlq=1)}
-    assert counts.activeTemplates == 1
+    assert (counts.activeTemplates, counts.pausedTemplates) == (1, 2)
 
     only_b = browser.counts("tenant-b", start)
     assert only_b.byType == {"flaky": {"pending": 1}}
     assert only_b.lastHour == {}
-    assert only_b.activeTemplates == 0
+    assert (only_b.activeTemplates, only_b.pausedTemplates) == (0, 1)
     assert browser.counts(None, utc_now() + timedelta(seconds=1)).lastHour == {}
 
 

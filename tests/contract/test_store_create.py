@@ -110,7 +110,7 @@ def test_a_duplicate_idempotency_key_is_refused_and_leaves_the_first_job(store: 
     first = store.create(new("dup", payload={"v": 1}))
     with pytest.raises(DuplicateJob) as refused:
         store.create(new("dup", payload={"v": 2}))
-    assert refused.value.idempotency_key == "dup"
+    assert (refused.value.idempotency_key, refused.value.existing_id) == ("dup", first.id)
     assert store.get(first.id) == first
     assert store.list_for_tenant("tenant-a", None, 10) == [first]
 

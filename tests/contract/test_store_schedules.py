@@ -174,18 +174,18 @@ def test_paused_templates_are_not_due(store: JobStore) -> None:
     assert [t.id for t in store.due_templates(now + MINUTE, 10)] == [tpl.id]
 
 
-def test_request_cancel_cancels_what_has_not_started_and_flags_what_runs(store: JobStore) -> None:
+def test_cancel_of_a_run_cancels_what_has_not_started_and_flags_what_runs(store: JobStore) -> None:
     tpl = template(store)
     waiting, _ = store.add_run(tpl, RunSpec(tpl.scheduledAt))
-    assert store.request_cancel(waiting.id).status is Status.CANCELLED
+    assert store.cancel(waiting.id).status is Status.CANCELLED
     started, _ = store.add_run(tpl, RunSpec(tpl.scheduledAt + MINUTE))
     running = start(store, claim_one(store, started))
-    flagged = store.request_cancel(started.id)
+    flagged = store.cancel(started.id)
     assert (flagged.status, flagged.cancelRequested) == (Status.RUNNING, True)
     assert running.cancelRequested is None
     store.cancel(store.add_run(tpl, RunSpec(tpl.scheduledAt + 2 * MINUTE))[0].id)
     with pytest.raises(TransitionRefused):
-        store.request_cancel(store.template_runs(tpl.id, [Status.CANCELLED], 1)[0].id)
+        store.cancel(store.template_runs(tpl.id, [Status.CANCELLED], 1)[0].id)
 
 
 def test_sqlite_database_from_before_the_schedule_columns_gets_them(tmp_path: Path) -> None:

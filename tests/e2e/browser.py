@@ -13,7 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import BrowserContext, ConsoleMessage, Error, Page, Playwright, ViewportSize, sync_playwright
+from playwright.sync_api import (
+    BrowserContext,
+    ConsoleMessage,
+    Error,
+    Page,
+    Playwright,
+    ViewportSize,
+    expect,
+    sync_playwright,
+)
 
 from tests.support import REPO_ROOT
 
@@ -28,6 +37,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# How long a page action or an `expect` waits for its condition: the machine running the tests may be busy,
+# and a condition met late is still met (Playwright's `expect` alone would give up after 5 s).
+WAIT_MS = 30_000
+expect.set_options(timeout=WAIT_MS)
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 SCREENSHOTS = REPO_ROOT / "docs" / "console"
@@ -69,7 +82,7 @@ class Browser:
         """A new tab (its own sessionStorage) at `viewport`, with its console watched."""
         page = self._context.new_page()
         page.set_viewport_size(viewport)
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(WAIT_MS)
         errors = ConsoleErrors(page)
         self.pages.append((page, errors))
         return page, errors

@@ -20,9 +20,11 @@ class Dev:
         self.port = free_port()
         self.tmp_path = tmp_path
         self.runs: list[ServiceProcess] = []
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.http = httpx.Client(base_url=self.base_url, timeout=10)
 
-    def start(self, **settings: str) -> ServiceProcess:
+    def start(self, *args: str, **settings: str) -> ServiceProcess:
+        """Start `jobsched dev` (with `args`, and `settings` over the defaults) and wait until it is ready."""
         env = {
             **NO_SERVERS,
             "JOBSCHED_DB": str(self.db),
@@ -30,7 +32,7 @@ class Dev:
             "SCHEDULER_TICK": "100ms",
             **settings,
         }
-        process = ServiceProcess("dev", env, self.tmp_path, f"dev-{len(self.runs)}")
+        process = ServiceProcess("dev", env, self.tmp_path, f"dev-{len(self.runs)}", args=list(args))
         self.runs.append(process)
         wait_until(lambda: self._ready(process), 60, "jobsched dev to answer /readyz")
         return process

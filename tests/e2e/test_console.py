@@ -28,7 +28,7 @@ LATER = timedelta(days=1)
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     made = Dev(tmp_path_factory.mktemp("console-dev"))
-    made.start()
+    made.start(JOB_TYPES="fax")  # a type the API accepts with no executor (yet) and no job
     yield made
     for process in made.runs:
         process.stop()
@@ -91,6 +91,10 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     for n in range(2):
         create(dev, "overview", f"later-{n}", scheduledAt=format_time(utc_now() + LATER))
     dead_letter(dev, "overview", "dead")
+    create(dev, "overview", "hourly", cron="0 * * * *")
+    for n in range(2):
+        paused = create(dev, "overview", f"paused-{n}", interval="1h")
+        assert dev.http.post(f"/jobs/{paused['id']}/pause", json={}).status_code == 200
 
     page.goto(ui(dev, "/?tenantId=overview"))
     noop = page.locator('tr[data-job-type="noop"]')
@@ -101,6 +105,12 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     expect(flaky.locator('td[data-status="dlq"]')).to_have_text("1")
     expect(flaky.locator('td[data-recent="failed"]')).to_have_text("1")
     expect(page.locator('[data-count="dlq"]')).to_have_text("1")
+    expect(noop.locator("td[data-executors]")).to_have_text("1")  # GET /job-types: jobsched dev's own executor
+    fax = page.locator('tr[data-job-type="fax"]')
+    expect(fax.locator("td[data-executors]")).to_have_text("0")
+    expect(fax.locator('td[data-status="pending"]')).to_have_text("0")
+    expect(page.locator('[data-count="schedules-active"]')).to_have_text("1")
+    expect(page.locator('[data-count="schedules-paused"]')).to_have_text("2")
     expect(page.locator("#tenant")).to_have_value("overview")
     expect(page.locator("#banner")).to_contain_text("AUTH=off")
     screenshot(page, "overview")
@@ -242,6 +252,7 @@ def test_the_jobs_list_filters_and_pages_by_cursor(dev: Dev, tab: Tab) -> None:
     expect(rows).to_have_count(50)
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.jobId)") == newest_first[:50]
 
+    assert "fax" in page.locator("#filter-jobType option").all_inner_texts()  # every type GET /job-types lists
     page.locator("#filter-jobType").select_option("log-message")
     expect(rows).to_have_count(1)
     expect(page).to_have_url(re.compile(r"jobType=log-message"))
@@ -260,7 +271,6 @@ def test_a_template_links_to_its_runs_and_a_run_to_its_template(dev: Dev, tab: T
     expect(page.locator('[data-field="interval"]')).to_have_text("1s · every second")
     run_link = page.locator("section", has_text="Runs").locator("tbody tr a").first
     expect(run_link).to_be_visible()
-    screenshot(page, "template")
     run_link.click()
     expect(page.locator("h1")).to_contain_text("Job")
     page.locator('[data-field="templateId"] a').click()
@@ -278,11 +288,103 @@ def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: De
     expect(page.locator("tbody tr")).to_have_count(2)
     row = page.locator(f'tr[data-job-id="{nightly["id"]}"]')
     expect(row.locator("td[data-words]")).to_have_text("every day at 02:00 (Europe/Berlin)")
-    expect(row.locator("time")).to_have_attribute("datetime", nightly["scheduledAt"])
+    expect(row.locator("time").first).to_have_attribute("datetime", nightly["scheduledAt"])
     expect(page.locator(f'tr[data-job-id="{often["id"]}"] td[data-words]')).to_have_text("every 5 minutes")
-    screenshot(page, "schedules")
     row.get_by_role("link", name="schedules-nightly").click()
     expect(page.locator("h1")).to_contain_text(f"Template {nightly['id']}")
+
+
+def fire_times(page: Page, template_id: str) -> list[str]:
+    times = page.locator(f'[data-fire-times="{template_id}"] time')
+    expect(times).to_have_count(5)
+    return [str(t) for t in times.evaluate_all("ts => ts.map(t => t.getAttribute('datetime'))")]
+
+
+def test_a_schedule_is_paused_and_resumed_from_the_schedules_page(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    nightly = create(dev, "schedule-actions", "nightly", cron="0 3 * * *", timezone="Europe/Berlin", overlap="skip")
+    often = create(dev, "schedule-actions", "often", interval="15m")
+
+    page.goto(ui(dev, "/schedules?tenantId=schedule-actions"))
+    row = page.locator(f'tr[data-job-id="{nightly["id"]}"]')
+    shown = fire_times(page, nightly["id"])
+    upcoming = dev.http.get(f"/jobs/{nightly['id']}/upcoming", params={"count": 5}).json()
+    preview = dev.http.get(
+        "/schedules/preview", params={"cron": "0 3 * * *", "timezone": "Europe/Berlin", "count": 5}
+    ).json()
+    assert shown == upcoming == preview
+    assert fire_times(page, often["id"]) == dev.http.get(f"/jobs/{often['id']}/upcoming?count=5").json()
+    expect(row.locator("td[data-overlap]")).to_have_text("skip")
+    expect(page.locator(f'tr[data-job-id="{often["id"]}"] td[data-overlap]')).to_have_text("allow_all")
+
+    row.get_by_role("button", name="Pause").click()
+    dialog = page.locator("dialog#confirm")
+    expect(dialog).to_contain_text("Pause template schedule-actions-nightly?")
+    dialog.get_by_label("Note (optional): why").fill("upstream maintenance until Friday")
+    with page.expect_response(re.compile(rf"/jobs/{nightly['id']}/pause$")) as answer:
+        dialog.get_by_role("button", name="Pause").click()
+    assert answer.value.status == 200
+    paused = job(dev, nightly["id"])
+    assert paused["paused"] is True
+    assert paused["pauseNote"] == "upstream maintenance until Friday"
+    expect(row.locator("td[data-state]")).to_contain_text("paused")
+    expect(row.locator("[data-pause-note]")).to_have_text("upstream maintenance until Friday")
+    expect(row.locator(f'[data-fire-times="{nightly["id"]}"]')).to_have_text("none while paused")
+    expect(row.get_by_role("button", name="Resume")).to_be_visible()
+    screenshot(page, "schedules")
+
+    row.get_by_role("button", name="Resume").click()
+    with page.expect_response(re.compile(rf"/jobs/{nightly['id']}/resume$")) as answer:
+        dialog.get_by_role("button", name="Resume").click()
+    assert answer.value.status == 200
+    resumed = job(dev, nightly["id"])
+    assert resumed["paused"] is False
+    assert "pauseNote" not in resumed
+    expect(row.get_by_role("button", name="Pause")).to_be_visible()
+    assert fire_times(page, nightly["id"]) == dev.http.get(f"/jobs/{nightly['id']}/upcoming?count=5").json()
+
+
+def test_the_template_page_triggers_backfills_and_shows_a_refused_backfill(dev: Dev, tab: Tab) -> None:
+    page, errors = tab
+    template = create(dev, "template-actions", "nightly", cron="0 3 * * *")
+    page.goto(ui(dev, f"/jobs/{template['id']}"))
+    schedule = page.locator("section.schedule")
+    expect(schedule.locator("[data-words]")).to_have_text("every day at 03:00 (UTC)")
+    expect(schedule.locator("[data-overlap]")).to_have_text("allow_all")
+    assert fire_times(page, template["id"]) == dev.http.get(f"/jobs/{template['id']}/upcoming?count=5").json()
+
+    dialog = page.locator("dialog#confirm")
+    page.get_by_role("button", name="Trigger now").click()
+    with page.expect_response(re.compile(r"/trigger$")) as answer:
+        dialog.get_by_role("button", name="Trigger").click()
+    run = answer.value.json()
+    assert answer.value.status == 201
+    assert run["templateId"] == template["id"]
+    expect(page.locator("#notice")).to_have_text(re.compile(f"Triggered: run {run['id']}"))
+    expect(page.locator("section", has_text="Runs").locator(f'a[href="#/jobs/{run["id"]}"]')).to_be_visible()
+
+    errors.expect("status of 400")
+    page.locator("#backfill-from").fill("2026-03-05T00:00")
+    page.locator("#backfill-to").fill("2026-03-01T00:00")
+    page.get_by_role("button", name="Backfill", exact=True).click()
+    with page.expect_response(re.compile(r"/backfill$")) as answer:
+        dialog.get_by_role("button", name="Backfill").click()
+    assert answer.value.status == 400
+    notice = page.locator("#notice")
+    expect(notice).to_have_attribute("role", "alert")
+    expect(notice).to_have_text(f"Backfill refused: {answer.value.json()['error']}")
+    assert "'to' must be after 'from'" in answer.value.json()["error"]
+
+    page.locator("#backfill-from").fill("2026-03-01T00:00")
+    page.locator("#backfill-to").fill("2026-03-04T00:00")
+    page.get_by_role("button", name="Backfill", exact=True).click()
+    with page.expect_response(re.compile(r"/backfill$")) as answer:
+        dialog.get_by_role("button", name="Backfill").click()
+    assert answer.value.json() == {"spawned": 3, "existing": 0, "skipped": 0}
+    expect(notice).to_have_text("Backfilled: 3 runs created, 0 existed already, 0 skipped.")
+    planned = {r.get("plannedAt") for r in dev.http.get(f"/jobs/{template['id']}/runs").json()}
+    assert {"2026-03-01T03:00:00Z", "2026-03-02T03:00:00Z", "2026-03-03T03:00:00Z"} <= planned
+    screenshot(page, "template")
 
 
 @pytest.mark.parametrize(
@@ -307,17 +409,22 @@ def test_schedules_in_words(dev: Dev, tab: Tab, schedule: dict[str, str], words:
     assert said == words
 
 
+def tab_to(page: Page, what: str, value: str, presses: int = 30) -> None:
+    """Press Tab until the focused element's `what` (a JavaScript expression on it) is `value`."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"document.activeElement.{what}") == value:
+            return
+    raise AssertionError(f"Tab never reached the element whose {what} is {value!r}")
+
+
 def test_keyboard_alone_reaches_and_takes_an_action(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     dead = dead_letter(dev, "keyboard", "dead")
 
     page.goto(ui(dev, f"/jobs/{dead['id']}"))
     expect(page.locator("#redrive")).to_be_visible()
-    for _ in range(30):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.id") == "redrive":
-            break
-    assert page.evaluate("document.activeElement.id") == "redrive", "Tab never reached the re-drive button"
+    tab_to(page, "id", "redrive")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline != "none", "the focused button shows no focus ring"
 
@@ -334,18 +441,47 @@ def test_keyboard_alone_reaches_and_takes_an_action(dev: Dev, tab: Tab) -> None:
     assert answer.value.json()["status"] == "pending"
 
 
-@pytest.mark.parametrize("route", ["/", "/jobs?tenantId=phone", "/dlq", "/jobs/{id}"])
+def test_keyboard_alone_pauses_a_template_with_a_note(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    template = create(dev, "keyboard", "nightly", cron="0 1 * * *")
+
+    page.goto(ui(dev, f"/jobs/{template['id']}"))
+    expect(page.locator("section.schedule time")).to_have_count(5)
+    tab_to(page, "dataset.action", "pause")
+    page.keyboard.press("Enter")
+    expect(page.locator("dialog#confirm")).to_be_visible()
+    assert page.evaluate("document.activeElement.id") == "confirm-input"  # the note's field has the focus
+    page.keyboard.type("disk full")
+    with page.expect_response(re.compile(r"/pause$")) as answer:
+        page.keyboard.press("Enter")  # Enter in the field confirms
+    assert answer.value.status == 200
+    paused = job(dev, template["id"])
+    assert (paused["paused"], paused["pauseNote"]) == (True, "disk full")
+    expect(page.locator("section.schedule [data-pause-note]")).to_have_text("disk full")
+    # The page was redrawn under the focus: the keyboard goes on from the page's content, to Resume.
+    expect(page.locator("main#view")).to_be_focused()
+    tab_to(page, "dataset.action", "resume", presses=10)
+
+
+PHONE_SCREENSHOTS = {"/": "phone-overview", "/jobs/{id}": "phone-job", "/schedules?tenantId=phone": "phone-schedules"}
+
+
+@pytest.mark.parametrize(
+    "route", ["/", "/jobs?tenantId=phone", "/dlq", "/jobs/{id}", "/schedules?tenantId=phone", "/jobs/{template}"]
+)
 def test_every_page_fits_a_phone(dev: Dev, browser: Browser, route: str) -> None:
-    dead = dead_letter(dev, "phone", f"dead-{route.split('?')[0].strip('/').replace('/', '-') or 'home'}")
+    name = re.sub(r"[^a-z]+", "-", route.split("?")[0]).strip("-") or "home"
+    dead = dead_letter(dev, "phone", f"dead-{name}")
+    template = create(dev, "phone", f"template-{name}", cron="0 5 * * *", overlap="buffer_one")
     page, errors = browser.open(PHONE)
-    page.goto(ui(dev, route.replace("{id}", dead["id"])))
+    page.goto(ui(dev, route.replace("{id}", dead["id"]).replace("{template}", template["id"])))
     expect(page.locator("h1")).to_be_visible()
     expect(page.locator("nav").get_by_role("link", name="Dead letters")).to_be_visible()
     page.wait_for_load_state("networkidle")
     width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
-    if route in ("/", "/jobs/{id}"):
-        screenshot(page, f"phone-{'overview' if route == '/' else 'job'}")
+    if route in PHONE_SCREENSHOTS:  # the list of schedules as far as the screen shows it
+        screenshot(page, PHONE_SCREENSHOTS[route], full_page=not route.startswith("/schedules"))
     page.close()
     assert errors.unexpected() == []
 
@@ -386,7 +522,9 @@ class SecuredDev:
 
     def create(self, tenant: str, key: str, **fields: Any) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {self.keys[(tenant, 'writer')]}"}
-        body = {"idempotencyKey": key, "jobType": "noop", "scheduledAt": format_time(utc_now()), **fields}
+        body = {"idempotencyKey": key, "jobType": "noop", **fields}
+        if "cron" not in body and "interval" not in body:
+            body.setdefault("scheduledAt", format_time(utc_now()))
         response = self.dev.http.post("/jobs", json=body, headers=headers)
         assert response.status_code == 201, response.text
         made: dict[str, Any] = response.json()
@@ -436,6 +574,23 @@ def test_a_reader_key_sees_its_tenant_and_no_action(secured: SecuredDev, tab: Ta
     expect(page.get_by_role("button", name=re.compile("Re-drive"))).to_have_count(0)
     expect(page.locator("input[type=checkbox]")).to_have_count(0)
     expect(page.locator("#tenant option")).to_have_text(["acme"])
+
+
+def test_a_reader_key_sees_schedules_and_no_schedule_action(secured: SecuredDev, tab: Tab) -> None:
+    page, errors = tab
+    template = secured.create("acme", "reader-schedule", cron="0 4 * * *")
+    sign_in(page, errors, secured, "/schedules", secured.keys[("acme", "reader")])
+    row = page.locator(f'tr[data-job-id="{template["id"]}"]')
+    expect(row.locator("td[data-words]")).to_have_text("every day at 04:00 (UTC)")
+    expect(row.locator("time")).to_have_count(5)
+    expect(page.get_by_role("button")).to_have_count(1)  # Forget key
+    expect(page.get_by_role("columnheader", name="Actions")).to_have_count(0)
+
+    row.get_by_role("link", name="reader-schedule").click()
+    expect(page.locator("h1")).to_contain_text(f"Template {template['id']}")
+    expect(page.locator("section.schedule time")).to_have_count(5)
+    expect(page.get_by_role("button")).to_have_count(1)
+    expect(page.locator("form.backfill")).to_have_count(0)
 
 
 def test_a_writer_key_of_the_same_tenant_gets_the_actions(secured: SecuredDev, tab: Tab) -> None:

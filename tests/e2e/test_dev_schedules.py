@@ -13,7 +13,6 @@ from shared.model import format_time, parse_time, utc_now
 from shared.store.sqlite import SqliteJobStore
 from tests.e2e.devmode import Dev
 from tests.schedule_support import (
-    FINAL,
     assert_never_overlapped,
     assert_one_run_per_planned_time,
     attempt_spans,
@@ -82,9 +81,10 @@ def test_pause_on_failure_trigger_cancel_other_pause_and_resume(dev: Dev) -> Non
     assert dead
     assert dead[0]["id"] in paused["pauseNote"]
 
-    # trigger + cancel_other: the running run is asked to stop; the new run waits until it has ended.
+    # trigger + cancel_other: the running run is asked to stop, and its executor stops it (the handler would
+    # sleep for a minute); the new run waits until it has ended.
     manual = create_template(dev.http, "manual", jobType="slow", cron="0 0 1 1 *", overlap="cancel_other")
-    first = dev.http.post(f"/jobs/{manual['id']}/trigger", json={"payload": {"sleepMs": 2000}}).json()
+    first = dev.http.post(f"/jobs/{manual['id']}/trigger", json={"payload": {"sleepMs": 60_000}}).json()
     wait_until(lambda: dev.http.get(f"/jobs/{first['id']}").json()["status"] == "running", 30, "the first run")
     second = dev.http.post(f"/jobs/{manual['id']}/trigger", json={"payload": {"sleepMs": 10}})
     assert (second.status_code, second.json()["status"]) == (201, "buffered")
@@ -92,7 +92,8 @@ def test_pause_on_failure_trigger_cancel_other_pause_and_resume(dev: Dev) -> Non
     wait_until(
         lambda: dev.http.get(f"/jobs/{second.json()['id']}").json()["status"] == "completed", 30, "the second run"
     )
-    assert dev.http.get(f"/jobs/{first['id']}").json()["status"] in FINAL
+    assert dev.http.get(f"/jobs/{first['id']}").json()["status"] == "cancelled"
+    assert [e["outcome"] for e in dev.http.get(f"/jobs/{first['id']}/executions").json()] == ["cancelled"]
     assert_never_overlapped(attempt_spans(dev.http, manual["id"]))
 
     # pause: nothing spawns however long it stays paused; resume: the passed fire times never run.

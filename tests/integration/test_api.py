@@ -78,11 +78,13 @@ def test_scheduled_at_keeps_offsets_as_the_same_instant(api: TestClient) -> None
     assert job["scheduledAt"] == "2026-09-29T18:00:00.250Z"
 
 
-def test_duplicate_idempotency_key_is_409(api: TestClient) -> None:
-    assert api.post("/jobs", json=job_body()).status_code == 201
+def test_duplicate_idempotency_key_is_409_naming_the_existing_job(api: TestClient) -> None:
+    first = api.post("/jobs", json=job_body())
+    assert first.status_code == 201
     response = api.post("/jobs", json=job_body(priority=9))
     assert response.status_code == 409
     assert "test-job-1" in response.json()["error"]
+    assert response.json()["jobId"] == first.json()["id"]
 
 
 def test_32_concurrent_creates_with_one_key_give_exactly_one_201(
@@ -268,10 +270,14 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
     api_store.finish_attempt(completed, AttemptResult(Outcome.SUCCEEDED, startedAt=now, finishedAt=now))
     dead = started("k-dlq", max_attempts=1)
     api_store.finish_attempt(dead, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
-    for job_in, status in ((running, "running"), (completed, "completed"), (dead, "dlq")):
+    for job_in, status in ((completed, "completed"), (dead, "dlq")):
         refused = api.delete(f"/jobs/{job_in.id}")
         assert refused.status_code == 409
         assert status in refused.json()["error"]
+    accepted = api.delete(f"/jobs/{running.id}")  # its executor stops it: accepted, not yet done
+    assert accepted.status_code == 202
+    assert (accepted.json()["status"], accepted.json()["cancelRequested"]) == ("running", True)
+    assert api.get(f"/jobs/{running.id}").json()["cancelRequested"] is True
 
 
 def test_executions_and_retry_from_the_dlq(api: TestClient, api_store: JobStore) -> None:
@@ -343,6 +349,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}/runs",
         "/jobs/{id}/upcoming",
         "/schedules/preview",
+        "/job-types",
         "/healthz",
         "/readyz",
         *key_paths,

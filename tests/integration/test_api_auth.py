@@ -207,8 +207,10 @@ def test_sequential_id_guessing_finds_only_the_callers_own_jobs(secured: Secured
     with TestClient(app, raise_server_exceptions=False, headers=headers) as api:
         own = api.post("/jobs", json=job_body(idempotencyKey="mine", tenantId="tenant-b")).json()["id"]
         theirs = {secured.store.create(job_from("tenant-a", f"theirs-{i}")).id for i in range(10)}
-        counter = int(own, 16)
-        guesses = [f"{counter + step:024x}" for step in range(1, 200)]
+        # An ObjectId is a 4-byte second, 5 bytes fixed per process and a 3-byte counter: the guesses step the
+        # counter on from one's own, in its second and the next two (the clock may tick while the jobs are made).
+        second, rest = divmod(int(own, 16), 1 << 64)
+        guesses = [f"{(second + tick) << 64 | rest + step:024x}" for tick in range(3) for step in range(1, 100)]
         found = {g for g in guesses if api.get(f"/jobs/{g}").status_code == 200}
     if auth == "off":
         assert found == theirs, "the guesses should reach the jobs created right after (the control)"

@@ -10,6 +10,8 @@ import pytest
 from shared.model import Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
+from shared.store.type_registries import type_registry_of
+from shared.type_defaults import TypeDefaults
 from tests.conftest import Launch
 from tests.support import ServiceProcess, wait_until
 
@@ -19,7 +21,10 @@ SIGTERM_TAKEOVER_BOUND_S = 10  # the goal (reported) is <= 1 s
 
 
 @pytest.fixture
-def schedulers(launch: Launch) -> list[ServiceProcess]:
+def schedulers(launch: Launch, mongo_store: MongoJobStore) -> list[ServiceProcess]:
+    # No executor consumes the wake-ups here; one announced for the test makes the schedulers claim `noop`.
+    now = datetime.now(UTC)
+    type_registry_of(mongo_store).announce("test-executor", {"noop": TypeDefaults()}, now, now + timedelta(hours=1))
     first = launch("scheduler", name="a", NODE_ID="a", LEASE_TTL=f"{LEASE_TTL_S}s")
     wait_until(lambda: first.metric("scheduler_is_leader") == 1, 30, "scheduler a to lead")
     second = launch("scheduler", name="b", NODE_ID="b", LEASE_TTL=f"{LEASE_TTL_S}s")

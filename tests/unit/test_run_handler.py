@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime
 
-from services.executor.attempt import run_handler
-from shared.handlers.registry import HandlerContext, Payload
+from services.executor.attempt import Cancellation, run_handler
+from shared.handlers.registry import HandlerContext, JobLogger, Payload
 from shared.model import Outcome
 
-CTX = HandlerContext(job_id="j", job_type="t", attempt=1, deadline=datetime(2030, 1, 1, tzinfo=UTC))
+WHEN = datetime(2030, 1, 1, tzinfo=UTC)
+NOT_CANCELLED = Cancellation()
+CTX = HandlerContext(
+    job_id="j",
+    job_type="t",
+    attempt=1,
+    deadline=WHEN,
+    tenant_id="tenant",
+    scheduled_at=WHEN,
+    logger=JobLogger(logging.getLogger("test"), {}),
+    cancelled=NOT_CANCELLED.event,
+)
 
 
 def test_calls_that_return_in_time_reuse_one_thread() -> None:
@@ -19,7 +31,7 @@ def test_calls_that_return_in_time_reuse_one_thread() -> None:
         seen.append(threading.current_thread())
 
     for _ in range(5):
-        assert run_handler(handler, False, {}, CTX, 5) == (Outcome.SUCCEEDED, None)
+        assert run_handler(handler, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.SUCCEEDED, None)
     assert len(set(seen)) == 1
     assert threading.current_thread() not in seen  # never on the caller's own thread
 
@@ -28,8 +40,8 @@ def test_a_failure_is_the_attempts_and_the_thread_serves_the_next_call() -> None
     def failing(payload: Payload, ctx: HandlerContext) -> None:
         raise ValueError("no")
 
-    assert run_handler(failing, False, {}, CTX, 5) == (Outcome.FAILED, "ValueError: no")
-    assert run_handler(lambda payload, ctx: None, False, {}, CTX, 5) == (Outcome.SUCCEEDED, None)
+    assert run_handler(failing, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.FAILED, "ValueError: no")
+    assert run_handler(lambda payload, ctx: None, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.SUCCEEDED, None)
 
 
 def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() -> None:
@@ -40,9 +52,12 @@ def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() 
         hung.append(threading.current_thread())
         release.wait(30)
 
-    assert run_handler(hangs, False, {}, CTX, 0.2) == (Outcome.TIMEOUT, "timed out after 0.2s")
+    assert run_handler(hangs, False, {}, CTX, 0.2, NOT_CANCELLED) == (Outcome.TIMEOUT, "timed out after 0.2s")
     later: list[threading.Thread] = []
-    assert run_handler(lambda p, c: later.append(threading.current_thread()), False, {}, CTX, 5)[0] is Outcome.SUCCEEDED
+    assert (
+        run_handler(lambda p, c: later.append(threading.current_thread()), False, {}, CTX, 5, NOT_CANCELLED)[0]
+        is Outcome.SUCCEEDED
+    )
     assert later[0] is not hung[0]
     release.set()
     hung[0].join(10)

@@ -61,11 +61,18 @@ export function cursorOf(job) {
 let metaCache = null;
 const META_TTL_MS = 30000;
 
-// Tenants, job types and statuses for the filters, from the overview; kept for a while so paging stays one request.
+// Tenants, job types and statuses for the filters, from the overview and GET /job-types; kept for a while so
+// paging stays one request.
 export async function meta() {
   if (!metaCache || Date.now() - metaCache.at > META_TTL_MS) {
-    const data = await api("/overview");
-    metaCache = { at: Date.now(), tenants: data.tenants, jobTypes: data.jobTypes, statuses: data.statuses };
+    const [data, listing] = await Promise.all([api("/overview"), api("/job-types")]);
+    metaCache = { at: Date.now(), tenants: data.tenants, jobTypes: typeNames(listing, data.byType), statuses: data.statuses };
   }
   return metaCache;
+}
+
+// The types the API accepts (GET /job-types: announced by executors, listed in JOB_TYPES, built in), and those
+// that still have jobs though nothing serves them any more.
+export function typeNames(listing, byType) {
+  return [...new Set([...listing.map((type) => type.name), ...Object.keys(byType)])].sort();
 }

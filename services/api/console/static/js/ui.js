@@ -36,11 +36,20 @@ export function link(href, ...children) {
   return h("a", { href }, ...children);
 }
 
-export function table(headers, rows, { caption } = {}) {
+// `stack`: at phone width each row becomes a block of labelled cells (the labels are the column headers), for
+// tables too wide to scroll through comfortably.
+export function table(headers, rows, { caption, stack = false } = {}) {
   const head = h("tr", {}, headers.map((t) => (typeof t === "string" ? h("th", { scope: "col" }, t) : t)));
+  if (stack) {
+    for (const row of rows) {
+      [...row.children].forEach((cell, i) => {
+        if (typeof headers[i] === "string" && headers[i]) cell.dataset.label = headers[i];
+      });
+    }
+  }
   return h(
     "div",
-    { class: "table-wrap" },
+    { class: stack ? "table-wrap stack" : "table-wrap" },
     h("table", {}, caption ? h("caption", { class: "muted" }, caption) : null, h("thead", {}, head), h("tbody", {}, rows)),
   );
 }
@@ -75,31 +84,58 @@ export function clearNotice() {
   document.getElementById("notice").hidden = true;
 }
 
-// Asks before an action. Resolves true only on Confirm; Escape and Cancel resolve false.
-export function confirmAction(text, confirmLabel, { danger = false } = {}) {
+// Asks before an action, optionally for one line of text too (`input`: its label). Resolves to the text (""
+// when there is no field) on Confirm, and to null on Escape or Cancel.
+export function confirmAction(text, confirmLabel, { danger = false, input = null } = {}) {
   const dialog = document.getElementById("confirm");
   const ok = document.getElementById("confirm-ok");
+  const field = document.getElementById("confirm-field");
+  const box = document.getElementById("confirm-input");
   document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-field-label").textContent = input || "";
+  field.hidden = !input;
+  box.value = "";
+  // Enter in the field means Confirm (the form's own default button would be the first one: Cancel).
+  box.onkeydown = (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      dialog.close("ok");
+    }
+  };
   ok.textContent = confirmLabel;
   ok.className = danger ? "danger" : "";
   dialog.returnValue = "";
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? (input ? box.value.trim() : "") : null), {
+      once: true,
+    });
     dialog.showModal();
-    ok.focus();
+    (input ? box : ok).focus();
   });
 }
 
-// Runs an action after confirmation, reports its outcome and refreshes the page; a refusal shows the API's text.
-export async function act({ question, label, run, done, refresh, danger = false }) {
-  if (!(await confirmAction(question, label, { danger }))) return;
+// Runs an action after confirmation (`run` gets the text asked for, if any), refreshes the page, then reports
+// the outcome (so what the notice says is what the page shows); a refusal shows the API's text.
+export async function act({ question, label, run, done, refresh, danger = false, input = null }) {
+  const answer = await confirmAction(question, label, { danger, input });
+  if (answer === null) return;
+  let message;
   try {
-    const result = await run();
-    notify(typeof done === "function" ? done(result) : done, "ok");
+    const result = await run(answer);
+    message = [typeof done === "function" ? done(result) : done, "ok"];
   } catch (err) {
-    notify(`${label} refused: ${err.message}`, "error");
+    message = [`${label} refused: ${err.message}`, "error"];
   }
-  if (refresh) await refresh();
+  try {
+    if (refresh) await refresh();
+  } finally {
+    notify(...message);
+    // The refresh replaced the button that had the focus: a keyboard user goes on from the top of the page
+    // content, not from the start of the document.
+    if (!document.activeElement || document.activeElement === document.body) {
+      document.getElementById("view").focus({ preventScroll: true });
+    }
+  }
 }
 
 export function plural(count, noun) {

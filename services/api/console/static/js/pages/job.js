@@ -4,6 +4,7 @@ import { api } from "../api.js";
 import { act, badge, duration, h, link, plural, show, table, time } from "../ui.js";
 import { scheduleInWords } from "../schedule-words.js";
 import { canWrite } from "../session.js";
+import { backfillForm, fireTimes, overlapOf, stateOf, templateButtons, upcoming } from "../schedule-controls.js";
 
 const TIME_FIELDS = new Set(["scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt"]);
 const RUNS_SHOWN = 20;
@@ -12,20 +13,24 @@ export async function render(view, { args: [jobId], isCurrent }) {
   const refresh = async () => {
     const [job, attempts] = await Promise.all([api(`/jobs/${jobId}`), api(`/jobs/${jobId}/executions`)]);
     const isTemplate = Boolean(job.cron || job.interval);
-    const runs = isTemplate
-      ? await api("/jobs", { params: { tenantId: job.tenantId, templateId: job.id, limit: RUNS_SHOWN } })
-      : [];
-    if (isCurrent()) show(view, content(job, attempts, runs, refresh));
+    const [runs, times] = isTemplate
+      ? await Promise.all([
+          api("/jobs", { params: { tenantId: job.tenantId, templateId: job.id, limit: RUNS_SHOWN } }),
+          upcoming(job),
+        ])
+      : [[], []];
+    if (isCurrent()) show(view, content(job, attempts, runs, times, refresh));
   };
   await refresh();
 }
 
-function content(job, attempts, runs, refresh) {
+function content(job, attempts, runs, times, refresh) {
   const isTemplate = Boolean(job.cron || job.interval);
   const { payload, ...fields } = job;
   return [
     h("h1", {}, isTemplate ? "Template " : "Job ", h("code", {}, job.id), " ", badge(job.status)),
     actions(job, refresh),
+    isTemplate ? schedulePanel(job, times, refresh) : null,
     h(
       "div",
       { class: "columns" },
@@ -105,7 +110,30 @@ function actions(job, refresh) {
       ),
     );
   }
+  if (job.cron || job.interval) buttons.push(...templateButtons(job, refresh));
   return buttons.length ? h("div", { class: "actions", role: "group", "aria-label": "Actions" }, buttons) : null;
+}
+
+function schedulePanel(job, times, refresh) {
+  const words = scheduleInWords(job);
+  return h(
+    "section",
+    { class: "panel schedule", "aria-labelledby": "schedule-title" },
+    h("h2", { id: "schedule-title" }, "Schedule"),
+    h(
+      "dl",
+      { class: "fields" },
+      h("dt", {}, "Fires"),
+      h("dd", { dataset: { words: "" } }, words || h("code", {}, job.cron || `every ${job.interval}`)),
+      h("dt", {}, "Overlap"),
+      h("dd", { dataset: { overlap: "" } }, overlapOf(job)),
+      h("dt", {}, "State"),
+      h("dd", { dataset: { state: "" } }, stateOf(job)),
+      h("dt", {}, "Next fire times"),
+      h("dd", {}, fireTimes(job, times)),
+    ),
+    backfillForm(job, refresh),
+  );
 }
 
 function templateLink(job) {

@@ -1,6 +1,6 @@
 // Overview: jobs per type and status, the last hour's outcomes, the DLQ and schedules; refreshed in place.
 
-import { api } from "../api.js";
+import { api, typeNames } from "../api.js";
 import { h, link, show, table, tenantPicker } from "../ui.js";
 
 const REFRESH_MS = 5000;
@@ -12,9 +12,9 @@ export async function render(view, { params, isCurrent }) {
   let stopped = false;
 
   async function refresh() {
-    const data = await api("/overview", { params: { tenantId: tenant } });
+    const [data, listing] = await Promise.all([api("/overview", { params: { tenantId: tenant } }), api("/job-types")]);
     if (stopped || !isCurrent()) return;
-    show(view, content(data, data.tenantId || tenant));
+    show(view, content(data, listing, data.tenantId || tenant));
   }
 
   await refresh();
@@ -40,29 +40,32 @@ function jobsLink(tenant, filters, text) {
   return link(`#/jobs?${query}`, String(text));
 }
 
-function content(data, tenant) {
+function content(data, listing, tenant) {
   const totals = data.totals || {};
   const active = Object.entries(totals)
     .filter(([status]) => !FINAL.includes(status))
     .reduce((sum, [, count]) => sum + count, 0);
   const dlqHref = tenant ? `#/dlq?tenantId=${encodeURIComponent(tenant)}` : "#/dlq";
+  const schedulesHref = tenant ? `#/schedules?tenantId=${encodeURIComponent(tenant)}` : "#/schedules";
   const cards = h(
     "div",
     { class: "cards" },
     card("Dead letters", data.dlq, dlqHref, "dlq"),
     card("Waiting or running", active),
     card("Completed", totals.completed || 0),
-    card("Active schedules", data.schedules.active, tenant ? `#/schedules?tenantId=${encodeURIComponent(tenant)}` : "#/schedules", "schedules-active"),
+    card("Active schedules", data.schedules.active, schedulesHref, "schedules-active"),
+    card("Paused schedules", data.schedules.paused, schedulesHref, "schedules-paused"),
   );
 
-  const types = data.jobTypes.length ? data.jobTypes : Object.keys(data.byType);
-  const rows = types.map((type) => {
+  const executors = Object.fromEntries(listing.map((type) => [type.name, type.executors]));
+  const rows = typeNames(listing, data.byType).map((type) => {
     const counts = data.byType[type] || {};
     const recent = data.lastHour[type] || { completed: 0, failed: 0, dlq: 0 };
     return h(
       "tr",
       { dataset: { jobType: type } },
       h("th", { scope: "row" }, jobsLink(tenant, { jobType: type }, type)),
+      h("td", { class: "num", dataset: { executors: "" } }, executors[type] || 0),
       data.statuses.map((s) =>
         h("td", { class: "num", dataset: { status: s } }, counts[s] ? jobsLink(tenant, { jobType: type, status: s }, counts[s]) : "0"),
       ),
@@ -73,6 +76,7 @@ function content(data, tenant) {
   });
   const headers = [
     h("th", { scope: "col" }, "Job type"),
+    h("th", { scope: "col", class: "num", title: "executors serving the type now; its jobs wait in pending while there is none" }, "executors"),
     ...data.statuses.map((s) => h("th", { scope: "col", class: "num" }, s)),
     h("th", { scope: "col", class: "num", title: "jobs completed in the last hour" }, "done 1h"),
     h("th", { scope: "col", class: "num", title: "attempts failed, timed out or lost in the last hour" }, "failed 1h"),

@@ -1,0 +1,47 @@
+"""A Python client for the jobsched API, blocking (Client) and asyncio (AsyncClient).
+
+from jobsched_client import Client
+
+with Client("http://127.0.0.1:8080", tenant_id="tenant-a") as client:
+    job = client.create("send-email", {"to": "a@example.com"})
+    done = client.wait(job.id)
+"""
+
+from jobsched_client._calls import Retries
+from jobsched_client.aio import AsyncClient
+from jobsched_client.errors import (
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    DuplicateJob,
+    JobschedError,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    WaitTimeout,
+)
+from jobsched_client.models import TERMINAL_STATUSES, Execution, Job, JobType
+from jobsched_client.sync import Client
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "AsyncClient",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "ConnectionFailed",
+    "DuplicateJob",
+    "Execution",
+    "Job",
+    "JobType",
+    "JobschedError",
+    "NotFound",
+    "PayloadTooLarge",
+    "Retries",
+    "ServerError",
+    "Unauthorized",
+    "Unavailable",
+    "WaitTimeout",
+]

@@ -1,0 +1,118 @@
+"""The asyncio client: the same calls as Client, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, TypeVar, Unpack
+
+import httpx
+
+from jobsched_client import _calls
+from jobsched_client._calls import Call, CreateOptions, Exchange, Retries, RetryIn
+from jobsched_client.errors import DuplicateJob, WaitTimeout
+from jobsched_client.models import Execution, Job, JobType
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """`async with AsyncClient("http://127.0.0.1:8080") as client: await client.create(...)`; see Client."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+        tenant_id: str | None = None,
+        retries: Retries | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self._retries = retries or Retries()
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=_calls.headers(api_key), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def create(
+        self, job_type: str, payload: dict[str, Any] | None = None, **options: Unpack[CreateOptions]
+    ) -> Job:
+        """Create a one-off job (due now unless `scheduled_at`) or a recurring template (`cron`/`interval`);
+        see CreateOptions. An idempotency key is generated when none is given. Raises DuplicateJob (409) when
+        the key is taken, except when an earlier try of this very call made the job: then it is returned."""
+        call = _calls.create(job_type, payload, self.tenant_id, options)
+        exchange = Exchange(call, self._retries)
+        try:
+            return await self._send(exchange)
+        except DuplicateJob as duplicate:
+            if exchange.retried and duplicate.job_id:
+                return await self.get(duplicate.job_id)
+            raise
+
+    async def get(self, job_id: str) -> Job:
+        return await self._call(_calls.get(job_id))
+
+    async def list(
+        self, tenant_id: str | None = None, *, status: str | None = None, limit: int | None = None
+    ) -> builtins.list[Job]:
+        return await self._call(_calls.list_jobs(tenant_id or self.tenant_id, status, limit))
+
+    async def cancel(self, job_id: str) -> Job:
+        return await self._call(_calls.cancel(job_id))
+
+    async def retry(self, job_id: str) -> Job:
+        return await self._call(_calls.retry(job_id))
+
+    async def executions(self, job_id: str) -> builtins.list[Execution]:
+        return await self._call(_calls.executions(job_id))
+
+    async def job_types(self) -> builtins.list[JobType]:
+        return await self._call(_calls.job_types())
+
+    async def wait(
+        self,
+        job_id: str,
+        statuses: Iterable[str] | str | None = None,
+        timeout: float = 60.0,  # noqa: ASYNC109 - the same call as Client.wait
+        poll: float = 0.2,
+    ) -> Job:
+        wanted = _calls.wanted_statuses(statuses)
+        deadline = time.monotonic() + timeout
+        while True:
+            job = await self.get(job_id)
+            if job.status in wanted:
+                return job
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {job_id} is {job.status} after {timeout:g}s", job)
+            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+
+    async def _call(self, call: Call[T]) -> T:
+        return await self._send(Exchange(call, self._retries))
+
+    async def _send(self, exchange: Exchange[T]) -> T:
+        call = exchange.call
+        while True:
+            try:
+                exchange.sending()
+                try:
+                    response = await self._http.request(call.method, call.path, params=call.params, json=call.body)
+                except httpx.TransportError as exc:
+                    exchange.failed(exc)
+                return exchange.answered(response)
+            except RetryIn as retry:
+                await asyncio.sleep(retry.delay)

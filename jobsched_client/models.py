@@ -1,0 +1,118 @@
+"""What the API returns, as typed objects; every one keeps the raw JSON (`raw`) for fields added later."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+TERMINAL_STATUSES = frozenset({"completed", "dlq", "cancelled"})
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    idempotency_key: str
+    tenant_id: str
+    job_type: str
+    status: str
+    payload: dict[str, Any]
+    priority: int
+    scheduled_at: datetime | None
+    attempts: int
+    max_attempts: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    last_error: str | None = None
+    cron: str | None = None
+    interval: str | None = None
+    timezone: str | None = None
+    template_id: str | None = None
+    timeout_seconds: float | None = None
+    cancel_requested: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Job:
+        return cls(
+            id=str(body["id"]),
+            idempotency_key=str(body["idempotencyKey"]),
+            tenant_id=str(body["tenantId"]),
+            job_type=str(body["jobType"]),
+            status=str(body["status"]),
+            payload=dict(body.get("payload") or {}),
+            priority=int(body.get("priority", 0)),
+            scheduled_at=parse_time(body.get("scheduledAt")),
+            attempts=int(body.get("attempts", 0)),
+            max_attempts=int(body.get("maxAttempts", 3)),
+            created_at=parse_time(body.get("createdAt")),
+            updated_at=parse_time(body.get("updatedAt")),
+            last_error=body.get("lastError"),
+            cron=body.get("cron"),
+            interval=body.get("interval"),
+            timezone=body.get("timezone"),
+            template_id=body.get("templateId"),
+            timeout_seconds=body.get("timeoutSeconds"),
+            cancel_requested=bool(body.get("cancelRequested", False)),
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One attempt of a job."""
+
+    id: str
+    job_id: str
+    attempt: int
+    outcome: str
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: float | None
+    error: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Execution:
+        return cls(
+            id=str(body["id"]),
+            job_id=str(body["jobId"]),
+            attempt=int(body["attempt"]),
+            outcome=str(body["outcome"]),
+            worker=body.get("worker"),
+            started_at=parse_time(body.get("startedAt")),
+            finished_at=parse_time(body.get("finishedAt")),
+            duration_ms=body.get("durationMs"),
+            error=body.get("error"),
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class JobType:
+    """A job type the API accepts: how many executors serve it now and when one last announced it."""
+
+    name: str
+    executors: int
+    last_seen_at: datetime | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> JobType:
+        return cls(
+            name=str(body["name"]),
+            executors=int(body.get("executors", 0)),
+            last_seen_at=parse_time(body.get("lastSeenAt")),
+            raw=body,
+        )

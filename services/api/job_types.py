@@ -1,0 +1,103 @@
+"""The job types the API accepts: the ones this process has handlers for (the built-ins, in a process that
+loads no plug-ins), the ones JOB_TYPES lists (so jobs can be created before the first executor of a new type
+starts), and the ones executors announced within JOB_TYPE_RETENTION. The announced ones are read from the store
+every REFRESH_S by a background task, never per request; GET /job-types reads them fresh."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection
+from datetime import datetime, timedelta
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from shared.handlers.registry import HandlerRegistry
+from shared.model import utc_now
+from shared.store.base import StoreError
+from shared.store.job_types import JobTypeInfo, JobTypeRegistry
+from shared.type_defaults import TypeDefaults
+
+log = logging.getLogger("jobsched.api")
+REFRESH_S = 2.0
+
+
+class KnownTypes:
+    def __init__(
+        self,
+        registry: JobTypeRegistry,
+        *,
+        local: HandlerRegistry,
+        configured: Collection[str] = (),
+        retention: timedelta = timedelta(days=7),
+    ) -> None:
+        self._registry = registry
+        self._local = local
+        self._configured = frozenset(configured)
+        self._retention = retention
+        self._announced: dict[str, JobTypeInfo] = {}
+        self._loaded = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._refresh_forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def accepts(self, name: str) -> bool:
+        """Known without the store for local and configured types; otherwise by the last refresh (the first
+        request before any refresh waits for one, and a store error then is a 503)."""
+        if name in self._local or name in self._configured:
+            return True
+        if not self._loaded.is_set():
+            await self._refresh()
+        return name in self._announced
+
+    def names(self) -> list[str]:
+        return sorted({*self._local.names(), *self._configured, *self._announced})
+
+    def defaults(self, name: str) -> TypeDefaults | None:
+        """The type's registered defaults: as its executors last announced them, else this process's own."""
+        announced = self._announced.get(name)
+        return announced.defaults if announced is not None else self._local.defaults(name)
+
+    def max_attempts(self, name: str) -> int | None:
+        """The type's default attempt budget, for a job or template that gives none (None: the global 3)."""
+        defaults = self.defaults(name)
+        return defaults.max_attempts if defaults is not None else None
+
+    async def listing(self) -> list[dict[str, Any]]:
+        """GET /job-types: every accepted type with its live executors and last announcement, fresh."""
+        now = utc_now()
+        infos = await self._read(now)
+        body = [info.to_wire() for info in infos]
+        announced = {info.name for info in infos}
+        body += [_never_announced(name) for name in sorted({*self._local.names(), *self._configured} - announced)]
+        return sorted(body, key=lambda entry: str(entry["name"]))
+
+    async def _read(self, now: datetime) -> list[JobTypeInfo]:
+        infos = await run_in_threadpool(self._registry.job_types, now, now - self._retention)
+        self._announced = {info.name: info for info in infos}
+        self._loaded.set()
+        return infos
+
+    async def _refresh(self) -> None:
+        await self._read(utc_now())
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            try:
+                await self._refresh()
+            except StoreError as exc:  # keep the last answer; /readyz reports the store
+                log.warning("job types not refreshed", extra={"action": "job_types_unavailable", "error": str(exc)})
+            await asyncio.sleep(REFRESH_S)
+
+
+def _never_announced(name: str) -> dict[str, Any]:
+    return {"name": name, "executors": 0, "lastSeenAt": None}

@@ -1,0 +1,43 @@
+"""An executor's announcement of the job types it serves, renewed with its heartbeat: how the API and the
+schedulers, which do not import the handler modules, learn which types exist and which have a live executor."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+
+from shared.model import utc_now
+from shared.store.base import StoreError
+from shared.store.job_types import JobTypeRegistry
+from shared.type_defaults import TypeDefaults
+
+log = logging.getLogger("jobsched.executor")
+LIVE_BEATS = 3  # an announcement stays live this many heartbeats: one missed beat is not a dead executor
+
+
+class TypeAnnouncer:
+    def __init__(
+        self, registry: JobTypeRegistry, executor_id: str, types: Mapping[str, TypeDefaults], heartbeat: timedelta
+    ) -> None:
+        self._registry = registry
+        self._executor_id = executor_id
+        self._types = dict(types)
+        self._live_for = heartbeat * LIVE_BEATS
+
+    def announce(self) -> bool:
+        """Announce (or renew); a store failure is logged and retried at the next beat."""
+        now = utc_now()
+        try:
+            self._registry.announce(self._executor_id, self._types, now, now + self._live_for)
+        except StoreError as exc:
+            log.warning("job types not announced", extra={"action": "announce_failed", "error": str(exc)})
+            return False
+        return True
+
+    def withdraw(self) -> None:
+        """On shutdown: no longer live, so the scheduler stops sending this executor's types work at once."""
+        try:
+            self._registry.withdraw(self._executor_id, utc_now())
+        except StoreError as exc:
+            log.warning("job types not withdrawn", extra={"action": "withdraw_failed", "error": str(exc)})

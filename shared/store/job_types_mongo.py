@@ -1,0 +1,84 @@
+"""The job-type registry on the MongoDB store's database: collection `job_type_announcements`, one document per
+(type, executor), written only by that executor (an upsert by `_id`). The collection holds one document per
+executor process and type seen within the retention, so it is read whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pymongo import UpdateOne
+from pymongo.collection import Collection
+
+from shared.model import Status
+from shared.store.job_types import Announcement, JobTypeInfo, summarize
+from shared.store.mongo import MongoJobStore, translate_errors
+from shared.store.transitions import KIND_RUN
+from shared.type_defaults import TypeDefaults
+
+Document = dict[str, Any]
+COLLECTION = "job_type_announcements"
+
+
+class MongoJobTypes:
+    def __init__(self, store: MongoJobStore) -> None:
+        self._records: Collection[Document] = store._db[COLLECTION]
+        self._jobs: Collection[Document] = store._db["jobs"]
+
+    def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
+        if not types:
+            return
+        writes = [
+            UpdateOne(
+                {"_id": _record_id(name, executor)},
+                {
+                    "$set": {
+                        "jobType": name,
+                        "executor": executor,
+                        "seenAt": now,
+                        "liveUntil": live_until,
+                        "defaults": defaults.to_document(),
+                    }
+                },
+                upsert=True,
+            )
+            for name, defaults in types.items()
+        ]
+        with translate_errors():
+            self._records.bulk_write(writes, ordered=False)
+
+    def withdraw(self, executor: str, now: datetime) -> None:
+        with translate_errors():
+            self._records.update_many({"executor": executor}, {"$set": {"liveUntil": now}})
+
+    def job_types(self, now: datetime, seen_since: datetime) -> list[JobTypeInfo]:
+        with translate_errors():
+            records = [_to_announcement(d) for d in self._records.find({})]
+        recent = {r.jobType for r in records if r.seenAt >= seen_since}
+        return summarize((r for r in records if r.jobType in recent), now)
+
+    def forget(self, seen_before: datetime) -> int:
+        with translate_errors():
+            return int(self._records.delete_many({"seenAt": {"$lt": seen_before}}).deleted_count)
+
+    def waiting_runs(self, now: datetime, job_type: str) -> int:
+        query = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type, "scheduledAt": {"$lte": now}}
+        with translate_errors():
+            return int(self._jobs.count_documents(query))
+
+
+def _record_id(job_type: str, executor: str) -> str:
+    # JSON keeps the pair apart whatever characters either name holds.
+    return json.dumps([job_type, executor], separators=(",", ":"))
+
+
+def _to_announcement(doc: Document) -> Announcement:
+    return Announcement(
+        jobType=str(doc["jobType"]),
+        executor=str(doc["executor"]),
+        seenAt=doc["seenAt"],
+        liveUntil=doc["liveUntil"],
+        defaults=TypeDefaults.from_document(doc.get("defaults")),
+    )

@@ -1,0 +1,95 @@
+"""The job-type registry on the SQLite store's database file (a table of its own, created on first use)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Final
+
+from shared.model import Status
+from shared.store.job_types import Announcement, JobTypeInfo, summarize
+from shared.store.sqlite import SqliteJobStore, _from_ms, _to_ms
+from shared.store.transitions import KIND_RUN
+from shared.type_defaults import TypeDefaults
+
+_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
+    jobType     TEXT NOT NULL,
+    executor    TEXT NOT NULL,
+    seenAt      INTEGER NOT NULL,              -- unix milliseconds, UTC, as every time in this file
+    liveUntil   INTEGER NOT NULL,
+    defaults    TEXT NOT NULL,                 -- JSON: TypeDefaults.to_document()
+    PRIMARY KEY (jobType, executor)
+)"""
+
+
+class SqliteJobTypes:
+    def __init__(self, store: SqliteJobStore) -> None:
+        self._store = store
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    def _ensure_table(self) -> None:
+        with self._ready_lock:
+            if not self._ready:
+                with self._store._write() as conn:
+                    conn.execute(_SCHEMA)
+                self._ready = True
+
+    def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
+        self._ensure_table()
+        rows = [
+            (name, executor, _to_ms(now), _to_ms(live_until), json.dumps(defaults.to_document()))
+            for name, defaults in types.items()
+        ]
+        with self._store._write() as conn:
+            conn.executemany(
+                "INSERT INTO job_type_announcements (jobType, executor, seenAt, liveUntil, defaults) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (jobType, executor) DO UPDATE SET "
+                "seenAt = excluded.seenAt, liveUntil = excluded.liveUntil, defaults = excluded.defaults",
+                rows,
+            )
+
+    def withdraw(self, executor: str, now: datetime) -> None:
+        self._ensure_table()
+        with self._store._write() as conn:
+            conn.execute(
+                "UPDATE job_type_announcements SET liveUntil = ? WHERE executor = ? AND liveUntil > ?",
+                (_to_ms(now), executor, _to_ms(now)),
+            )
+
+    def job_types(self, now: datetime, seen_since: datetime) -> list[JobTypeInfo]:
+        self._ensure_table()
+        with self._store._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM job_type_announcements WHERE jobType IN "
+                "(SELECT jobType FROM job_type_announcements WHERE seenAt >= ?)",
+                (_to_ms(seen_since),),
+            ).fetchall()
+        return summarize((_to_announcement(r) for r in rows), now)
+
+    def forget(self, seen_before: datetime) -> int:
+        self._ensure_table()
+        with self._store._write() as conn:
+            cursor = conn.execute("DELETE FROM job_type_announcements WHERE seenAt < ?", (_to_ms(seen_before),))
+        return cursor.rowcount
+
+    def waiting_runs(self, now: datetime, job_type: str) -> int:
+        with self._store._read() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM jobs WHERE status = ? AND kind = ? AND scheduledAt <= ? AND jobType = ?",
+                (Status.PENDING.value, KIND_RUN, _to_ms(now), job_type),
+            ).fetchone()
+        return int(row[0])
+
+
+def _to_announcement(row: sqlite3.Row) -> Announcement:
+    return Announcement(
+        jobType=row["jobType"],
+        executor=row["executor"],
+        seenAt=_from_ms(row["seenAt"]),
+        liveUntil=_from_ms(row["liveUntil"]),
+        defaults=TypeDefaults.from_document(json.loads(row["defaults"])),
+    )

@@ -1,0 +1,73 @@
+"""What a job type's registration sets for its jobs unless a job sets its own: the per-attempt timeout, the
+attempt budget and the retry backoff. Executors announce them with their types (shared/store/job_types.py),
+so that processes that never import the handler (the API, the reaper) apply the same ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from shared.backoff import DEFAULT_BACKOFF, Backoff
+
+
+@dataclass(frozen=True)
+class TypeDefaults:
+    timeout_s: float | None = None  # None: JOB_TIMEOUT
+    max_attempts: int | None = None  # None: 3
+    backoff: Backoff = DEFAULT_BACKOFF
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout must be positive (got {self.timeout_s})")
+        if self.max_attempts is not None and (isinstance(self.max_attempts, bool) or self.max_attempts < 1):
+            raise ValueError(f"max_attempts must be a positive integer (got {self.max_attempts!r})")
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+    ) -> TypeDefaults:
+        """From a registration's arguments (a timeout in seconds or as a timedelta)."""
+        timeout_s = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return cls(timeout_s=timeout_s, max_attempts=max_attempts, backoff=backoff or DEFAULT_BACKOFF)
+
+    def to_document(self) -> dict[str, Any]:
+        """The stored form (camelCase, as every stored field)."""
+        return {
+            "timeoutSeconds": self.timeout_s,
+            "maxAttempts": self.max_attempts,
+            "backoff": {
+                "baseSeconds": self.backoff.base_s,
+                "capSeconds": self.backoff.cap_s,
+                "jitter": self.backoff.jitter,
+            },
+        }
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any] | None) -> TypeDefaults:
+        """The inverse of to_document; whatever cannot be read (an older or hand-edited record) is the default."""
+        if not isinstance(doc, dict):
+            return cls()
+        try:
+            raw = doc.get("backoff") or {}
+            backoff = Backoff(
+                base_s=float(raw.get("baseSeconds", DEFAULT_BACKOFF.base_s)),
+                cap_s=float(raw.get("capSeconds", DEFAULT_BACKOFF.cap_s)),
+                jitter=bool(raw.get("jitter", False)),
+            )
+            timeout = doc.get("timeoutSeconds")
+            attempts = doc.get("maxAttempts")
+            return cls(
+                timeout_s=float(timeout) if timeout is not None else None,
+                max_attempts=int(attempts) if attempts is not None else None,
+                backoff=backoff,
+            )
+        except (TypeError, ValueError, AttributeError):
+            return cls()
+
+
+BUILTIN_DEFAULTS = TypeDefaults()

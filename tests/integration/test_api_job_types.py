@@ -1,0 +1,127 @@
+"""Job types across processes, as the API sees them: types announced in the store by executors it never
+imported, JOB_TYPES, the built-ins; GET /job-types; the type's default attempt budget. On both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from services.api.app import create_app
+from services.api.job_types import KnownTypes
+from shared.backoff import Backoff
+from shared.handlers import registry as builtins
+from shared.model import format_time, utc_now
+from shared.store.base import JobStore
+from shared.store.job_types import JobTypeInfo, JobTypeRegistry
+from shared.store.type_registries import type_registry_of
+from shared.type_defaults import TypeDefaults
+from tests.integration.test_api import job_body
+from tests.support import wait_until
+
+BEAT = timedelta(seconds=30)
+
+
+class CountingRegistry:
+    """The store's real registry, counting its reads (to show requests never read it)."""
+
+    def __init__(self, inner: JobTypeRegistry) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def job_types(self, now: Any, seen_since: Any) -> list[JobTypeInfo]:
+        self.reads += 1
+        return self.inner.job_types(now, seen_since)
+
+
+@pytest.fixture
+def types(api_store: JobStore) -> CountingRegistry:
+    return CountingRegistry(type_registry_of(api_store))
+
+
+@pytest.fixture
+def client(api_store: JobStore, types: CountingRegistry) -> Iterator[TestClient]:
+    known = KnownTypes(types, local=builtins, configured=["fax"])
+    with TestClient(create_app(api_store, known_types=known), raise_server_exceptions=False) as made:
+        yield made
+
+
+def body(job_type: str, key: str, **fields: Any) -> dict[str, Any]:
+    return job_body(**{"idempotencyKey": key, "jobType": job_type, "payload": {}, "maxAttempts": None, **fields})
+
+
+def test_a_type_announced_by_an_executor_is_accepted_by_an_api_that_never_imported_it(
+    client: TestClient, types: CountingRegistry
+) -> None:
+    refused = client.post("/jobs", json=body("send-email", "before"))
+    assert refused.status_code == 400
+    assert "unknown jobType 'send-email'" in refused.json()["error"]
+    assert "known types: fax, flaky, log-message, noop, slow" in refused.json()["error"]
+    now = utc_now()
+    defaults = TypeDefaults(max_attempts=7, backoff=Backoff(base_s=2, cap_s=60))
+    types.inner.announce("exec-1", {"send-email": defaults}, now, now + BEAT)
+    wait_until(
+        lambda: client.post("/jobs", json=body("send-email", "after")).status_code == 201,
+        15,
+        "the announced type to be accepted",
+    )
+    accepted = client.get("/jobs", params={"tenantId": "tenant-a"}).json()[0]
+    assert accepted["idempotencyKey"] == "after"
+    assert accepted["maxAttempts"] == 7  # the type's default budget
+    own = client.post("/jobs", json=body("send-email", "own", maxAttempts=2))
+    assert own.json()["maxAttempts"] == 2  # the job's own wins
+    assert "send-email" in client.post("/jobs", json=body("nope", "x")).json()["error"]
+
+
+def test_configured_and_builtin_types_are_accepted_without_any_executor(client: TestClient) -> None:
+    assert client.post("/jobs", json=body("fax", "configured")).status_code == 201
+    created = client.post("/jobs", json=body("noop", "builtin"))
+    assert (created.status_code, created.json()["maxAttempts"]) == (201, 3)
+
+
+def test_requests_do_not_read_the_registry(client: TestClient, types: CountingRegistry) -> None:
+    now = utc_now()
+    types.inner.announce("exec-1", {"resize": TypeDefaults()}, now, now + BEAT)
+    wait_until(lambda: client.post("/jobs", json=body("resize", "first")).status_code == 201, 15, "resize accepted")
+    before = types.reads
+    for i in range(40):
+        assert client.post("/jobs", json=body("resize", f"k-{i}")).status_code == 201
+        assert client.post("/jobs", json=body("unknown-type", f"u-{i}")).status_code == 400
+    # Only the background refresh reads it (every 2 s), whatever the number of requests.
+    assert types.reads - before <= 5
+
+
+def test_job_types_lists_every_accepted_type_as_a_bare_array(client: TestClient, types: CountingRegistry) -> None:
+    now = utc_now()
+    types.inner.announce("exec-1", {"send-email": TypeDefaults()}, now, now + BEAT)
+    types.inner.announce("exec-2", {"send-email": TypeDefaults(), "noop": TypeDefaults()}, now, now + BEAT)
+    types.inner.announce("exec-gone", {"old": TypeDefaults()}, now - BEAT, now - BEAT / 2)
+    listing = client.get("/job-types")
+    assert listing.status_code == 200
+    by_name = {entry["name"]: entry for entry in listing.json()}
+    assert [entry["name"] for entry in listing.json()] == sorted(by_name)
+    assert set(by_name) == {"fax", "flaky", "log-message", "noop", "old", "send-email", "slow"}
+    assert by_name["send-email"] == {"name": "send-email", "executors": 2, "lastSeenAt": format_time(now)}
+    assert (by_name["noop"]["executors"], by_name["old"]["executors"]) == (1, 0)
+    assert by_name["fax"] == {"name": "fax", "executors": 0, "lastSeenAt": None}
+
+
+def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_on_a_null_patch(
+    client: TestClient, types: CountingRegistry
+) -> None:
+    now = utc_now()
+    types.inner.announce("exec-1", {"report": TypeDefaults(max_attempts=6)}, now, now + BEAT)
+    wait_until(lambda: client.post("/jobs", json=body("report", "probe")).status_code == 201, 15, "the announced type")
+    template = body("report", "nightly", cron="0 2 * * *")
+    del template["scheduledAt"]
+    created = client.post("/jobs", json=template).json()
+    assert created["maxAttempts"] == 6
+    assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": 2}).json()["maxAttempts"] == 2
+    # null means the default, as on creation: the type's, not the global 3
+    assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": None}).json()["maxAttempts"] == 6

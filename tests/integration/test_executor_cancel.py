@@ -1,0 +1,194 @@
+"""A running executor (real threads, heartbeat) on both stores: cancellation of running sync and async
+handlers, the handler's context, and a type's registered defaults. The bus is the in-process one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from bson import ObjectId
+
+from services.executor.runner import Executor
+from services.executor.worker import Worker
+from shared.backoff import Backoff
+from shared.bus.base import Wakeup
+from shared.bus.memory import MemoryBus
+from shared.handlers.registry import HandlerContext, HandlerError, HandlerRegistry, Payload
+from shared.model import Job, Outcome, Status
+from shared.store.base import JobStore, NewJob
+from tests.support import wait_until
+
+LEASE = timedelta(minutes=5)
+BEAT = timedelta(milliseconds=100)
+
+
+class Handlers:
+    """The test's own job types, and what their calls saw."""
+
+    def __init__(self) -> None:
+        self.registry = HandlerRegistry()
+        self.started: dict[str, threading.Event] = {}
+        self.contexts: list[HandlerContext] = []
+        self.release = threading.Event()
+        register = self.registry.register
+
+        @register("careful")  # a plain function that checks the signal between steps
+        def careful(payload: Payload, ctx: HandlerContext) -> None:
+            self._started(ctx)
+            while not ctx.cancelled.wait(0.02):
+                pass
+            raise HandlerError("stopped: cancelled")
+
+        @register("sleepy")  # async: its task is cancelled
+        async def sleepy(payload: Payload, ctx: HandlerContext) -> None:
+            self._started(ctx)
+            await asyncio.sleep(60)
+
+        @register("stubborn")  # ignores the signal and finishes
+        def stubborn(payload: Payload, ctx: HandlerContext) -> None:
+            self._started(ctx)
+            self.release.wait(30)
+
+        @register("quick-timeout", timeout=0.3)
+        async def quick_timeout(payload: Payload, ctx: HandlerContext) -> None:
+            await asyncio.sleep(5)
+
+        @register("slow-retry", backoff=Backoff(base_s=100, cap_s=1000))
+        def slow_retry(payload: Payload, ctx: HandlerContext) -> None:
+            raise HandlerError("try again later")
+
+    def _started(self, ctx: HandlerContext) -> None:
+        self.contexts.append(ctx)
+        ctx.logger.info("handler started", extra={"action": "test_handler_started"})
+        self.started.setdefault(ctx.job_id, threading.Event()).set()
+
+    def wait_started(self, job_id: str) -> None:
+        event = self.started.setdefault(job_id, threading.Event())
+        assert event.wait(30), f"handler of {job_id} never started"
+
+
+@pytest.fixture
+def handlers() -> Handlers:
+    return Handlers()
+
+
+@pytest.fixture
+def bus() -> MemoryBus:
+    return MemoryBus()
+
+
+@pytest.fixture
+def run_executors(api_store: JobStore, bus: MemoryBus, handlers: Handlers) -> Iterator[None]:
+    stop = threading.Event()
+    threads = []
+    for job_type in handlers.registry.names():
+        worker = Worker(
+            api_store,
+            bus,
+            handlers.registry,
+            job_type,
+            f"w-{job_type}",
+            default_timeout=timedelta(seconds=30),
+            lease=LEASE,
+        )
+        executor = Executor(
+            worker, bus.subscribe(job_type), api_store, concurrency=4, lease=LEASE, stop=stop, heartbeat=BEAT
+        )
+        threads.append(threading.Thread(target=executor.run, name=f"executor-{job_type}"))
+    for thread in threads:
+        thread.start()
+    yield
+    handlers.release.set()
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+
+
+def dispatch(store: JobStore, bus: MemoryBus, job_type: str, **fields: Any) -> Job:
+    """Create a due job, claim it and publish its wake-up, as the scheduler does."""
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    job = store.create(
+        NewJob(idempotencyKey=f"k-{ObjectId()}", tenantId="tenant-c", jobType=job_type, scheduledAt=due, **fields)
+    )
+    [queued] = [j for j in store.claim_due_jobs(datetime.now(UTC), 100, {job_type}) if j.id == job.id]
+    assert not bus.publish_wakeups([Wakeup(jobId=queued.id, jobType=job_type, priority=0, attempt=1)])
+    return queued
+
+
+def final(store: JobStore, job: Job) -> Job:
+    def done() -> Job | None:
+        current = store.get(job.id)
+        return (
+            current
+            if current is not None and current.status not in (Status.QUEUED, Status.CLAIMED, Status.RUNNING)
+            else None
+        )
+
+    return wait_until(done, 30, f"job {job.id} to end")
+
+
+@pytest.mark.usefixtures("run_executors")
+@pytest.mark.parametrize("job_type", ["careful", "sleepy"])
+def test_cancelling_a_running_handler_ends_the_job_cancelled_with_one_outcome(
+    api_store: JobStore, bus: MemoryBus, handlers: Handlers, job_type: str
+) -> None:
+    job = dispatch(api_store, bus, job_type, maxAttempts=5)
+    handlers.wait_started(job.id)
+    requested = api_store.cancel(job.id)
+    assert (requested.status, requested.cancelRequested) == (Status.RUNNING, True)
+    ended = final(api_store, job)
+    assert (ended.status, ended.attempts) == (Status.CANCELLED, 1)
+    [record] = api_store.list_executions(job.id)
+    assert record.outcome is Outcome.CANCELLED
+    assert str(record.error).startswith("cancelled while running")
+
+
+@pytest.mark.usefixtures("run_executors")
+def test_a_handler_that_ignores_the_signal_has_its_result_recorded(
+    api_store: JobStore, bus: MemoryBus, handlers: Handlers
+) -> None:
+    job = dispatch(api_store, bus, "stubborn")
+    handlers.wait_started(job.id)
+    api_store.cancel(job.id)
+    ctx = next(c for c in handlers.contexts if c.job_id == job.id)
+    assert ctx.cancelled.wait(10), "the heartbeat should have signalled the handler"
+    handlers.release.set()
+    ended = final(api_store, job)
+    assert (ended.status, ended.cancelRequested) == (Status.COMPLETED, True)
+    assert [e.outcome for e in api_store.list_executions(job.id)] == [Outcome.SUCCEEDED]
+
+
+@pytest.mark.usefixtures("run_executors")
+def test_the_context_carries_the_jobs_ids_and_a_bound_logger(
+    api_store: JobStore, bus: MemoryBus, handlers: Handlers, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobsched.handler")
+    job = dispatch(api_store, bus, "careful")
+    handlers.wait_started(job.id)
+    api_store.cancel(job.id)
+    final(api_store, job)
+    ctx = next(c for c in handlers.contexts if c.job_id == job.id)
+    assert (ctx.tenant_id, ctx.scheduled_at, ctx.attempt, ctx.job_type) == ("tenant-c", job.scheduledAt, 1, "careful")
+    [record] = [r for r in caplog.records if getattr(r, "action", None) == "test_handler_started"]
+    assert (record.jobId, record.tenantId, record.attempt, record.jobType) == (job.id, "tenant-c", 1, "careful")  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("run_executors")
+def test_a_types_registered_timeout_and_backoff_apply_unless_the_job_sets_its_own(
+    api_store: JobStore, bus: MemoryBus
+) -> None:
+    timed_out = final(api_store, dispatch(api_store, bus, "quick-timeout", maxAttempts=1))
+    [record] = api_store.list_executions(timed_out.id)
+    assert (timed_out.status, record.outcome, record.error) == (Status.DLQ, Outcome.TIMEOUT, "timed out after 0.3s")
+    own = final(api_store, dispatch(api_store, bus, "quick-timeout", maxAttempts=1, timeoutSeconds=0.1))
+    assert api_store.list_executions(own.id)[0].error == "timed out after 0.1s"
+    retried = final(api_store, dispatch(api_store, bus, "slow-retry", maxAttempts=3))
+    [failed] = api_store.list_executions(retried.id)
+    assert retried.status is Status.PENDING
+    assert failed.finishedAt is not None
+    assert retried.scheduledAt == failed.finishedAt + timedelta(seconds=200)  # 100 s x 2^1: the type's backoff
