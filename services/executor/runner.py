@@ -9,6 +9,7 @@ bounded by librdkafka's queue settings); when every slot stays busy the subscrip
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from datetime import timedelta
 
 from services.executor.announcer import TypeAnnouncer
 from services.executor.worker import Worker
-from shared.bus.base import BadMessage, Delivery, Subscription, Wakeup
+from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
 from shared.store.base import AttemptResult, JobStore, StoreError
 
@@ -29,15 +30,13 @@ DEFAULT_HEARTBEAT = timedelta(seconds=1)
 MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
 
 
-def _hold_seconds(delivery: Delivery) -> float:
-    """How long until the wake-up's job is due (it was claimed ahead of time), 0 when it is due or unknown;
-    malformed messages are not held (the worker logs and skips them)."""
+def _hold_seconds(wakeup: Wakeup) -> float:
+    """How long until the wake-up's job is due (it was claimed ahead of time), 0 when it is due or unknown."""
+    if wakeup.at is None:
+        return 0.0
     try:
-        at = Wakeup.decode(delivery.value).at
-        if at is None:
-            return 0.0
-        return min((parse_time(at) - utc_now()).total_seconds(), MAX_HOLD_S)
-    except (BadMessage, ValueError):
+        return min((parse_time(wakeup.at) - utc_now()).total_seconds(), MAX_HOLD_S)
+    except ValueError:
         return 0.0
 
 
@@ -74,7 +73,9 @@ class Executor:
         # writes its outcome itself once the slot is free (handing it to a recorder thread was one more thread
         # wake-up per attempt).
         pool = ThreadPoolExecutor(self._concurrency * (1 + RECORD_BACKLOG_PER_SLOT), thread_name_prefix="attempt")
-        held: list[tuple[float, int, Delivery]] = []  # wake-ups claimed ahead of time: (monotonic due, offset)
+        # Wake-ups claimed ahead of time: (monotonic due, arrival, ...); arrival breaks ties between partitions.
+        held: list[tuple[float, int, Delivery, Wakeup]] = []
+        arrivals = itertools.count()
         paused = False
         saturated_since: float | None = None
         try:
@@ -94,19 +95,26 @@ class Executor:
                     self._subscription.set_paused(False)
                     paused = False
                 if held and held[0][0] <= time.monotonic():
-                    pool.submit(self._handle, heapq.heappop(held)[2])
+                    _, _, due_delivery, due_wakeup = heapq.heappop(held)
+                    pool.submit(self._handle, due_delivery, due_wakeup)
                     continue
                 wait_s = min(POLL_S, held[0][0] - time.monotonic()) if held else POLL_S
                 delivery = self._subscription.poll(max(wait_s, 0.0))
                 if delivery is None:
                     self._slots.release()
                     continue
-                hold_s = _hold_seconds(delivery)
-                if hold_s > 0:  # not due yet: wait without taking a handler slot
-                    heapq.heappush(held, (time.monotonic() + hold_s, delivery.offset, delivery))
+                # Decoded once, here: the hold needs its time and the attempt its ids.
+                wakeup = self._worker.decode(delivery)
+                if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
+                    self._subscription.ack(delivery)
                     self._slots.release()
                     continue
-                pool.submit(self._handle, delivery)
+                hold_s = _hold_seconds(wakeup)
+                if hold_s > 0:  # not due yet: wait without taking a handler slot
+                    heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
+                    self._slots.release()
+                    continue
+                pool.submit(self._handle, delivery, wakeup)
         finally:
             # Held wake-ups stay unacknowledged: their jobs are still queued, redelivered after a restart.
             log.info(
@@ -119,13 +127,13 @@ class Executor:
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
-    def _handle(self, delivery: Delivery) -> None:
+    def _handle(self, delivery: Delivery, wakeup: Wakeup) -> None:
         """Start and run on a handler slot; the slot is freed as soon as the handler returns, then this thread
         writes the outcome (concurrent threads' writes are batched together) and acknowledges the delivery.
         At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are held."""
         job, result = None, None
         try:
-            job = self._worker.start(delivery)
+            job = self._worker.start(delivery, wakeup)
             result = self._worker.run(job) if job is not None else None
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
             log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})

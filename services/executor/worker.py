@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from prometheus_client import Counter
+
 from services.executor.attempt import Cancellation, run_handler
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
@@ -67,6 +69,7 @@ class Worker:
         self._lateness = metrics.EXECUTOR_START_LATENESS_SECONDS.labels(job_type)
         self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
         self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
+        self._processed: dict[Outcome, Counter] = {}  # by outcome, filled as outcomes occur
 
     @property
     def job_type(self) -> str:
@@ -105,13 +108,20 @@ class Worker:
         if job is not None:
             self.record(job, self.run(job))
 
-    def start(self, delivery: Delivery) -> Job | None:
-        """Start the delivery's attempt: the running job, or None when the delivery is skipped (logged and
-        counted) or the store stayed unavailable (the reaper returns the job)."""
+    def decode(self, delivery: Delivery) -> Wakeup | None:
+        """The delivery's wake-up, or None for a malformed message (logged and counted as skipped)."""
         try:
-            wakeup = Wakeup.decode(delivery.value)
+            return Wakeup.decode(delivery.value)
         except BadMessage as exc:
             self._skip("bad_message", error=str(exc))
+            return None
+
+    def start(self, delivery: Delivery, wakeup: Wakeup | None = None) -> Job | None:
+        """Start the delivery's attempt: the running job, or None when the delivery is skipped (logged and
+        counted) or the store stayed unavailable (the reaper returns the job). `wakeup` is the delivery's
+        message when the caller has decoded it already (the runner reads it to hold early wake-ups)."""
+        wakeup = wakeup or self.decode(delivery)
+        if wakeup is None:
             return None
         return self._retrying(lambda: self._start(wakeup), wakeup.jobId)
 
@@ -198,7 +208,7 @@ class Worker:
         if updated is None:
             self._skip("late_result", jobId=job.id, attempt=job.next_attempt)
             return
-        metrics.EXECUTOR_PROCESSED.labels(self._job_type, result.outcome.value).inc()
+        self._processed_counter(result.outcome).inc()
         duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
         names = {Outcome.SUCCEEDED: "succeeded", Outcome.TIMEOUT: "timeout", Outcome.CANCELLED: "cancelled"}
         name = names.get(result.outcome, "failed")
@@ -222,6 +232,12 @@ class Worker:
                 "job dead-lettered",
                 extra={"action": "job_dead_lettered", "jobId": job.id, "tenantId": job.tenantId, "error": result.error},
             )
+
+    def _processed_counter(self, outcome: Outcome) -> Counter:
+        counter = self._processed.get(outcome)
+        if counter is None:  # a race creates the same series twice: labels() returns the one child
+            counter = self._processed[outcome] = metrics.EXECUTOR_PROCESSED.labels(self._job_type, outcome.value)
+        return counter
 
     def _event(self, name: str, job: Job, **extra: Any) -> None:
         event: dict[str, object] = {
