@@ -206,17 +206,13 @@ class MongoJobStore:
             self._db.command("ping")
 
     def pending_document(self, fields: transitions.Fields) -> Document:
-        """A job document to insert (everything that inserts jobs into this store's collection, seeders
-        included, goes through here)."""
-        return self._stored(fields)
-
-    def _stored(self, fields: transitions.Fields) -> transitions.Fields:
-        """A transition's fields as this store writes them: as they are."""
+        """A transition's fields as this store writes them, as they are here: every insert and update of a job
+        (seeders' inserts included) goes through here."""
         return fields
 
     def _update(self, fields: transitions.Fields) -> Document:
         """A transition's fields as an update document: UNSET fields are removed, the rest set."""
-        fields = self._stored(fields)
+        fields = self.pending_document(fields)
         update: Document = {"$set": {k: v for k, v in fields.items() if v is not transitions.UNSET}}
         removed = {k: "" for k, v in fields.items() if v is transitions.UNSET}
         if removed:
@@ -357,9 +353,6 @@ class MongoJobStore:
         }
         with translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
-
-    def spawn_run(self, template: Job, planned: datetime) -> bool:
-        return self.add_run(template, RunSpec(planned))[1]
 
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         with translate_errors():

@@ -197,8 +197,12 @@ def redriven(job: Job, now: datetime) -> Fields:
 
 
 def applied(job: Job, fields: Fields) -> Job:
-    """`job` as stored after a write of `fields` that moved it: what a store returns without reading it back."""
-    changes = {k: None if v is UNSET else v for k, v in fields.items() if k in JOB_FIELDS}
+    """`job` as stored after a write of `fields` that moved it, as a read would return it (times at the stored
+    precision): what a store returns without reading it back, for less than converting the stored row."""
+    changes: Fields = {}
+    for key, value in fields.items():
+        if key in JOB_FIELDS:
+            changes[key] = None if value is UNSET else stored_time(value) if isinstance(value, datetime) else value
     if "status" in changes:
         changes["status"] = Status(str(changes["status"]))
     return job.evolve(**changes)

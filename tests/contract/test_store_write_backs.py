@@ -52,6 +52,18 @@ def test_a_finished_attempt_undone_by_a_write_back_is_healed_from_the_records(mo
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.SUCCEEDED]
 
 
+def test_a_cancellation_hidden_by_a_write_back_is_restored_by_the_next_start(mongo_harness_any: Harness) -> None:
+    """A racing claim's write-back put a cancelled job back to `queued`: the cancel's attempt record still
+    refuses the executor, whose start makes the job cancelled again."""
+    store = mongo_harness_any.store
+    job = queued(store)
+    store.cancel(job.id)
+    mongo_harness_any.force_status(job.id, Status.QUEUED)
+    with pytest.raises(AttemptTaken):
+        start(store, job)
+    assert reload(store, job).status is Status.CANCELLED
+
+
 def test_a_start_hidden_by_a_write_back_is_left_alone_while_its_lease_lives(mongo_harness_any: Harness) -> None:
     """An executor started attempt 1, then an overlapping claim's (or a re-pend's) write-back put the job back
     to `queued` (seen in test_two_claimers_never_double_start_a_job on the stand-in). A new delivery finds the

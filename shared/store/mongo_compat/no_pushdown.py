@@ -53,9 +53,9 @@ class NoFilterPushdown(Probed):
         if not self._server_lacks_pushdown:
             super()._create_query_indexes()
 
-    def _stored(self, fields: transitions.Fields) -> transitions.Fields:
+    def pending_document(self, fields: transitions.Fields) -> transitions.Fields:
         """A job that becomes pending, or moves in time, gets the due slot of its (new) scheduledAt."""
-        fields = super()._stored(fields)
+        fields = super().pending_document(fields)
         if self._accommodating and (fields.get("status") == Status.PENDING.value or "scheduledAt" in fields):
             fields = {**fields, "dueSlot": due_slot(fields.get("scheduledAt"), utc_now()), "lane": new_lane()}
         return fields
