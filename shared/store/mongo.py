@@ -104,15 +104,6 @@ class _StartRequest:
 
 
 @dataclass(frozen=True)
-class StartedGroup:
-    """Jobs of one claim that one guarded update of a start batch moved, all of them, with what it wrote."""
-
-    claim: str
-    ids: list[str]
-    fields: transitions.Fields
-
-
-@dataclass(frozen=True)
 class _FinishRequest:
     job: Job
     result: AttemptResult
@@ -491,7 +482,6 @@ class MongoJobStore:
                 for i in won:
                     r = requests[i]
                     groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
-                moved: list[StartedGroup] = []
                 for (claim, attempt, job_type, worker), members in groups.items():
                     ids = [requests[i].job_id for i in members]
                     guard = {
@@ -503,9 +493,8 @@ class MongoJobStore:
                     }
                     lease_until = max(requests[i].lease_until for i in members)
                     fields = {**transitions.started(worker, now, lease_until), "startToken": token}
-                    if self._jobs.update_many(guard, self._update(fields)).modified_count == len(members):
-                        moved.append(StartedGroup(claim, ids, fields))
-                started = self._read_started(token, [requests[i].job_id for i in won], moved)
+                    self._jobs.update_many(guard, self._update(fields))
+                started = self._read_started(token, [requests[i].job_id for i in won])
                 for i in won:
                     job = started.get(requests[i].job_id)
                     if job is not None:
@@ -524,9 +513,8 @@ class MongoJobStore:
                     results[i] = _caught(self._start_one, r.job_id, r.job_type, r.worker, r.lease_until)
         return [r for r in results if r is not None]
 
-    def _read_started(self, token: str, ids: Sequence[str], moved: Sequence[StartedGroup]) -> dict[str, Job]:
-        """The jobs of `ids` that this start batch moved, read by its token (`moved`, the groups whose update
-        moved every job asked for, is for servers where one more query costs more than decoding a claim)."""
+    def _read_started(self, token: str, ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `ids` that this start batch moved: those that carry its token."""
         if not ids:
             return {}
         docs = self._jobs.find({"_id": {"$in": [ObjectId(job_id) for job_id in ids]}, "startToken": token})

@@ -26,8 +26,8 @@ what its claimed part costs:
 from __future__ import annotations
 
 import random
-from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -164,32 +164,3 @@ class ClaimerMemory:
         """This memory if it was built for `job_types`, else a fresh one for them."""
         types = frozenset(job_types)
         return self if types == self.job_types else ClaimerMemory(types)
-
-
-class ClaimDocs:
-    """The executor's side: the documents of recent claim batches, read once per batch (one query by claim
-    token) instead of once per start. A document is handed out once (the start that moved it) and a batch
-    is forgotten when all of it was handed out or when MAX_CLAIMS newer batches were read."""
-
-    MAX_CLAIMS: Final = 32
-
-    def __init__(self) -> None:
-        self._claims: OrderedDict[str, dict[str, Document]] = OrderedDict()
-
-    def take(
-        self, claim: str, ids: Sequence[str], read: Callable[[str], Iterable[Document]]
-    ) -> dict[str, Document] | None:
-        """The documents of `ids` (all of `claim`), read with `read(claim)` the first time; None when some are
-        not known (then nothing is taken)."""
-        docs = self._claims.get(claim)
-        if docs is None:
-            docs = {str(d["_id"]): d for d in read(claim)}
-            self._claims[claim] = docs
-            while len(self._claims) > self.MAX_CLAIMS:
-                self._claims.popitem(last=False)
-        if any(job_id not in docs for job_id in ids):
-            return None
-        taken = {job_id: docs.pop(job_id) for job_id in ids}
-        if not docs:
-            del self._claims[claim]
-        return taken

@@ -9,9 +9,8 @@ What this does instead:
 - every pending run carries `dueSlot` (due_slots.py) and `lane` (claim_lanes.py); a claim reads the slots that
   can hold due runs by equality, keeps the candidates of passed slots between claims (the backlog cache) and
   updates a deep group lane by lane; the guarded updates and the re-read of a claim are equalities too;
-- an executor reads a claim's documents once, at its first start of that claim, instead of reading back each
-  start batch; a finish batch's update is narrowed by its start batch (`startToken`), the reaper's query by one
-  status at a time;
+- a finish batch's update is narrowed by its start batch (`startToken`), the reaper's query by one status at a
+  time;
 - no query index is created: none would serve a query, each would cost every write an index entry, and the
   partial ones cannot be built.
 
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -32,8 +31,8 @@ from pymongo import MongoClient
 
 from shared.model import Job, Status, utc_now
 from shared.store import transitions
-from shared.store.mongo import Document, StartedGroup, due_runs_filter, job_from_document, translate_errors
-from shared.store.mongo_compat.claim_lanes import BacklogCache, ClaimDocs, ClaimerMemory, new_lane, plan_claim
+from shared.store.mongo import Document, due_runs_filter, job_from_document, translate_errors
+from shared.store.mongo_compat.claim_lanes import BacklogCache, ClaimerMemory, new_lane, plan_claim
 from shared.store.mongo_compat.due_slots import LOOKBACK_SLOTS, due_slot, slot_of
 from shared.store.mongo_compat.probe import Probed
 from shared.store.transitions import ATTEMPT_ACTIVE
@@ -45,7 +44,6 @@ class NoFilterPushdown(Probed):
     def __init__(self, client: MongoClient[dict[str, Any]], database: str, *, accommodate: bool | None) -> None:
         super().__init__(client, database, accommodate=accommodate)
         self._claimer = ClaimerMemory(frozenset())
-        self._claim_docs = ClaimDocs()
 
     def _create_query_indexes(self) -> None:
         """None on such a server, even with the production claim path forced: no index would serve a query
@@ -122,20 +120,6 @@ class NoFilterPushdown(Probed):
                     backlog.keep(slot, cached)
             found.extend(cached)
         return found, queries
-
-    def _read_started(self, token: str, ids: Sequence[str], moved: Sequence[StartedGroup]) -> dict[str, Job]:
-        """Where a start moved every job it asked for of a claim, those jobs are the claim's documents, read once
-        per claim by its token (ClaimDocs), with the start's fields applied: one query per claim rather than one
-        per start batch, each of which costs the server a pass of its own. The rest are read by the token."""
-        if not self._accommodating:
-            return super()._read_started(token, ids, moved)
-        started: dict[str, Job] = {}
-        for group in moved:
-            known = self._claim_docs.take(group.claim, group.ids, lambda c: self._jobs.find({"claimToken": c}))
-            if known is not None:
-                started.update((i, transitions.applied(job_from_document(d), group.fields)) for i, d in known.items())
-        rest = [job_id for job_id in ids if job_id not in started]
-        return {**started, **super()._read_started(token, rest, ())}
 
     def _batch_of(self, job: Job) -> Document:
         """The start batch: the server decodes that batch's jobs, not all of the worker's running ones."""
