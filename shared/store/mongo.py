@@ -37,7 +37,7 @@ from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError,
 
 from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.jsonsafe import shorten
-from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, utc_now
+from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
@@ -814,4 +814,4 @@ def job_from_document(doc: Document) -> Job:
     values = {k: v for k, v in doc.items() if k in JOB_FIELDS}
     values["id"] = str(doc["_id"])
     values["status"] = Status(doc["status"])
-    return Job(**values)
+    return job_from_fields(values)
