@@ -467,9 +467,10 @@ class MongoJobStore:
     def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
         """start_attempt for many hinted wake-ups at once: one insert of their attempt records (ownership, as in
         _start_one), one guarded update per (claim, attempt, job type, worker) moving the won jobs queued →
-        running under this batch's token, and one read of the jobs that carry it. A job that is not where its
-        hint says (released, claimed again, cancelled, of another type) gives its record back and takes the
-        one-by-one path, which names the exact reason."""
+        running under this batch's token, and one read of the jobs that carry it (a group of one job is moved
+        and read by one findAndModify). A job that is not where its hint says (released, claimed again,
+        cancelled, of another type) gives its record back and takes the one-by-one path, which names the exact
+        reason."""
         now = utc_now()
         token = uuid.uuid4().hex
         results: list[Job | BaseException | None] = [None] * len(requests)
@@ -479,6 +480,8 @@ class MongoJobStore:
             won = [i for i in range(len(requests)) if i not in taken]
             try:
                 groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
+                started: dict[str, Job] = {}
+                moved: list[str] = []  # moved by update_many: read back by the batch's token
                 for i in won:
                     r = requests[i]
                     groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
@@ -492,9 +495,16 @@ class MongoJobStore:
                         "jobType": job_type,
                     }
                     lease_until = max(requests[i].lease_until for i in members)
-                    fields = {**transitions.started(worker, now, lease_until), "startToken": token}
-                    self._jobs.update_many(guard, self._update(fields))
-                started = self._read_started(token, [requests[i].job_id for i in won])
+                    update = self._update({**transitions.started(worker, now, lease_until), "startToken": token})
+                    if len(members) > 1:
+                        self._jobs.update_many(guard, update)
+                        moved.extend(ids)
+                        continue
+                    # A group of one (a lone delivery): one command moves the job and returns it.
+                    doc = self._jobs.find_one_and_update(guard, update, return_document=ReturnDocument.AFTER)
+                    if doc is not None:
+                        started[ids[0]] = job_from_document(doc)
+                started.update(self._read_started(token, moved))
                 for i in won:
                     job = started.get(requests[i].job_id)
                     if job is not None:
