@@ -17,6 +17,7 @@ from shared.bus.offsets import OffsetTracker
 
 log = logging.getLogger("jobsched.bus")
 RECORD_LINGER_MS = 50  # how long an event or dead-letter record may wait to share a produce request
+RECORD_POLL_S = 0.1  # how often publishing a record also serves the records' failure reports
 
 
 class KafkaBus:
@@ -37,6 +38,7 @@ class KafkaBus:
         self._producers_lock = threading.Lock()
         self._wakeup_producer: Producer | None = None
         self._record_producer: Producer | None = None
+        self._next_record_poll = 0.0  # monotonic time of the next serving of the records' failure reports
 
     def _producer_config(self) -> dict[str, Any]:
         return {
@@ -150,7 +152,12 @@ class KafkaBus:
         except (BufferError, KafkaException) as exc:
             metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
             log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": repr(exc)})
-        producer.poll(0)  # serve delivery callbacks without waiting
+        # Serve the failure reports now and then, not at every record: a poll releases the interpreter lock, and
+        # taking it back costs a thread switch whenever other threads are busy (close() serves what is left).
+        now = time.monotonic()
+        if now >= self._next_record_poll:
+            self._next_record_poll = now + RECORD_POLL_S
+            producer.poll(0)
 
     def close(self) -> None:
         for producer in (self._wakeup_producer, self._record_producer):
