@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from shared.bus.offsets import OffsetTracker
 log = logging.getLogger("jobsched.bus")
 RECORD_LINGER_MS = 50  # how long an event or dead-letter record may wait to share a produce request
 RECORD_POLL_S = 0.1  # how often publishing a record also serves the records' failure reports
+FETCH_BATCH = 64  # messages a subscription takes from the client at once
 
 
 class KafkaBus:
@@ -195,6 +197,7 @@ class KafkaSubscription:
         }
         self._consumer = Consumer(config)
         self._offsets: OffsetTracker[tuple[str, int]] = OffsetTracker()
+        self._fetched: deque[Message] = deque()  # taken from the client, not handed out yet (not received)
         self._last_commit = 0.0
         self._paused = False
         self._consumer.subscribe([topic], on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -209,7 +212,7 @@ class KafkaSubscription:
         self._commit(asynchronous=True)
         if self._paused:
             self.set_paused(True)  # partitions assigned by a rebalance since the pause start unpaused
-        message = self._consumer.poll(timeout_s)
+        message = self._next_message(timeout_s)
         if message is None:
             return None
         if message.error() is not None:
@@ -221,6 +224,25 @@ class KafkaSubscription:
         assert offset is not None
         self._offsets.received((topic, partition), offset)
         return Delivery(value=message.value(), topic=topic, partition=partition, offset=offset)
+
+    def _next_message(self, timeout_s: float) -> Message | None:
+        """The next fetched message: what the client holds already is taken in one call, up to FETCH_BATCH (each
+        call into the client releases the interpreter lock, and taking it back costs a thread switch while other
+        threads are busy); a paused subscription hands out nothing of that (its caller only keeps the
+        membership alive)."""
+        if self._paused:
+            return self._consumer.poll(timeout_s)
+        if not self._fetched:
+            fetched = self._consumer.consume(FETCH_BATCH, 0)  # may run _on_revoke, which replaces _fetched
+            self._fetched.extend(fetched)
+        if self._fetched:
+            return self._fetched.popleft()
+        return self._consumer.poll(timeout_s)
+
+    def _drop_fetched(self, keys: list[tuple[str, int]]) -> None:
+        """Forget the fetched messages of partitions no longer ours: their next owner receives them."""
+        gone = set(keys)
+        self._fetched = deque(m for m in self._fetched if (m.topic(), m.partition()) not in gone)
 
     def ack(self, delivery: Delivery) -> None:
         self._offsets.acked((delivery.topic, delivery.partition), delivery.offset)
@@ -248,9 +270,12 @@ class KafkaSubscription:
         keys = [(p.topic, p.partition) for p in partitions]
         self._commit(asynchronous=False, partitions=keys)
         self._offsets.forget(keys)
+        self._drop_fetched(keys)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._offsets.forget([(p.topic, p.partition) for p in partitions])  # already someone else's: no commit
+        keys = [(p.topic, p.partition) for p in partitions]
+        self._offsets.forget(keys)  # already someone else's: no commit
+        self._drop_fetched(keys)
 
     def close(self) -> None:
         self._last_commit = 0.0
