@@ -375,6 +375,8 @@ class MongoJobStore:
                 if existing is None:  # removed since: nothing of ours to return
                     raise StoreUnavailable("the run's key was taken and then vanished; retry") from None
                 return existing, False
+            except (WriteError, InvalidDocument, OverflowError) as exc:  # a payload the server cannot store
+                raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc), True
 
