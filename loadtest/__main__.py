@@ -1,4 +1,4 @@
-"""`python -m loadtest --rate 20 --duration 30s [--base-url URL] [--json FILE] [--plot FILE]`
+"""`python -m loadtest --rate 20 --duration 30s [--base-url URL] [--api-key KEY --tenant T] [--json FILE] [--plot FILE]`
 
 Open-loop load against a running jobsched API: create requests go out on a fixed schedule (rate per second)
 whether or not earlier ones have been answered, so a slow server shows up as latency instead of silently
@@ -8,6 +8,8 @@ POST, as the client saw it), and apart for due-now and future jobs the server's 
 the polling nor the order of the polls can shift them): due-now jobs created → first attempt's start and
 created → last attempt's end (end-to-end), future jobs scheduledAt → start (lateness) and → end; plus the
 achieved rate and errors by status. The server's clocks must agree (one machine, or synchronised hosts).
+Against an API with AUTH=required, pass a writer key (--api-key, or JOBSCHED_API_KEY) and its tenant (--tenant);
+the jobs go to that tenant instead of a fresh `load-<run id>` one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from shared.local_stack import API_URL_VARIABLE, tool_environment
 from shared.model import format_time, parse_time, utc_now
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+API_KEY_VARIABLE = "JOBSCHED_API_KEY"
 POLL_INTERVAL_S = 0.1
 MAX_POLLERS = 64
 FINAL = ("completed", "dlq")
@@ -62,11 +65,11 @@ class Report:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-async def send_one(client: httpx.AsyncClient, sample: Sample, job_type: str, run: str, n: int) -> None:
+async def send_one(client: httpx.AsyncClient, sample: Sample, job_type: str, tenant: str, run: str, n: int) -> None:
     scheduled = utc_now() + timedelta(seconds=sample.ahead_s)
     body = {
         "idempotencyKey": f"load-{run}-{n}",
-        "tenantId": f"load-{run}",  # Report.tenant
+        "tenantId": tenant,
         "jobType": job_type,
         "scheduledAt": format_time(scheduled),
         "payload": {},
@@ -113,12 +116,15 @@ async def run(
     settle_s: float,
     future_share: float = 0.0,
     ahead_s: float = 5.0,
+    api_key: str | None = None,
+    tenant: str | None = None,
 ) -> Report:
     total = int(rate * duration_s)
     run_id = uuid.uuid4().hex[:8]
-    report = Report(tenant=f"load-{run_id}")
+    report = Report(tenant=tenant or f"load-{run_id}")
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(base_url=base_url, timeout=30, limits=limits, headers=headers) as client:
         start = time.perf_counter()
         sends = []
         for n in range(total):
@@ -126,7 +132,7 @@ async def run(
             future = future_share > 0 and (n + 1) * future_share // 1 > n * future_share // 1  # spread evenly
             sample = Sample(sent_at=time.perf_counter(), ahead_s=ahead_s if future else 0.0)
             report.samples.append(sample)
-            sends.append(asyncio.create_task(send_one(client, sample, job_type, run_id, n)))
+            sends.append(asyncio.create_task(send_one(client, sample, job_type, report.tenant, run_id, n)))
             progress(f"sending {n + 1}/{total}")
         await asyncio.gather(*sends)
         for sample in report.samples:
@@ -211,10 +217,15 @@ def main() -> None:
     parser = OneLineParser(
         prog="python -m loadtest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    default_url = tool_environment("python -m loadtest").get(API_URL_VARIABLE, DEFAULT_BASE_URL)
+    environment = tool_environment("python -m loadtest")
+    default_url = environment.get(API_URL_VARIABLE, DEFAULT_BASE_URL)
     parser.add_argument("--rate", type=float, default=20.0, help="create requests per second (default 20)")
     parser.add_argument("--duration", default="30s", help="how long to send, e.g. 30s or 2m (default 30s)")
     parser.add_argument("--base-url", default=default_url, help=f"the API (default {default_url})")
+    parser.add_argument(
+        "--api-key", default=environment.get(API_KEY_VARIABLE), help=f"a writer key (default ${API_KEY_VARIABLE})"
+    )
+    parser.add_argument("--tenant", help="the tenant to create the jobs in (default a fresh load-<run id>)")
     parser.add_argument("--job-type", default="noop")
     parser.add_argument("--settle", default="120s", help="how long to wait for jobs to finish after sending")
     parser.add_argument("--future-share", type=float, default=0.0, help="share of jobs scheduled ahead (0 to 1)")
@@ -233,7 +244,19 @@ def main() -> None:
     except ValueError as exc:
         parser.error(str(exc))
     check_reachable(args.base_url)
-    report = asyncio.run(run(args.base_url, args.rate, duration_s, args.job_type, settle_s, args.future_share, ahead_s))
+    report = asyncio.run(
+        run(
+            args.base_url,
+            args.rate,
+            duration_s,
+            args.job_type,
+            settle_s,
+            args.future_share,
+            ahead_s,
+            args.api_key or None,
+            args.tenant,
+        )
+    )
     result = figures(report, args.rate, duration_s)
     print(json.dumps(result, indent=2))
     if args.json:

@@ -23,7 +23,7 @@ from pymongo import MongoClient
 
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
-from shared.store.mongo import MongoJobStore, pending_document
+from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 from shared.store.transitions import KIND_RUN
 
@@ -155,9 +155,11 @@ def store_kind(uri: str) -> str:
     return "ferretdb-postgresql" if "Plan" in plan.get("queryPlanner", {}) else "ferretdb-sqlite"
 
 
-def job_document(key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop") -> dict[str, Any]:
-    """A pending one-off noop job as the store keeps it (what the API would have inserted)."""
-    return pending_document(
+def job_document(
+    store: MongoJobStore, key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop"
+) -> dict[str, Any]:
+    """A pending one-off noop job as `store` keeps it (what the API would have inserted)."""
+    return store.pending_document(
         {
             "idempotencyKey": key,
             "tenantId": f"tenant-{n % 7}",
@@ -189,6 +191,7 @@ def seed_jobs(
     """Insert `count` pending jobs, job n scheduled at `scheduled_at(n)`, in chunks of `chunk` (in n order).
     `before_chunk(first scheduledAt of the chunk)` runs before each chunk is inserted."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True)
+    store = MongoJobStore.connect(uri, database)  # the documents' shape on this server
     now = utc_now()
     jobs = client[database]["jobs"]
     try:
@@ -196,11 +199,12 @@ def seed_jobs(
             if before_chunk is not None:
                 before_chunk(scheduled_at(start))
             docs = [
-                job_document(f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
+                job_document(store, f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
                 for i in range(start, min(start + chunk, count))
             ]
             jobs.insert_many(docs, ordered=False)
     finally:
+        store.close()
         client.close()
 
 

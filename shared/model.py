@@ -137,8 +137,8 @@ class Job(TemplatePolicy):
     # The scheduler's claim batch, passed on in the wake-up so an executor can start many of the batch's
     # jobs with one query (MongoDB store). Internal: never part of the API's job body.
     claimToken: str | None = field(default=None, metadata={"wire": False})
-    # The executor's start batch (MongoDB store): jobs started together mostly finish together, so their
-    # completions are written with one update narrowed to that batch. Internal, like claimToken.
+    # The executor's start batch (MongoDB store): the jobs one bulk write started, read back by it. Internal,
+    # like claimToken.
     startToken: str | None = field(default=None, metadata={"wire": False})
 
     @property
@@ -205,6 +205,7 @@ def _wire(obj: Any) -> dict[str, Any]:
 
 
 JOB_FIELDS = frozenset(f.name for f in fields(Job))
+EXECUTION_FIELDS = frozenset(f.name for f in fields(Execution))
 _JOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Job) if f.default is not MISSING}
 _JOB_FACTORIES = {f.name: f.default_factory for f in fields(Job) if f.default_factory is not MISSING}
 _JOB_REQUIRED = JOB_FIELDS - _JOB_DEFAULTS.keys() - _JOB_FACTORIES.keys()

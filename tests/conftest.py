@@ -20,7 +20,7 @@ from pymongo.database import Database
 
 from shared.bus.kafka import KafkaBus
 from shared.store.mongo import MongoJobStore
-from tests.support import ServiceProcess
+from tests.support import ServiceProcess, delete_topics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_SCRIPTS = REPO_ROOT / "deployments" / "local"
@@ -96,8 +96,13 @@ def mongo_db(mongo_client: MongoClient[dict[str, object]], test_id: str) -> Iter
 
 
 @pytest.fixture
-def topic_prefix(test_id: str) -> str:
-    return f"t-{test_id}-"
+def topic_prefix(test_id: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The root of the test's topic names; the topics go with the test (after its processes have stopped): a
+    broker that keeps the topics of every test run it served runs out of memory after a few thousand."""
+    prefix = f"t-{test_id}-"
+    yield prefix
+    if "kafka_brokers" in request.fixturenames:
+        delete_topics(request.getfixturevalue("kafka_brokers"), prefix)
 
 
 @pytest.fixture

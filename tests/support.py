@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
 
 from shared.bus.base import Wakeup
 
@@ -131,3 +133,18 @@ def installed_distribution(directory: Path, dist: str, entry_points: str) -> Non
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[jobsched.handlers]\n{entry_points}\n")
+
+
+def delete_topics(brokers: str, prefix: str) -> None:
+    """Delete the topics whose names start with `prefix`, waiting for the broker's answer; a topic that is
+    already gone, or a broker that is down, is no error (nothing is left to clean up, or nothing can be)."""
+    admin = AdminClient({"bootstrap.servers": brokers})
+    try:
+        names = [name for name in admin.list_topics(timeout=5).topics if name.startswith(prefix)]
+    except Exception:  # a broker the test stopped: its topics went with it
+        return
+    if not names:
+        return
+    for future in admin.delete_topics(names, operation_timeout=10).values():
+        with contextlib.suppress(Exception):  # already deleted, or the broker went away meanwhile
+            future.result(timeout=15)

@@ -5,13 +5,13 @@
 -- lookup by _id (11 ms with 20,000 documents here). A GIN index on the same expression answers it (0.03 ms).
 -- So each collection table FerretDB creates gets one GIN index per equality key jobsched's hot queries use:
 --   _id         lookups and guarded single-document writes (also the peer baseline's deletes)
---   claimToken  the executor's start guard and its one read per claim batch, the scheduler's re-read of a claim
---   startToken  the guards that close a start batch's attempts (jobs and attempt records)
---   dueSlot     the scheduler's due-slot queries (shared/store/due_slots.py)
+--   claimToken  the executor's start guard, the scheduler's re-read of a claim
+--   startToken  the read of a start batch's jobs, the guard that completes them
+--   dueSlot     the scheduler's due-slot queries (shared/store/mongo_compat/due_slots.py)
 --   kind        the scheduler's look for due recurring templates at every tick: `kind = template` is rare, so
 --               the index answers it; without it that query scanned every job ever kept, twice a second
 -- Every index costs on each write (a rewritten document gets new entries in all of them), so keys that only
--- rare or unselective queries use (status, tenantId, ...) are left out. Measured, FERRETDB.md.
+-- rare or unselective queries use (status, tenantId, ...) are left out. Measured: docs/stand-in.md.
 -- This is a property of the local stand-in: MongoDB proper uses the indexes ensure_schema creates.
 
 SET client_min_messages = warning;  -- "does not exist, skipping" on a new cluster is expected

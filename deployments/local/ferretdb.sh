@@ -5,7 +5,7 @@
 #
 # Environment:
 #   FERRETDB_PORT     listen port on 127.0.0.1 (default 27018)
-#   FERRETDB_BACKEND  sqlite | postgresql (default postgresql: faster claims, see FERRETDB.md)
+#   FERRETDB_BACKEND  sqlite | postgresql (default postgresql: faster claims, see docs/stand-in.md)
 #   FERRETDB_GOGC     the Go garbage collector target of the FerretDB process (default 400, see cmd_start)
 #   POSTGRES_PORT     port of the private PostgreSQL cluster for the postgresql backend (default 15432: every
 #                     fixed port of the project lies below Linux's ephemeral range 32768-60999, where any

@@ -68,7 +68,7 @@ def creating(run_id: str) -> Operation:
 
     async def create(client: httpx.AsyncClient) -> Sample:
         sample = Sample(sent_at=time.perf_counter())
-        await send_one(client, sample, "noop", run_id, next(numbers))
+        await send_one(client, sample, "noop", f"load-{run_id}", run_id, next(numbers))
         return sample
 
     return create

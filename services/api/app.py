@@ -178,7 +178,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
-        *operator_routes(store, browser, admission),
+        *operator_routes(store, browser, admission, known.names),
         *schedule_routes(store, gate, admission, known.max_attempts),
     ]
     if auth is not None:

@@ -8,6 +8,7 @@ redrive (one job, one guarded transition), so a job that left the DLQ meanwhile 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, cast
 
@@ -21,7 +22,6 @@ from services.api.admission import Admission
 from services.api.bodies import describe, read_json
 from services.api.errors import ApiError, SafeJSONResponse
 from services.api.tenancy import TenantGuard, current_principal
-from shared.handlers import registry
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Status, format_time, utc_now
@@ -100,7 +100,11 @@ def _visible_tenants() -> str | None:
     return None if principal is None or principal.role is Role.ADMIN else principal.tenant
 
 
-def operator_routes(store: JobStore, browser: JobBrowser, admission: Admission) -> list[Route]:
+def operator_routes(
+    store: JobStore, browser: JobBrowser, admission: Admission, type_names: Callable[[], list[str]]
+) -> list[Route]:
+    """`type_names`: the job types the API accepts (its own, configured and announced), for the console's filters."""
+
     async def overview(request: Request) -> Response:
         tenant = request.query_params.get("tenantId") or None
         now = utc_now()
@@ -115,7 +119,7 @@ def operator_routes(store: JobStore, browser: JobBrowser, admission: Admission) 
                 "at": format_time(now),
                 "tenantId": tenant,
                 "statuses": [s.value for s in Status],
-                "jobTypes": sorted(set(registry.names()) | set(counts.byType)),
+                "jobTypes": sorted(set(type_names()) | set(counts.byType)),
                 "byType": counts.byType,
                 "totals": totals,
                 "lastHour": {t: vars(c) for t, c in counts.lastHour.items()},

@@ -2,9 +2,10 @@
 attempt is decided by inserting its one outcome, so only one reaper (or the executor) wins it.
 
 - queued longer than QUEUED_TIMEOUT → pending: the wake-up was lost (publish or consumer failure).
-- claimed/running whose lease ran out (CLAIM_TIMEOUT after the claim, extended by executor heartbeats) →
-  the attempt is closed as `lost` and the job goes back to pending with attempts+1 and backoff, or to dlq
-  when its budget is spent: a job that crashes every executor ends in the DLQ instead of looping.
+- running (or claimed, as earlier versions wrote) whose lease ran out (CLAIM_TIMEOUT after the start, extended
+  by executor heartbeats) → the attempt is closed as `lost` and the job goes back to pending with attempts+1
+  and backoff, or to dlq when its budget is spent: a job that crashes every executor ends in the DLQ instead of
+  looping.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -15,6 +17,9 @@ from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, dispatch_
 from shared.bus.offsets import OffsetTracker
 
 log = logging.getLogger("jobsched.bus")
+RECORD_LINGER_MS = 50  # how long an event or dead-letter record may wait to share a produce request
+RECORD_POLL_S = 0.1  # how often publishing a record also serves the records' failure reports
+FETCH_BATCH = 64  # messages a subscription takes from the client at once
 
 
 class KafkaBus:
@@ -30,19 +35,46 @@ class KafkaBus:
         self._partitions = partitions
         self._prefix = topic_prefix
         self._delivery_timeout_ms = delivery_timeout_ms
-        config: dict[str, Any] = {
-            "bootstrap.servers": brokers,
-            # Wake-ups are latency-sensitive and tiny: send almost at once, but let a burst share a batch.
-            "linger.ms": 2,
+        # One producer per kind of message, each made at its first use (a process publishes one kind: the
+        # scheduler wake-ups, the executor events; an idle producer still runs librdkafka's threads).
+        self._producers_lock = threading.Lock()
+        self._wakeup_producer: Producer | None = None
+        self._record_producer: Producer | None = None
+        self._next_record_poll = 0.0  # monotonic time of the next serving of the records' failure reports
+
+    def _producer_config(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self._brokers,
             "acks": "all",
             "enable.idempotence": True,
             # A broker outage fails a delivery within this bound instead of queueing forever; the
             # scheduler then puts the job back to pending.
-            "message.timeout.ms": delivery_timeout_ms,
+            "message.timeout.ms": self._delivery_timeout_ms,
             "queue.buffering.max.messages": 500_000,
             "logger": logging.getLogger("jobsched.kafka"),
         }
-        self._producer = Producer(config)
+
+    @property
+    def _wakeups(self) -> Producer:
+        """Wake-ups are latency-sensitive and tiny: sent almost at once, a burst sharing a batch; every
+        delivery is reported, since the scheduler puts back the jobs whose wake-up did not land."""
+        if self._wakeup_producer is None:
+            with self._producers_lock:
+                if self._wakeup_producer is None:
+                    self._wakeup_producer = Producer({**self._producer_config(), "linger.ms": 2})
+        return self._wakeup_producer
+
+    @property
+    def _records(self) -> Producer:
+        """Events and dead-letter records are best effort and nobody waits for them: they linger so that many
+        share one produce request (each request costs the broker threads a round of work and the caller a
+        delivery report), and only failed deliveries are reported (they are logged and counted)."""
+        if self._record_producer is None:
+            with self._producers_lock:
+                if self._record_producer is None:
+                    config = {**self._producer_config(), "linger.ms": RECORD_LINGER_MS}
+                    self._record_producer = Producer({**config, "delivery.report.only.error": True})
+        return self._record_producer
 
     def topic(self, job_type: str) -> str:
         return dispatch_topic(job_type, self._prefix)
@@ -89,16 +121,17 @@ class KafkaBus:
 
         for index, wakeup in enumerate(wakeups):
             self._produce(self.topic(wakeup.jobType), wakeup.encode(), wakeup.jobId, on_delivery(index))
-        self._producer.flush(self._delivery_timeout_ms / 1000 + 5)
+        self._wakeups.flush(self._delivery_timeout_ms / 1000 + 5)
         return [w for i, w in enumerate(wakeups) if i not in delivered]
 
     def _produce(self, topic: str, value: bytes, key: str, callback: Any) -> None:
+        producer = self._wakeups
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=callback)
+                producer.produce(topic, value=value, key=key, on_delivery=callback)
                 return
             except BufferError:
-                self._producer.poll(0.1)  # local queue full: let deliveries drain, then retry
+                producer.poll(0.1)  # local queue full: let deliveries drain, then retry
 
     @property
     def events_topic(self) -> str:
@@ -114,21 +147,32 @@ class KafkaBus:
         self._publish_best_effort(self.events_topic, event)
 
     def _publish_best_effort(self, topic: str, record: dict[str, object]) -> None:
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
-                log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": str(err)})
-
+        producer = self._records
         try:
             key = str(record.get("jobId", ""))
-            self._producer.produce(topic, value=jsonsafe.dumps(record), key=key, on_delivery=on_delivery)
+            producer.produce(topic, value=jsonsafe.dumps(record), key=key, on_delivery=_report_failed_record)
         except (BufferError, KafkaException) as exc:
             metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
             log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": repr(exc)})
-        self._producer.poll(0)  # serve delivery callbacks without waiting
+        # Serve the failure reports now and then, not at every record: a poll releases the interpreter lock, and
+        # taking it back costs a thread switch whenever other threads are busy (close() serves what is left).
+        now = time.monotonic()
+        if now >= self._next_record_poll:
+            self._next_record_poll = now + RECORD_POLL_S
+            producer.poll(0)
 
     def close(self) -> None:
-        self._producer.flush(5)
+        for producer in (self._wakeup_producer, self._record_producer):
+            if producer is not None:
+                producer.flush(5)
+
+
+def _report_failed_record(err: KafkaError | None, msg: Message) -> None:
+    """The delivery report of an event or dead-letter record (only failures are reported)."""
+    if err is not None:
+        topic = msg.topic() or ""
+        metrics.BUS_PUBLISH_ERRORS.labels(topic).inc()
+        log.warning("publish failed", extra={"action": "publish_failed", "topic": topic, "error": str(err)})
 
 
 class KafkaSubscription:
@@ -153,6 +197,7 @@ class KafkaSubscription:
         }
         self._consumer = Consumer(config)
         self._offsets: OffsetTracker[tuple[str, int]] = OffsetTracker()
+        self._fetched: deque[Message] = deque()  # taken from the client, not handed out yet (not received)
         self._last_commit = 0.0
         self._paused = False
         self._consumer.subscribe([topic], on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -167,7 +212,7 @@ class KafkaSubscription:
         self._commit(asynchronous=True)
         if self._paused:
             self.set_paused(True)  # partitions assigned by a rebalance since the pause start unpaused
-        message = self._consumer.poll(timeout_s)
+        message = self._next_message(timeout_s)
         if message is None:
             return None
         if message.error() is not None:
@@ -179,6 +224,25 @@ class KafkaSubscription:
         assert offset is not None
         self._offsets.received((topic, partition), offset)
         return Delivery(value=message.value(), topic=topic, partition=partition, offset=offset)
+
+    def _next_message(self, timeout_s: float) -> Message | None:
+        """The next fetched message: what the client holds already is taken in one call, up to FETCH_BATCH (each
+        call into the client releases the interpreter lock, and taking it back costs a thread switch while other
+        threads are busy); a paused subscription hands out nothing of that (its caller only keeps the
+        membership alive)."""
+        if self._paused:
+            return self._consumer.poll(timeout_s)
+        if not self._fetched:
+            fetched = self._consumer.consume(FETCH_BATCH, 0)  # may run _on_revoke, which replaces _fetched
+            self._fetched.extend(fetched)
+        if self._fetched:
+            return self._fetched.popleft()
+        return self._consumer.poll(timeout_s)
+
+    def _drop_fetched(self, keys: list[tuple[str, int]]) -> None:
+        """Forget the fetched messages of partitions no longer ours: their next owner receives them."""
+        gone = set(keys)
+        self._fetched = deque(m for m in self._fetched if (m.topic(), m.partition()) not in gone)
 
     def ack(self, delivery: Delivery) -> None:
         self._offsets.acked((delivery.topic, delivery.partition), delivery.offset)
@@ -206,9 +270,12 @@ class KafkaSubscription:
         keys = [(p.topic, p.partition) for p in partitions]
         self._commit(asynchronous=False, partitions=keys)
         self._offsets.forget(keys)
+        self._drop_fetched(keys)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._offsets.forget([(p.topic, p.partition) for p in partitions])  # already someone else's: no commit
+        keys = [(p.topic, p.partition) for p in partitions]
+        self._offsets.forget(keys)  # already someone else's: no commit
+        self._drop_fetched(keys)
 
     def close(self) -> None:
         self._last_commit = 0.0

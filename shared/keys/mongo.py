@@ -1,7 +1,7 @@
 """KeyStore on MongoDB: `api_keys` (one document per key, `_id` = its prefix, so the insert decides a prefix's
 owner atomically) and `api_key_usage` (`_id` = prefix, `lastUsedAt`), kept apart so that recording use never
-rewrites a key document: on a server that writes whole documents back (FerretDB 1.x) such a write could undo
-a revocation made at the same moment."""
+rewrites a key document: on a server that writes whole documents back (the local stand-in, see
+shared/store/mongo_compat) such a write could undo a revocation made at the same moment."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import DuplicateKeyError
 
 from shared.keys.base import ApiKey, PrefixTaken, Role
-from shared.store.mongo import _translate_errors
+from shared.store.mongo import translate_errors
 
 Document = dict[str, Any]
 
@@ -37,38 +37,38 @@ class MongoKeyStore:
 
     def ensure_schema(self) -> None:
         """Nothing to index beyond `_id`: keys are few, and every replica reads them all."""
-        with _translate_errors():
+        with translate_errors():
             self._keys.find_one({"_id": ""})  # reach the server now: start-up waits for it here
 
     def insert(self, key: ApiKey) -> None:
-        with _translate_errors():
+        with translate_errors():
             try:
                 self._keys.insert_one(_to_document(key))
             except DuplicateKeyError as exc:
                 raise PrefixTaken(key.prefix) from exc
 
     def find(self, prefix: str) -> ApiKey | None:
-        with _translate_errors():
+        with translate_errors():
             doc = self._keys.find_one({"_id": prefix})
             usage = self._usage.find_one({"_id": prefix}) if doc else None
         return _to_key(doc, usage) if doc else None
 
     def list_keys(self, tenant_id: str | None = None) -> list[ApiKey]:
         query = {} if tenant_id is None else {"tenantId": tenant_id}
-        with _translate_errors():
+        with translate_errors():
             docs = list(self._keys.find(query).sort([("createdAt", DESCENDING), ("_id", DESCENDING)]))
             used = {u["_id"]: u for u in self._usage.find({"_id": {"$in": [d["_id"] for d in docs]}})} if docs else {}
         return [_to_key(d, used.get(d["_id"])) for d in docs]
 
     def revoke(self, prefix: str, at: datetime) -> ApiKey | None:
-        with _translate_errors():
+        with translate_errors():
             self._keys.update_one({"_id": prefix, "revokedAt": None}, {"$set": {"revokedAt": at}})
         return self.find(prefix)
 
     def record_use(self, prefixes: Collection[str], at: datetime) -> None:
-        """One upsert per key: few keys are used within one refresh, and FerretDB 1.x answers a bulk of upserts
-        without the counts pymongo reads."""
-        with _translate_errors():
+        """One upsert per key: few keys are used within one refresh, and the local stand-in answers a bulk of
+        upserts without the counts pymongo reads."""
+        with translate_errors():
             for prefix in sorted(prefixes):
                 update = {"$max": {"lastUsedAt": at}}
                 try:

@@ -185,10 +185,6 @@ class JobStore(Protocol):
     def due_templates(self, now: datetime, limit: int) -> list[Job]:
         """Recurring templates that are pending, not paused, with scheduledAt <= now, earliest first."""
 
-    def spawn_run(self, template: Job, planned: datetime) -> bool:
-        """Insert the template's one-off run for the planned fire time, keyed `<key>-run-<unix ns>`.
-        Return False if that run already exists (a retry after a crash between spawn and advance)."""
-
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
         """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
         key exists (the same fire time spawned before, a repeated trigger), return that job with False."""

@@ -19,7 +19,7 @@ from pymongo import ASCENDING, DESCENDING
 
 from shared.model import Job, Outcome, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
-from shared.store.mongo import KIND_RUN, KIND_TEMPLATE, MongoJobStore, _translate_errors, job_from_document
+from shared.store.mongo import KIND_RUN, KIND_TEMPLATE, MongoJobStore, job_from_document, translate_errors
 from shared.store.transitions import KIND_BUFFERED
 
 Document = dict[str, Any]
@@ -52,14 +52,14 @@ class MongoBrowser:
         elif query.after is not None:
             match["$or"] = _beyond(query.after.createdAt, query.after.id, "$gt")
             direction = ASCENDING  # walk up from the cursor, then list the page newest first like every page
-        with _translate_errors():
+        with translate_errors():
             docs = self._jobs.find(match).sort([("createdAt", direction), ("_id", direction)]).limit(query.limit)
             jobs = [job_from_document(d) for d in docs]
         return jobs if direction == DESCENDING else jobs[::-1]
 
     def counts(self, tenant_id: str | None, since: datetime) -> Counts:
         tenant = _tenant(tenant_id)
-        with _translate_errors():
+        with translate_errors():
             by_status = self._by_type_and_status(tenant)
             templates = self._by_type_and_status({"kind": KIND_TEMPLATE, **tenant})
             ended = [
@@ -109,11 +109,11 @@ class MongoBrowser:
         return failed
 
     def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
-        with _translate_errors():
+        with translate_errors():
             return sorted(str(t) for t in self._jobs.distinct("tenantId", _tenant(tenant_id)))[: max(limit, 0)]
 
     def dlq_groups(self, tenant_id: str | None, limit: int) -> list[ErrorGroup]:
-        with _translate_errors():
+        with translate_errors():
             rows = [
                 (g["_id"]["error"], g["_id"]["jobType"], g["n"])
                 for g in self._jobs.aggregate(
@@ -129,7 +129,7 @@ class MongoBrowser:
         if limit <= 0:
             return []
         match = {"status": Status.DLQ.value, "lastError": error, **_tenant(tenant_id)}
-        with _translate_errors():
+        with translate_errors():
             docs = self._jobs.find(match).sort([("updatedAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
             return [job_from_document(d) for d in docs]
 

@@ -14,7 +14,7 @@ from pymongo.collection import Collection
 
 from shared.model import Status
 from shared.store.job_types import Announcement, JobTypeInfo, summarize
-from shared.store.mongo import MongoJobStore, _translate_errors
+from shared.store.mongo import MongoJobStore, translate_errors
 from shared.store.transitions import KIND_RUN
 from shared.type_defaults import TypeDefaults
 
@@ -46,26 +46,26 @@ class MongoJobTypes:
             )
             for name, defaults in types.items()
         ]
-        with _translate_errors():
+        with translate_errors():
             self._records.bulk_write(writes, ordered=False)
 
     def withdraw(self, executor: str, now: datetime) -> None:
-        with _translate_errors():
+        with translate_errors():
             self._records.update_many({"executor": executor}, {"$set": {"liveUntil": now}})
 
     def job_types(self, now: datetime, seen_since: datetime) -> list[JobTypeInfo]:
-        with _translate_errors():
+        with translate_errors():
             records = [_to_announcement(d) for d in self._records.find({})]
         recent = {r.jobType for r in records if r.seenAt >= seen_since}
         return summarize((r for r in records if r.jobType in recent), now)
 
     def forget(self, seen_before: datetime) -> int:
-        with _translate_errors():
+        with translate_errors():
             return int(self._records.delete_many({"seenAt": {"$lt": seen_before}}).deleted_count)
 
     def waiting_runs(self, now: datetime, job_type: str) -> int:
         query = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type, "scheduledAt": {"$lte": now}}
-        with _translate_errors():
+        with translate_errors():
             return int(self._jobs.count_documents(query))
 
 

@@ -65,7 +65,7 @@ from shared.store.transitions import (
 DEFAULT_PATH: Final = "jobsched.db"
 T = TypeVar("T")
 # A start waiting for its write transaction: start_attempt's arguments bound, the connection and time to come.
-_Start = Callable[[sqlite3.Connection, datetime], Job | AttemptTaken]
+_Start = Callable[[sqlite3.Connection, datetime], Job]
 
 
 def _one_of(column: str, values: Iterable[str]) -> str:
@@ -445,9 +445,6 @@ class SqliteJobStore:
             ).fetchall()
         return [_to_job(r) for r in rows]
 
-    def spawn_run(self, template: Job, planned: datetime) -> bool:
-        return self.add_run(template, RunSpec(planned))[1]
-
     def advance_template(self, template: Job, next_at: datetime) -> bool:
         fields = transitions.template_advanced(next_at, utc_now())
         with self._write() as conn:
@@ -678,7 +675,7 @@ def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreErr
 
 def _refused_before_writing(step: Callable[[], T]) -> T | StoreError:
     """Run one request's statements of a shared transaction whose refusals (a StoreError: not found, not
-    startable) are all decided by reads before its first write: a refusal is its own result rather than the
+    startable, attempt taken) are all decided before its first write: a refusal is its own result rather than the
     batch's and leaves nothing to undo, so it needs no savepoint (two statements more per request). Anything
     else rolls back the whole transaction."""
     try:
@@ -700,9 +697,9 @@ def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
 
 def _start_one(
     job_id: str, job_type: str, worker: str, lease_until: datetime, conn: sqlite3.Connection, now: datetime
-) -> Job | AttemptTaken:
+) -> Job:
     """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
-    in one update. A taken attempt is returned, not raised, so that the cancellation it restores is kept."""
+    in one update."""
     job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
     if job is None:
         raise JobNotFound(job_id)
@@ -710,12 +707,11 @@ def _start_one(
     record_id = attempt_record_id(job.id, job.next_attempt)
     record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
     if _insert_unique(conn, "executions", record, returning="id") is None:
-        _restore_cancellation(conn, job, record_id)
-        return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+        raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
     fields = transitions.started(worker, now, lease_until)
     row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,), returning="id")
     assert row is not None, "the write lock was held since the job was read"
-    return _with_fields(job, fields)
+    return transitions.applied(job, fields)
 
 
 def _close_attempt(
@@ -750,7 +746,7 @@ def _close_attempt(
     guard = (job.attempts, *ATTEMPT_ACTIVE)
     row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
     assert row is not None, "the write lock was held since the job was read"
-    return _with_fields(job, fields)
+    return transitions.applied(job, fields)
 
 
 # --- row helpers ------------------------------------------------------------------------------------------
@@ -813,34 +809,6 @@ def _update_job(
         [*set_params, job_id, *guard_params],
     ).fetchone()
     return row
-
-
-def _with_fields(job: Job, fields: transitions.Fields) -> Job:
-    """`job` as read, with the fields a write just set, as the row now holds them: what RETURNING * and a
-    conversion of the whole row would give back, for less than the conversion alone."""
-    changes: dict[str, Any] = {}
-    for key, value in fields.items():
-        if value is transitions.UNSET:
-            value = None
-        elif isinstance(value, datetime):
-            value = _from_ms(_to_ms(value))  # the stored precision
-        elif key == "status":
-            value = Status(value)
-        elif key in _BOOL_COLUMNS and value is not None:
-            value = bool(value)
-        changes[key] = value
-    return job.evolve(**changes)
-
-
-def _restore_cancellation(conn: sqlite3.Connection, job: Job, record_id: str) -> None:
-    """A cancel took this attempt first; make the status say so if anything hid it (as on MongoDB, where a
-    racing whole-document write-back can)."""
-    set_sql, set_params = _assignments(transitions.cancelled(utc_now()), _JOB_COLUMNS)
-    conn.execute(
-        f"""UPDATE jobs SET {set_sql} WHERE id = ? AND {_IS_CANCELLABLE}
-            AND EXISTS (SELECT 1 FROM executions WHERE id = ? AND outcome = ?)""",
-        [*set_params, job.id, *CANCELLABLE_VALUES, record_id, Outcome.CANCELLED.value],
-    )
 
 
 def _assignments(fields: transitions.Fields, columns: frozenset[str]) -> tuple[str, list[Any]]:

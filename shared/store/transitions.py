@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from shared.backoff import DEFAULT_BACKOFF, Backoff, retry_delay
-from shared.model import CANCELLABLE, TERMINAL, Job, Outcome, Status, run_key
+from shared.model import CANCELLABLE, JOB_FIELDS, TERMINAL, Job, Outcome, Status, run_key
 from shared.store.base import NewJob, RunSpec, TransitionRefused
 
 Fields = dict[str, Any]
@@ -102,6 +102,7 @@ def promoted(now: datetime) -> Fields:
 
 def queued(now: datetime) -> Fields:
     """pending → queued by the scheduler; queuedAt is what the reaper's stale-queued sweep measures."""
+    now = stored_time(now)
     return {"status": Status.QUEUED.value, "queuedAt": now, "updatedAt": now}
 
 
@@ -160,11 +161,12 @@ def cancel_requested(now: datetime) -> Fields:
 def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     """queued → running by the executor that inserted the attempt's record, its lease running until
     `lease_until` (extended by extend_leases)."""
+    now = stored_time(now)
     return {
         "status": Status.RUNNING.value,
         "claimedBy": worker,
         "claimedAt": now,
-        "leaseExpiresAt": lease_until,
+        "leaseExpiresAt": stored_time(lease_until),
         "updatedAt": now,
     }
 
@@ -192,6 +194,18 @@ def attempt_closed(
 def redriven(job: Job, now: datetime) -> Fields:
     """dlq → pending, due now, with a fresh budget counted from the attempts made so far."""
     return {"status": Status.PENDING.value, "attemptBase": job.attempts, "scheduledAt": now, "updatedAt": now}
+
+
+def applied(job: Job, fields: Fields) -> Job:
+    """`job` as stored after a write of `fields` that moved it, as a read would return it (times at the stored
+    precision): what a store returns without reading it back, for less than converting the stored row."""
+    changes: Fields = {}
+    for key, value in fields.items():
+        if key in JOB_FIELDS:
+            changes[key] = None if value is UNSET else stored_time(value) if isinstance(value, datetime) else value
+    if "status" in changes:
+        changes["status"] = Status(str(changes["status"]))
+    return job.evolve(**changes)
 
 
 def claim_order(job: Job) -> tuple[int, datetime, str]:

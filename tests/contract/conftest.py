@@ -1,7 +1,10 @@
 """The JobStore contract's fixtures: every test runs once per implementation.
 
-`store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database
-(FerretDB here; marked `integration`, so `pytest -m "not integration"` runs the SQLite half with no server).
+`store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database,
+twice: its production path forced on (`mongo`: correct on the stand-in, only slower on big backlogs), and as
+connect() chooses for the server (`mongo-compat`: with the compensations of shared/store/mongo_compat, since the
+local server is the stand-in). Both MongoDB halves are marked `integration`, so `pytest -m "not integration"`
+runs the SQLite half with no server.
 `harness` adds what a test needs beside the protocol: more store instances on the same data (a second
 process), raw writes that bypass the store (what a non-atomic server can do), injected failures, and a store
 whose database cannot be reached.
@@ -29,7 +32,11 @@ from shared.store.sqlite import SqliteJobStore
 from tests.contract.store_kit import new
 from tests.support import free_port
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"), pytest.param("mongo", id="mongo", marks=pytest.mark.integration)]
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("mongo", id="mongo", marks=pytest.mark.integration),
+    pytest.param("mongo-compat", id="mongo-compat", marks=pytest.mark.integration),
+]
 
 
 class Harness:
@@ -57,8 +64,9 @@ class Harness:
         raise NotImplementedError
 
     def age_writes(self, job_type: str, seconds: int) -> None:
-        """Make the pending runs of `job_type` look written `seconds` earlier (MongoDB: their due slots move
-        back, so they sit in slots that have passed, as a backlog does). Nothing to age on SQLite."""
+        """Make the pending runs of `job_type` look written `seconds` earlier (with the stand-in's claim planning:
+        their due slots move back, so they sit in slots that have passed, as a backlog does). Nothing to age on
+        SQLite or on MongoDB's production path."""
 
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[None]:
         """While active, the store's next conditional write to a job fails as if the database went away:
@@ -105,16 +113,22 @@ class SqliteHarness(Harness):
 
 
 class MongoHarness(Harness):
-    def __init__(self, uri: str, db: Database[dict[str, object]]) -> None:
+    def __init__(self, uri: str, db: Database[dict[str, object]], *, production: bool) -> None:
+        """production: the production path forced on; otherwise what connect() chooses for this server."""
         self.uri = uri
         self.db = db
-        super().__init__("mongo", lambda: MongoJobStore.connect(uri, db.name))
+        accommodate = False if production else None
+        super().__init__(
+            "mongo" if production else "mongo-compat",
+            lambda: MongoJobStore.connect(uri, db.name, accommodate=accommodate),
+        )
 
     def force_status(self, job_id: str, status: Status) -> None:
         self.db["jobs"].update_one({"_id": ObjectId(job_id)}, {"$set": {"status": status.value}})
 
     def age_writes(self, job_type: str, seconds: int) -> None:
-        self.db["jobs"].update_many({"jobType": job_type, "status": "pending"}, {"$inc": {"dueSlot": -seconds}})
+        if self.backend == "mongo-compat":
+            self.db["jobs"].update_many({"jobType": job_type, "status": "pending"}, {"$inc": {"dueSlot": -seconds}})
 
     @contextmanager
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -159,16 +173,18 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     if request.param == "sqlite":
         made = SqliteHarness(tmp_path / "jobs.db")
     else:
-        # Only the mongo half asks for the servers (started by the session fixtures when MONGO_URI is unset).
-        made = MongoHarness(request.getfixturevalue("mongo_uri"), request.getfixturevalue("mongo_db"))
+        # Only the mongo halves ask for the servers (started by the session fixtures when MONGO_URI is unset).
+        uri, db = request.getfixturevalue("mongo_uri"), request.getfixturevalue("mongo_db")
+        made = MongoHarness(uri, db, production=request.param == "mongo")
     yield made
     made.close_all()
 
 
 @pytest.fixture
 def mongo_harness(mongo_uri: str, mongo_db: Database[dict[str, object]]) -> Iterator[Harness]:
-    """Only MongoJobStore, for behaviour that cannot arise on SQLite (non-atomic write-backs)."""
-    made = MongoHarness(mongo_uri, mongo_db)
+    """Only MongoJobStore with its compensations, for what only a server without atomic updates does
+    (write-backs of stale documents)."""
+    made = MongoHarness(mongo_uri, mongo_db, production=False)
     yield made
     made.close_all()
 

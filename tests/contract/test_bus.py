@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from bson import ObjectId
+from prometheus_client import REGISTRY
 
 from shared.bus.base import Bus, Delivery, Subscription, Wakeup
 from shared.bus.kafka import KafkaBus
@@ -85,6 +86,17 @@ def test_kafka_reports_undelivered_wakeups_and_never_raises_when_down(topic_pref
         dead.publish_event({"event": "x", "jobId": "y"})
     finally:
         dead.close()
+
+
+@pytest.mark.integration
+def test_kafka_counts_events_the_broker_never_took(topic_prefix: str) -> None:
+    dead = KafkaBus("127.0.0.1:1", topic_prefix=topic_prefix, delivery_timeout_ms=1000)
+    topic = {"topic": dead.events_topic}
+    before = REGISTRY.get_sample_value("bus_publish_errors_total", topic) or 0.0
+    dead.publish_event({"event": "job.execution.started", "jobId": "x"})
+    dead.publish_event({"event": "job.execution.succeeded", "jobId": "x"})
+    dead.close()  # serves the failure reports that are left
+    assert REGISTRY.get_sample_value("bus_publish_errors_total", topic) == before + 2
 
 
 @pytest.mark.integration

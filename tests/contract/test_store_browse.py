@@ -63,7 +63,7 @@ def test_pages_of_templates_and_of_a_templates_runs(store: JobStore, browser: Jo
     one_off = store.create(new(scheduledAt=utc_now() + timedelta(hours=1)))
     template = store.create(new(cron="0 2 * * *"))
     other = store.create(new(interval="5m"))
-    assert store.spawn_run(template, utc_now())
+    assert store.add_run(template, RunSpec(utc_now()))[1]
     [run] = [j for j in browser.page("tenant-a", JobQuery()) if j.templateId == template.id]
     assert [j.id for j in browser.page("tenant-a", JobQuery(templates=True))] == [other.id, template.id]
     assert [j.id for j in browser.page("tenant-a", JobQuery(templates=False))] == [run.id, one_off.id]

@@ -175,12 +175,3 @@ def test_cancel_racing_the_scheduler_claim_always_holds_the_attempt(harness: Har
                 with pytest.raises(AttemptTaken):
                     start(harness.store, job)
             assert reload(harness.store, job).status is Status.CANCELLED
-
-
-def test_start_attempt_restores_a_cancellation_hidden_by_a_write_back(harness: Harness) -> None:
-    job = queued(harness.store)
-    harness.store.cancel(job.id)
-    harness.force_status(job.id, Status.QUEUED)  # a racing claim's whole-document write-back (FerretDB)
-    with pytest.raises(AttemptTaken):
-        start(harness.store, job)
-    assert reload(harness.store, job).status is Status.CANCELLED

@@ -13,7 +13,7 @@ from pymongo import ASCENDING
 from pymongo.database import Database
 
 from shared.model import Job, run_key
-from shared.store.base import DuplicateJob, JobStore
+from shared.store.base import DuplicateJob, JobStore, RunSpec
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 from tests.contract.conftest import Harness
@@ -41,8 +41,8 @@ def test_concurrent_creates_of_one_key_make_one_job_per_tenant(harness: Harness)
 def test_templates_with_one_key_in_two_tenants_spawn_a_run_each(store: JobStore) -> None:
     planned = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
     templates = [store.create(new("nightly", tenantId=t, cron="0 2 * * *")) for t in ("tenant-a", "tenant-b")]
-    assert [store.spawn_run(t, planned) for t in templates] == [True, True]
-    assert [store.spawn_run(t, planned) for t in templates] == [False, False]
+    assert [store.add_run(t, RunSpec(planned))[1] for t in templates] == [True, True]
+    assert [store.add_run(t, RunSpec(planned))[1] for t in templates] == [False, False]
     for template in templates:
         [run] = [j for j in store.list_for_tenant(template.tenantId, None, 10) if j.templateId == template.id]
         assert run.idempotencyKey == run_key("nightly", planned)

@@ -4,18 +4,22 @@ two writes (invariant 1)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from pymongo.errors import AutoReconnect
 
 from shared.backoff import retry_delay
 from shared.model import Outcome, Status, utc_now
 from shared.store.base import (
+    AttemptTaken,
     JobStore,
     StoreUnavailable,
 )
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
     LEASE,
+    assert_next_start_closes_it_as_lost,
     claim_one,
     drive_to_the_end,
     new,
@@ -79,10 +83,13 @@ def test_a_store_failure_inside_start_attempt_does_not_strand_the_job(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """Invariant 1: the executor's start_attempt fails (connection lost, disk error) after ownership of the
-    attempt was decided but before the job was started. The job must still be run by someone."""
+    attempt was decided but before the job was started. The job must still be run by someone, once the
+    attempt's lease has run out (before that, its executor may still be writing). On MongoDB nothing but the
+    attempt's record knows of it then: a later delivery of the job closes it, checking the record's lease
+    against the real clock, so the lease here has run out already."""
     job = queued(harness.store)
     with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
-        start(harness.store, job)
+        start(harness.store, job, "w1", utc_now() - timedelta(seconds=1))
     assert drive_to_the_end(harness.store, job).status is Status.COMPLETED
 
 
@@ -95,3 +102,35 @@ def test_a_store_failure_inside_finish_attempt_does_not_strand_the_job(
     with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
         harness.store.finish_attempt(job, result(Outcome.SUCCEEDED))
     assert drive_to_the_end(harness.store, job).status is Status.COMPLETED
+
+
+def test_a_start_stopped_before_the_job_moved_is_closed_once_its_lease_ran_out(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant 1: an executor inserted the attempt's record and stopped before the job moved to running. No
+    reaper sees such an attempt (the job reads `queued`); a later delivery leaves it alone while the record's
+    lease lives (its executor may still be writing) and closes it as lost after. SQLite cannot leave this
+    state: the record's insert is rolled back with the failed start."""
+    store = harness.store
+    job, ahead = queued(store), queued(store)
+
+    def stopped_writing(*args: Any) -> None:
+        raise AutoReconnect("executor stopped (injected)")
+
+    for stopped, lease_until in ((job, utc_now() - timedelta(seconds=1)), (ahead, utc_now() + LEASE)):
+        with monkeypatch.context() as patch:
+            if harness.backend != "sqlite":  # a stopped executor does not give its attempt back either
+                patch.setattr(store, "_give_back", stopped_writing)
+            with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
+                start(store, stopped, "w1", lease_until)
+    if harness.backend == "sqlite":
+        assert [start(store, j, "w2").status for j in (job, ahead)] == [Status.RUNNING] * 2
+        return
+    assert store.expired_attempts(utc_now() + timedelta(hours=1), 10) == []
+    with pytest.raises(AttemptTaken):
+        start(store, ahead, "w2")
+    assert (reload(store, ahead).status, [e.outcome for e in store.list_executions(ahead.id)]) == (
+        Status.QUEUED,
+        [Outcome.RUNNING],
+    )
+    assert_next_start_closes_it_as_lost(store, job)

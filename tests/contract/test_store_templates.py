@@ -6,9 +6,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from shared.model import Status, run_key, utc_now
-from shared.store.base import (
-    JobStore,
-)
+from shared.store.base import JobStore, RunSpec
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
     is_utc_ms,
@@ -29,14 +27,14 @@ def test_due_templates_are_pending_templates_earliest_first(store: JobStore) -> 
     assert [t.id for t in store.due_templates(now, 1)] == [early.id]
 
 
-def test_spawn_run_inserts_the_run_once_per_planned_time(store: JobStore) -> None:
+def test_add_run_inserts_the_run_once_per_planned_time(store: JobStore) -> None:
     template = store.create(
         new("nightly", cron="0 2 * * *", payload={"r": 1}, priority=4, maxAttempts=6, timeoutSeconds=9.5)
     )
     planned = datetime(2030, 1, 1, 2, 0, tzinfo=UTC)
-    assert store.spawn_run(template, planned) is True
-    assert store.spawn_run(template, planned) is False
-    assert store.spawn_run(template, planned + timedelta(days=1)) is True
+    assert store.add_run(template, RunSpec(planned))[1] is True
+    assert store.add_run(template, RunSpec(planned))[1] is False
+    assert store.add_run(template, RunSpec(planned + timedelta(days=1)))[1] is True
     runs = [j for j in store.list_for_tenant("tenant-a", None, 10) if not j.is_template]
     [run] = [r for r in runs if r.scheduledAt == planned]
     assert len(runs) == 2
@@ -53,8 +51,9 @@ def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> 
     template = harness.store.create(new("tpl", cron="* * * * *"))
     planned = utc_now()
     stores = [harness.store, harness.open()]
-    outcomes = together([partial(stores[i % 2].spawn_run, template, planned) for i in range(8)])
-    assert sorted(outcomes, key=str) == [False] * 7 + [True], outcomes
+    outcomes = together([partial(stores[i % 2].add_run, template, RunSpec(planned)) for i in range(8)])
+    inserted = [o[1] if isinstance(o, tuple) else o for o in outcomes]
+    assert sorted(inserted, key=str) == [False] * 7 + [True], outcomes
     runs = [j for j in harness.store.list_for_tenant("tenant-a", None, 10) if j.templateId == template.id]
     assert len(runs) == 1
 

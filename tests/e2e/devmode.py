@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 
 from shared.model import format_time, utc_now
-from tests.support import ServiceProcess, free_port, wait_until
+from tests.support import REPO_ROOT, ServiceProcess, free_port, wait_until
+
+JOBSCHED = str(REPO_ROOT / ".venv" / "bin" / "jobsched")
 
 # Point every server variable at nothing: the embedded mode must not need any of them.
 NO_SERVERS = {"MONGO_URI": "mongodb://127.0.0.1:1/", "KAFKA_BROKERS": "127.0.0.1:1", "ETCD_ENDPOINTS": "127.0.0.1:1"}
@@ -43,6 +46,12 @@ class Dev:
             return self.http.get("/readyz").status_code == 200
         except httpx.HTTPError:
             return False
+
+    def new_api_key(self, tenant: str, role: str = "writer") -> str:
+        """A key made as an operator makes it (`jobsched keys create`) in this instance's store file."""
+        command = [JOBSCHED, "keys", "create", "--tenant", tenant, "--role", role, "--sqlite", str(self.db)]
+        made = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+        return made.stdout.strip()
 
     def create(self, key: str, job_type: str = "noop", payload: dict[str, Any] | None = None) -> str:
         body = {

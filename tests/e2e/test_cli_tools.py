@@ -102,3 +102,21 @@ def test_loadtest_sends_open_loop_and_reports_stable_figures_and_a_histogram(dev
             slowest = max(slowest, spent.total_seconds() * 1000)
     assert figures["due_now"]["e2e_ms"]["max"] == round(slowest, 1)
     assert plot.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_loadtest_creates_in_its_keys_tenant_when_the_api_requires_keys(dev: Dev) -> None:
+    key = dev.new_api_key("acme")
+    dev.start(AUTH="required")
+    args = ("--rate", "10", "--duration", "1s", "--base-url", dev.base_url, "--settle", "60s")
+
+    refused = json.loads(run_tool("loadtest", *args, env={"JOBSCHED_API_KEY": ""}))
+    assert (refused["ok"], refused["errors"]) == (0, {"401": 10})
+
+    figures = json.loads(run_tool("loadtest", *args, "--tenant", "acme", env={"JOBSCHED_API_KEY": key}))
+    assert (figures["tenantId"], figures["sent"], figures["ok"], figures["finished"], figures["errors"]) == (
+        "acme",
+        10,
+        10,
+        10,
+        {},
+    )

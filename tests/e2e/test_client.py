@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import subprocess
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -28,9 +27,8 @@ from jobsched_client import (
 )
 from tests.e2e.devmode import Dev
 from tests.e2e.lossy_proxy import LossyProxy
-from tests.support import REPO_ROOT, free_port, wait_until
+from tests.support import free_port, wait_until
 
-JOBSCHED = str(REPO_ROOT / ".venv" / "bin" / "jobsched")
 PATIENT = Retries(attempts=60, base_s=0.1, cap_s=0.5)
 
 
@@ -220,14 +218,7 @@ def test_a_retry_that_may_have_landed_is_not_sent_twice(dev: Dev) -> None:
 
 
 def test_the_client_authenticates_with_its_api_key(dev: Dev) -> None:
-    made = subprocess.run(
-        [JOBSCHED, "keys", "create", "--tenant", "acme", "--role", "writer", "--sqlite", str(dev.db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    key = made.stdout.strip()
+    key = dev.new_api_key("acme")
     dev.start(AUTH="required")
     with Client(dev.base_url, api_key=key) as client:
         job = client.create("noop")  # the key's tenant

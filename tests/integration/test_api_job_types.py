@@ -125,3 +125,18 @@ def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_o
     assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": 2}).json()["maxAttempts"] == 2
     # null means the default, as on creation: the type's, not the global 3
     assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": None}).json()["maxAttempts"] == 6
+
+
+def test_the_overview_lists_the_types_the_api_accepts_for_the_consoles_filters(
+    client: TestClient, types: CountingRegistry
+) -> None:
+    now = utc_now()
+    types.inner.announce("exec-1", {"send-email": TypeDefaults()}, now, now + BEAT)
+    wait_until(
+        lambda: "send-email" in client.get("/overview").json()["jobTypes"],
+        15,
+        "the announced type in the overview",
+    )
+    listed = client.get("/overview").json()["jobTypes"]
+    assert {"fax", "noop", "send-email"} <= set(listed)  # configured, built-in, announced
+    assert listed == sorted(listed)

@@ -11,7 +11,7 @@ from bson import ObjectId
 from starlette.testclient import TestClient
 
 from shared.model import Job, Outcome, format_time, utc_now
-from shared.store.base import AttemptResult, JobStore, NewJob
+from shared.store.base import AttemptResult, JobStore, NewJob, RunSpec
 
 NOW = format_time(utc_now())
 
@@ -140,7 +140,7 @@ def test_list_pages_by_cursor_and_filters_by_type_and_template(api: TestClient, 
 
     assert [j["id"] for j in api.get("/jobs", params={"tenantId": "tenant-a", "jobType": "slow"}).json()] == [typed.id]
     template = api_store.create(new(cron="0 2 * * *"))
-    assert api_store.spawn_run(template, utc_now())
+    assert api_store.add_run(template, RunSpec(utc_now()))[1]
     runs = api.get("/jobs", params={"tenantId": "tenant-a", "templateId": template.id}).json()
     assert [(r["templateId"], r["status"]) for r in runs] == [(template.id, "pending")]
     templates = api.get("/jobs", params={"tenantId": "tenant-a", "kind": "template"}).json()

@@ -14,7 +14,7 @@ from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.election.base import Term
 from shared.model import Status, run_key
-from shared.store.base import NewJob
+from shared.store.base import NewJob, RunSpec
 from shared.store.mongo import MongoJobStore
 from tests.support import read_wakeups
 
@@ -170,7 +170,7 @@ def test_crash_between_spawn_and_advance_spawns_nothing_twice(
             createdAt=created,
         )
     )
-    assert mongo_store.spawn_run(template, first_fire)  # the crashed leader got this far, never advanced
+    assert mongo_store.add_run(template, RunSpec(first_fire))[1]  # the crashed leader got this far, never advanced
     now = first_fire + timedelta(seconds=5)
     Dispatcher(mongo_store, kafka_bus, TYPES, batch=10).spawn_template_runs(now)
     assert mongo_db["jobs"].count_documents({"templateId": template.id}) == 1

@@ -1,11 +1,11 @@
-"""Claim lanes, the backlog cache and the executor's claim documents (shared/store/claim_lanes.py)."""
+"""Claim lanes, the backlog cache and the executor's claim documents (shared/store/mongo_compat/claim_lanes.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.store.claim_lanes import LANES, BacklogCache, ClaimDocs, ClaimerMemory, plan_claim
+from shared.store.mongo_compat.claim_lanes import LANES, BacklogCache, ClaimerMemory, plan_claim
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 Doc = dict[str, Any]
@@ -102,33 +102,3 @@ def test_a_claimer_memory_serves_only_its_job_types() -> None:
     assert other.job_types == {"noop", "email"}
     assert other.backlog.slots() == frozenset()
     assert other.window.plan(datetime.now(UTC), datetime.now(UTC)) is None  # a fresh memory starts with a sweep
-
-
-def test_claim_docs_are_read_once_per_claim_and_handed_out_once() -> None:
-    reads: list[str] = []
-
-    def read(claim: str) -> list[Doc]:
-        reads.append(claim)
-        return [{"_id": f"{claim}-{n}", "n": n} for n in range(3)]
-
-    docs = ClaimDocs()
-    assert docs.take("c1", ["c1-0", "c1-1"], read) == {"c1-0": {"_id": "c1-0", "n": 0}, "c1-1": {"_id": "c1-1", "n": 1}}
-    assert docs.take("c1", ["c1-1"], read) is None  # handed out already: the caller reads it from the server
-    assert docs.take("c1", ["c1-2"], read) == {"c1-2": {"_id": "c1-2", "n": 2}}
-    assert reads == ["c1"]
-    assert docs.take("c1", ["c1-0"], read) == {"c1-0": {"_id": "c1-0", "n": 0}}  # forgotten when all handed out:
-    assert reads == ["c1", "c1"]  # read again
-
-
-def test_claim_docs_forget_the_oldest_claims() -> None:
-    docs = ClaimDocs()
-    reads: list[str] = []
-
-    def read(claim: str) -> list[Doc]:
-        reads.append(claim)
-        return [{"_id": f"{claim}-a"}, {"_id": f"{claim}-b"}]
-
-    for n in range(ClaimDocs.MAX_CLAIMS + 1):
-        docs.take(f"c{n}", [f"c{n}-a"], read)
-    docs.take("c0", ["c0-b"], read)
-    assert reads.count("c0") == 2

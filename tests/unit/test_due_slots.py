@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.store.due_slots import (
+from shared.store.mongo_compat.due_slots import (
     FULL_SWEEP_S,
     LOOKBACK_SLOTS,
     MAX_SLOT_QUERIES,

@@ -1,9 +1,9 @@
-"""Due slots: how the MongoDB store's claim reads only the runs that can be due, on servers without range indexes.
+"""Due slots: how a claim reads only the runs that can be due, on a server that does not push filters down.
 
 FerretDB 1.x (the MongoDB stand-in) pushes only equality filters down to its backend and evaluates everything
 else, `scheduledAt <= now` included, by decoding every document the equality part matched: a claim that
-filters `status = pending` decodes every pending job, future ones too (1.2 s with 20,000 pending, 11 s with
-100,000, measured). So every pending run also carries `dueSlot`, an equality key chosen when it is written:
+filters `status = pending` decodes every pending job, future ones too, and its cost grows with the backlog.
+So every pending run also carries `dueSlot`, an equality key chosen when it is written:
 the number of the SLOT_S-long time slot in which it becomes due as seen at that moment, i.e. the slot of
 max(scheduledAt, now). A run written for the past lands in the current slot, one for later in its own.
 
@@ -16,9 +16,8 @@ at most SWEEP_SHARE of the claimer's time goes to them), and whenever more than
 MAX_SLOT_QUERIES slots would need a query and those queries are not measured to cost less than the last sweep
 did: it finds anything the window could miss (a write delayed by more than LOOKBACK_SLOTS * SLOT_S, clocks
 further apart than that, a document without a slot). The measured exception matters where a sweep is slow:
-with 100,000 future jobs on FerretDB a sweep takes seconds, so the next claim's window already spans more than
+behind a large future backlog a sweep takes seconds, so the next claim's window already spans more than
 MAX_SLOT_QUERIES slots; without it, that claim would sweep again, and every claim after it.
-On MongoDB proper the same queries use the `claim_slots` index.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ SLOT_S: Final = 1
 LOOKBACK_SLOTS: Final = 2
 MAX_SLOT_QUERIES: Final = 12
 FULL_SWEEP_S: Final = 60.0
-# A sweep reads every pending run, future ones included: on FerretDB ~11 s for 100,000 of them, so at one a
-# minute the sweep alone would keep a core busy. Sweeps are spaced so that they take at most this share.
+# A sweep reads every pending run, future ones included: behind a large backlog, one a minute would keep a core
+# busy. Sweeps are spaced so that they take at most this share of the claimer's time.
 SWEEP_SHARE: Final = 0.05
 
 

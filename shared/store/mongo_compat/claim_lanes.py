@@ -1,10 +1,11 @@
-"""Claim lanes and the backlog cache: how the MongoDB store claims from a deep backlog without re-reading it.
+"""Claim lanes and the backlog cache: how a claim takes from a deep backlog without re-reading it, on a server
+that does not push filters down.
 
 On FerretDB 1.x (the MongoDB stand-in) a query costs one scan of the collection plus one decode of every
-document its equality filters match (see due_slots.py). A claim of 500 runs from a due slot holding 20,000
-(a bulk insert, or a scheduler that was down) used to cost two decodes of the whole slot, one to find and sort
-the candidates and one in the guarded update, so draining the slot decoded it about 40 times over. Two
-measures make a deep slot cost what its claimed part costs:
+document its equality filters match (see due_slots.py). A claim of part of a deep due slot (a bulk insert, or a
+scheduler that was down) would decode the whole slot twice, once to find and sort the candidates and once in
+the guarded update, and draining the slot would decode it many times over. Two measures make a deep slot cost
+what its claimed part costs:
 
 - The backlog cache. A slot whose time has passed (older than the current slot by more than LOOKBACK_SLOTS)
   receives no new runs: every writer puts a run in the slot of max(scheduledAt, its clock). Its candidates,
@@ -15,27 +16,25 @@ measures make a deep slot cost what its claimed part costs:
 - Lanes. Every pending run carries `lane`, a random number below LANES chosen when it is written. When a
   claim takes only part of a (slot, priority) group, it takes whole lanes of the group (the lanes holding its
   oldest runs first) and guards each lane's update by lane equality, so the server decodes about the runs
-  taken instead of the whole group: with 20,000 runs in one slot, one lane of ~625 per 500 claimed. It does
+  taken instead of the whole group (a 32nd of it per lane taken). It does
   so only when the estimate says that saves at least one more query's cost (each extra update costs a scan,
   worth QUERY_COST_IN_DOCS decodes), i.e. for groups of a few hundred runs and more. The price: inside such a
   deep (slot, priority) group taken in part, runs are claimed lane by lane rather than strictly by
   scheduledAt; priority order and slot order are kept, and smaller groups are claimed strictly oldest first.
-
-On MongoDB proper both are harmless: the cache saves index reads, lanes cost an extra update or two.
 """
 
 from __future__ import annotations
 
 import random
-from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from shared.store.due_slots import SlotWindow
+from shared.store.mongo_compat.due_slots import SlotWindow
 
 LANES: Final = 32
-QUERY_COST_IN_DOCS: Final = 200  # one more update's scan ≈ decoding this many documents (FerretDB, measured)
+QUERY_COST_IN_DOCS: Final = 200  # one more update's scan costs about as much as decoding this many documents
 MAX_CACHED: Final = 100_000  # candidates kept across claims (projected documents, ~0.5 kB each)
 
 Document = dict[str, Any]
@@ -165,32 +164,3 @@ class ClaimerMemory:
         """This memory if it was built for `job_types`, else a fresh one for them."""
         types = frozenset(job_types)
         return self if types == self.job_types else ClaimerMemory(types)
-
-
-class ClaimDocs:
-    """The executor's side: the documents of recent claim batches, read once per batch (one query by claim
-    token) instead of once per start. A document is handed out once (the start that moved it) and a batch
-    is forgotten when all of it was handed out or when MAX_CLAIMS newer batches were read."""
-
-    MAX_CLAIMS: Final = 32
-
-    def __init__(self) -> None:
-        self._claims: OrderedDict[str, dict[str, Document]] = OrderedDict()
-
-    def take(
-        self, claim: str, ids: Sequence[str], read: Callable[[str], Iterable[Document]]
-    ) -> dict[str, Document] | None:
-        """The documents of `ids` (all of `claim`), read with `read(claim)` the first time; None when some are
-        not known (then nothing is taken)."""
-        docs = self._claims.get(claim)
-        if docs is None:
-            docs = {str(d["_id"]): d for d in read(claim)}
-            self._claims[claim] = docs
-            while len(self._claims) > self.MAX_CLAIMS:
-                self._claims.popitem(last=False)
-        if any(job_id not in docs for job_id in ids):
-            return None
-        taken = {job_id: docs.pop(job_id) for job_id in ids}
-        if not docs:
-            del self._claims[claim]
-        return taken

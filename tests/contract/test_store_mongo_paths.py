@@ -1,0 +1,72 @@
+"""The MongoDB store's two paths: the production path writes nothing but the job's own fields, and every query
+index exists where the server uses indexes; connect() adds the compensations of shared/store/mongo_compat exactly
+where the server needs them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from bson import ObjectId
+from pymongo import MongoClient
+from pymongo.database import Database
+
+from shared.model import JOB_FIELDS, Outcome, utc_now
+from shared.store.mongo import OPERATOR_INDEXES, MongoJobStore
+from shared.store.mongo_compat.probe import lacks_pushdown_and_atomic_updates
+from tests.contract.store_kit import LEASE, claim_one, hint, new, result
+
+pytestmark = pytest.mark.integration
+QUERY_INDEXES = {
+    "jobs": {"claim_order", "due_templates", "tenant_listing", "template_runs_planned", "expired_attempts"},
+    "executions": {"job_attempts"},
+    "attempt_outcomes": {"job_outcomes"},
+}
+for _collection, _keys, _options in OPERATOR_INDEXES:
+    QUERY_INDEXES[_collection].add(_options["name"])
+
+
+def run_one_job(store: MongoJobStore) -> str:
+    """Create, claim, start (batched) and finish one job, and fail then retry another: every write path."""
+    store.ensure_schema()
+    done = claim_one(store, store.create(new(jobType="paths")))
+    started = store.start_attempt(done.id, "paths", "w1", utc_now() + LEASE, hint(done))
+    store.finish_attempt(started, result(Outcome.SUCCEEDED))
+    retried = claim_one(store, store.create(new(jobType="paths-retried")))
+    store.finish_attempt(
+        store.start_attempt(retried.id, "paths-retried", "w1", utc_now() + LEASE), result(Outcome.FAILED)
+    )
+    return retried.id
+
+
+def index_names(db: Database[dict[str, Any]]) -> dict[str, set[str]]:
+    return {name: set(db[name].index_information()) for name in QUERY_INDEXES}
+
+
+@pytest.mark.parametrize("accommodate", [False, True, None], ids=["production", "compat-forced", "probed"])
+def test_each_path_writes_its_own_fields_and_indexes(
+    accommodate: bool | None, mongo_uri: str, mongo_db: Database[dict[str, Any]]
+) -> None:
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name, accommodate=accommodate)
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri)
+    try:
+        server_lacks_pushdown = lacks_pushdown_and_atomic_updates(client)
+        compensating = server_lacks_pushdown if accommodate is None else accommodate
+        retried = run_one_job(store)
+    finally:
+        store.close()
+        client.close()
+    extra = {key for doc in mongo_db["jobs"].find() for key in doc} - JOB_FIELDS - {"_id", "kind"}
+    pending = mongo_db["jobs"].find_one({"_id": ObjectId(retried)})
+    assert pending is not None
+    assert pending["status"] == "pending"
+    names = index_names(mongo_db)
+    if compensating:  # due slots and lanes on what is pending
+        assert extra == {"dueSlot", "lane"}
+        assert {"dueSlot", "lane"} <= set(pending)
+    else:
+        assert extra == set()
+    if server_lacks_pushdown:  # whatever was forced: no index would serve a query, partial ones cannot be built
+        assert all(not (names[c] & QUERY_INDEXES[c]) for c in QUERY_INDEXES), names
+    else:
+        assert all(QUERY_INDEXES[c] <= names[c] for c in QUERY_INDEXES), names
