@@ -210,10 +210,6 @@ class JobStore(Protocol):
         scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
         leader, a pause or an update); the updated job, or None when it changed meanwhile."""
 
-    def advance_template(self, template: Job, next_at: datetime) -> bool:
-        """Move a pending template from its current scheduledAt to `next_at`; False if it changed meanwhile
-        (cancelled, or advanced by another leader)."""
-
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""
 

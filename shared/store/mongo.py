@@ -345,14 +345,6 @@ class MongoJobStore:
         with translate_errors():
             return [job_from_document(d) for d in self._jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)]
 
-    def advance_template(self, template: Job, next_at: datetime) -> bool:
-        with translate_errors():
-            result = self._jobs.update_one(
-                {"_id": ObjectId(template.id), "status": Status.PENDING.value, "scheduledAt": template.scheduledAt},
-                self._update(transitions.template_advanced(next_at, utc_now())),
-            )
-        return result.modified_count == 1
-
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         with translate_errors():
             result = self._jobs.update_one(

@@ -445,13 +445,6 @@ class SqliteJobStore:
             ).fetchall()
         return [_to_job(r) for r in rows]
 
-    def advance_template(self, template: Job, next_at: datetime) -> bool:
-        fields = transitions.template_advanced(next_at, utc_now())
-        with self._write() as conn:
-            guard = (Status.PENDING.value, _to_ms(template.scheduledAt))
-            row = _update_job(conn, template.id, fields, "status = ? AND scheduledAt = ?", guard)
-        return row is not None
-
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         fields = transitions.template_dead_lettered(reason, utc_now())
         with self._write() as conn:

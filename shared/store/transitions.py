@@ -111,10 +111,6 @@ def requeued(now: datetime) -> Fields:
     return {"status": Status.PENDING.value, "updatedAt": now, "queuedAt": UNSET}
 
 
-def template_advanced(next_at: datetime, now: datetime) -> Fields:
-    return {"scheduledAt": next_at, "updatedAt": now}
-
-
 def template_fired(
     last_fired: datetime | None, next_at: datetime | None, remaining_runs: int | None, now: datetime
 ) -> Fields:

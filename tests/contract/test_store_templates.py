@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
-from shared.model import Status, run_key, utc_now
+from shared.model import Job, Status, run_key, utc_now
+from shared.store import transitions
 from shared.store.base import JobStore, RunSpec
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
@@ -58,16 +59,21 @@ def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> 
     assert len(runs) == 1
 
 
-def test_advance_template_moves_only_the_template_it_was_given(store: JobStore) -> None:
+def advanced(store: JobStore, template: Job, next_at: datetime) -> bool:
+    """The leader's move of a template's fire-time cursor: a compare-and-set on its status and scheduledAt."""
+    return store.update_pending(template, transitions.template_rescheduled(next_at, utc_now())) is not None
+
+
+def test_a_template_moves_on_only_the_template_it_was_given(store: JobStore) -> None:
     now = utc_now()
     template = store.create(new(cron="* * * * *", scheduledAt=now))
-    assert store.advance_template(template, now + timedelta(minutes=1)) is True
+    assert advanced(store, template, now + timedelta(minutes=1)) is True
     assert reload(store, template).scheduledAt == now + timedelta(minutes=1)
-    assert store.advance_template(template, now + timedelta(minutes=2)) is False  # stale: already advanced
+    assert advanced(store, template, now + timedelta(minutes=2)) is False  # stale: already advanced
     moved = reload(store, template)
     assert moved.scheduledAt == now + timedelta(minutes=1)
     store.cancel(template.id)
-    assert store.advance_template(moved, now + timedelta(minutes=2)) is False
+    assert advanced(store, moved, now + timedelta(minutes=2)) is False
     assert reload(store, template).scheduledAt == now + timedelta(minutes=1)
 
 
@@ -75,7 +81,7 @@ def test_two_leaders_advancing_one_template(harness: Harness) -> None:
     template = harness.store.create(new(cron="* * * * *", scheduledAt=utc_now()))
     target = template.scheduledAt + timedelta(minutes=1)
     stores = [harness.store, harness.open()]
-    outcomes = together([partial(s.advance_template, template, target) for s in stores])
+    outcomes = together([partial(advanced, s, template, target) for s in stores])
     assert reload(harness.store, template).scheduledAt == target
     if harness.backend == "sqlite":
         assert sorted(outcomes, key=str) == [False, True], outcomes
