@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import queue
 import threading
@@ -15,6 +16,8 @@ from typing import Any, ClassVar, cast
 from shared.handlers.registry import HandlerContext, HandlerFn, Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
+
+log = logging.getLogger("jobsched.executor")
 
 
 class Cancellation:
@@ -138,14 +141,16 @@ class Deadlines:
         self._calls: set[WatchedCall] = set()
         self._wakes_at = math.inf
         self._watcher: threading.Thread | None = None
+        self._closed = False
 
     def watch(self, timeout_s: float, on_expiry: Callable[[], None]) -> WatchedCall:
         call = WatchedCall(time.monotonic() + timeout_s, on_expiry)
         with self._changed:
-            self._calls.add(call)
             if self._watcher is None:
-                self._watcher = threading.Thread(target=self._watch, daemon=True, name="deadlines")
-                self._watcher.start()
+                watcher = threading.Thread(target=self._watch, daemon=True, name="deadlines")
+                watcher.start()  # before the call is registered: if it cannot start, nothing is left behind
+                self._watcher = watcher
+            self._calls.add(call)
             if call.deadline < self._wakes_at:
                 self._wakes_at = call.deadline
                 self._changed.notify()
@@ -160,9 +165,18 @@ class Deadlines:
             self._calls.discard(call)  # the watcher's wake time stays: one early wake-up at most
             return True
 
+    def close(self) -> None:
+        """End the watcher once the calls it watches are over (an executor's shutdown waits for them first)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+
     def _watch(self) -> None:
         while True:
             with self._changed:
+                if self._closed and not self._calls:
+                    self._watcher = None
+                    return
                 now = time.monotonic()
                 expired = [call for call in self._calls if call.deadline <= now]
                 for call in expired:
@@ -173,7 +187,26 @@ class Deadlines:
                     self._changed.wait(None if self._wakes_at == math.inf else self._wakes_at - now)
                     continue
             for call in expired:
-                threading.Thread(target=call.on_expiry, daemon=True, name="timeout").start()
+                _expire(call)
+
+
+def _expire(call: WatchedCall) -> None:
+    """Run a call's expiry on a thread of its own (writing the timeout may wait for the store), or here when no
+    thread can be started: the timeout must be written whatever it costs the other deadlines."""
+    try:
+        threading.Thread(target=_logged(call.on_expiry), daemon=True, name="timeout").start()
+    except RuntimeError:
+        _logged(call.on_expiry)()
+
+
+def _logged(step: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            step()
+        except Exception:  # a bug of ours; the reaper closes the attempt once its lease runs out
+            log.exception("timeout not recorded", extra={"action": "timeout_error"})
+
+    return run
 
 
 class ReusableThread:

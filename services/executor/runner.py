@@ -122,6 +122,7 @@ class Executor:
             if self._announcer is not None:
                 self._announcer.withdraw()
             self._wait_for_attempts()
+            self._deadlines.close()
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
@@ -129,7 +130,13 @@ class Executor:
         """Hand a delivery that holds a handler slot to a thread of its own, which starts the attempt, calls the
         handler itself (a plain one under `Deadlines`) and writes the outcome: one thread hand-over per
         attempt rather than three (to an attempt thread, to a handler thread and back)."""
-        thread = ReusableThread.take()
+        try:
+            thread = ReusableThread.take()
+        except RuntimeError:  # no thread can be started: the job stays queued, the reaper puts it back in line
+            log.exception("delivery not run", extra={"action": "delivery_error", "offset": delivery.offset})
+            self._subscription.ack(delivery)
+            self._slots.release()
+            return
         thread.run_call(partial(self._handle, delivery, wakeup, thread))
 
     def _handle(self, delivery: Delivery, wakeup: Wakeup, thread: ReusableThread) -> None:

@@ -198,7 +198,11 @@ class Worker:
             self._leave(job)
             on_expiry(self._result(attempt, *settled(*timed_out(attempt.timeout_s), attempt.cancellation)))
 
-        watched = deadlines.watch(attempt.timeout_s, expire)
+        try:
+            watched = deadlines.watch(attempt.timeout_s, expire)
+        except BaseException:
+            self._leave(job)
+            raise
         try:
             outcome, error = call_plain(handler.fn, job.payload, attempt.ctx)
         finally:

@@ -314,7 +314,8 @@ class MongoJobStore:
             if not found:
                 return []
             ids = [ObjectId(j.id) for j in found]
-            guard = {"_id": {"$in": ids}, "status": Status.PENDING.value}
+            # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
+            guard = {**due_runs_filter(due_by or now, job_types), "_id": {"$in": ids}}
             if self._jobs.update_many(guard, self._update(fields)).modified_count < len(found):
                 mine = self._jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
                 won = {str(d["_id"]) for d in mine}
@@ -783,8 +784,9 @@ def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document])
 
 
 def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: datetime) -> Document:
-    """An attempt's execution record; it keeps the attempt's first lease, which only _repair reads (the job's
-    lease is the one the reaper reads and extend_leases extends)."""
+    """An attempt's execution record, with the attempt's first lease, which only _repair reads (the job's lease is
+    the one the reaper reads and extend_leases extends; where updates are not atomic, heartbeats extend the
+    record's too: shared/store/mongo_compat/non_atomic.py)."""
     return {
         "_id": attempt_record_id(job_id, attempt),
         **transitions.attempt_started(job_id, attempt, worker, now),

@@ -4,6 +4,7 @@ where the server needs them."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,10 +12,11 @@ from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from shared.model import JOB_FIELDS, Outcome, utc_now
+from shared.model import JOB_FIELDS, Outcome, Status, utc_now
 from shared.store.mongo import OPERATOR_INDEXES, MongoJobStore
 from shared.store.mongo_compat.probe import lacks_pushdown_and_atomic_updates
-from tests.contract.store_kit import LEASE, claim_one, hint, new, result
+from shared.store.transitions import stored_time
+from tests.contract.store_kit import LEASE, claim_one, hint, new, reload, result
 
 pytestmark = pytest.mark.integration
 QUERY_INDEXES = {
@@ -70,3 +72,28 @@ def test_each_path_writes_its_own_fields_and_indexes(
         assert all(not (names[c] & QUERY_INDEXES[c]) for c in QUERY_INDEXES), names
     else:
         assert all(QUERY_INDEXES[c] <= names[c] for c in QUERY_INDEXES), names
+
+
+def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed(
+    mongo_uri: str, mongo_db: Database[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production claim finds due runs, then moves them with one guarded update: a run moved to later in
+    between (PATCH /jobs/{id}) must stay pending at its new time, and the claim returns only what it moved."""
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name, accommodate=False)
+    try:
+        store.ensure_schema()
+        kept, moved = store.create(new(jobType="resched")), store.create(new(jobType="resched"))
+        later = utc_now() + timedelta(hours=1)
+        update_many = store._jobs.update_many
+
+        def reschedule_first(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(store._jobs, "update_many", update_many)
+            assert store.update_pending(moved, {"scheduledAt": later, "updatedAt": utc_now()}) is not None
+            return update_many(*args, **kwargs)
+
+        monkeypatch.setattr(store._jobs, "update_many", reschedule_first)
+        claimed = store.claim_due_jobs(utc_now(), 10, {"resched"})
+        assert [j.id for j in claimed] == [kept.id]
+        assert (reload(store, moved).status, reload(store, moved).scheduledAt) == (Status.PENDING, stored_time(later))
+    finally:
+        store.close()
