@@ -243,6 +243,9 @@ def main() -> None:
         ahead_s = parse_duration(args.ahead).total_seconds()
     except ValueError as exc:
         parser.error(str(exc))
+    if args.api_key and not args.tenant:
+        note = "no --tenant: the jobs go to a fresh tenant, which only an admin key may write"
+        print(f"python -m loadtest: {note}", file=sys.stderr)
     check_reachable(args.base_url)
     report = asyncio.run(
         run(
