@@ -16,9 +16,12 @@ help:
 	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB, for running pytest by hand"
 	@echo "make install      create .venv with the locked dependencies (uv)"
 
+# Bytecode is compiled at install, as the container image does (UV_COMPILE_BYTECODE): a process start then
+# loads it rather than compiling every module from source (PYTHONDONTWRITEBYTECODE keeps Python from caching it).
 install:
 	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
-	uv sync --frozen
+	uv sync --frozen --compile-bytecode
+	@.venv/bin/python -m compileall -q -j 0 services shared seed loadtest jobsched_client examples >/dev/null
 
 dev: install
 	.venv/bin/jobsched dev
