@@ -103,18 +103,16 @@ def _run_sync(
     done = threading.Lock()
     done.acquire()
 
-    def call() -> None:
+    def call(_: Task) -> None:
         try:
             box.append(call_plain(handler, payload, ctx))
         finally:
             done.release()
 
-    thread = ReusableThread.take()
-    thread.run_call(call)
+    task = HandlerThreads.run(call)
     if not done.acquire(timeout=timeout_s) or not box:
-        thread.abandon()
+        task.abandon()
         return timed_out(timeout_s)
-    thread.give_back()
     return box[0]
 
 
@@ -209,44 +207,81 @@ def _logged(step: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
-class ReusableThread:
-    """A thread that runs one call at a time and is reused for the next while its calls return in time
-    (starting a thread per call was a tenth of an executor's CPU with fast handlers). One that overran its
-    deadline is abandoned: it ends once its call returns, and is never handed a call again."""
+class HandlerThreads:
+    """The threads that run handler calls, all taking them from one shared queue: a thread that has just
+    finished a call takes the next waiting one without sleeping, so under load a call rarely waits for a thread
+    to wake (a thread per call was a tenth of an executor's CPU with fast handlers, a queue per thread a wake-up
+    per call). A thread is started only when every one is busy. A call that overran its deadline is abandoned:
+    its thread ends once the call returns, and no longer counts among those that take calls."""
 
-    _idle: ClassVar[list[ReusableThread]] = []
-    _idle_lock: ClassVar = threading.Lock()
-    # An executor has up to (1 + RECORD_BACKLOG_PER_SLOT) threads per handler slot in flight; idle ones cost
+    _calls: ClassVar[queue.SimpleQueue[Task]] = queue.SimpleQueue()
+    _lock: ClassVar = threading.Lock()
+    _threads: ClassVar = 0  # threads taking calls (the abandoned ones not counted)
+    _busy: ClassVar = 0  # calls queued or running, the abandoned ones not counted; never above _threads
+    # An executor has up to (1 + RECORD_BACKLOG_PER_SLOT) calls per handler slot in flight; idle threads cost
     # little memory, a new one a thread start.
     MAX_IDLE: ClassVar = 1024
 
-    def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, daemon=True, name="handler").start()
+    @classmethod
+    def run(cls, call: Callable[[Task], None]) -> Task:
+        """Queue the call for the next free thread (starting one if none is free), which calls it with its own
+        task (to abandon itself); RuntimeError when a thread was needed and could not be started (then the call
+        is not queued)."""
+        task = Task(call)
+        with cls._lock:
+            cls._busy += 1
+            start = cls._busy > cls._threads
+            if start:
+                cls._threads += 1
+        if start:
+            try:
+                threading.Thread(target=cls._serve, daemon=True, name="handler").start()
+            except RuntimeError:
+                with cls._lock:
+                    cls._threads -= 1
+                    cls._busy -= 1
+                raise
+        cls._calls.put(task)
+        return task
 
     @classmethod
-    def take(cls) -> ReusableThread:
-        with cls._idle_lock:
-            if cls._idle:
-                return cls._idle.pop()
-        return cls()
+    def _serve(cls) -> None:
+        while True:
+            task = cls._calls.get()
+            try:
+                task.call(task)
+            except BaseException:  # a bug of ours: this thread must still count as free again
+                log.exception("handler thread call failed", extra={"action": "delivery_error"})
+            with cls._lock:
+                task.done = True
+                if task.abandoned:  # already uncounted: another thread takes the calls meanwhile
+                    return
+                cls._busy -= 1
+                if cls._threads - cls._busy > cls.MAX_IDLE:
+                    cls._threads -= 1
+                    return
 
-    def run_call(self, call: Callable[[], None]) -> None:
-        self._calls.put(call)
-
-    def give_back(self) -> None:
-        with self._idle_lock:
-            if len(self._idle) < self.MAX_IDLE:
-                self._idle.append(self)
+    @classmethod
+    def _abandon(cls, task: Task) -> None:
+        with cls._lock:
+            if task.done or task.abandoned:
                 return
-        self._calls.put(None)
+            task.abandoned = True
+            cls._threads -= 1
+            cls._busy -= 1
+
+
+@dataclass(eq=False)
+class Task:
+    """A call queued to or running on `HandlerThreads`."""
+
+    call: Callable[[Task], None]
+    done: bool = False
+    abandoned: bool = False
 
     def abandon(self) -> None:
-        self._calls.put(None)  # read once the overrunning call has returned: then the thread ends
-
-    def _serve(self) -> None:
-        while (call := self._calls.get()) is not None:
-            call()
+        """The call overran its deadline: its thread ends once it returns (a no-op if it has returned)."""
+        HandlerThreads._abandon(self)
 
 
 def _run_async(

@@ -1,5 +1,6 @@
-"""The executor's loop: fetch wake-ups while a handler slot is free, run them concurrently, acknowledge each
-after its job's state is written, heartbeat running attempts, and on SIGTERM finish what is in flight.
+"""The executor's loop: fetch wake-ups while a handler slot is free, start what it fetched at once (one store
+call), run each started attempt on a thread of its own, acknowledge each delivery after its job's state is
+written, heartbeat running attempts, and on SIGTERM finish what is in flight.
 A wake-up claimed ahead of its job's time (CLAIM_LOOKAHEAD) is held, without a slot, until that time.
 
 Memory stays bounded: at most `concurrency` deliveries are taken at once (the client's prefetch buffer is
@@ -17,7 +18,7 @@ from datetime import timedelta
 from functools import partial
 
 from services.executor.announcer import TypeAnnouncer
-from services.executor.attempt import Deadlines, ReusableThread
+from services.executor.attempt import Deadlines, HandlerThreads, Task
 from services.executor.worker import Worker
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
@@ -29,6 +30,7 @@ PAUSE_AFTER_S = 10.0
 RECORD_BACKLOG_PER_SLOT = 4  # outcomes waiting to be written, per handler slot, before slots are held
 DEFAULT_HEARTBEAT = timedelta(seconds=1)
 MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
+MAX_START_BATCH = 256  # deliveries started by one store call, at most
 
 
 def _hold_seconds(wakeup: Wakeup) -> float:
@@ -92,27 +94,21 @@ class Executor:
                 if paused:
                     self._subscription.set_paused(False)
                     paused = False
-                if held and held[0][0] <= time.monotonic():
-                    _, _, due_delivery, due_wakeup = heapq.heappop(held)
-                    self._submit(due_delivery, due_wakeup)
-                    continue
                 wait_s = min(POLL_S, held[0][0] - time.monotonic()) if held else POLL_S
-                delivery = self._subscription.poll(max(wait_s, 0.0))
-                if delivery is None:
+                due = self._take_due(held, arrivals, max(wait_s, 0.0))
+                if due is None:
                     self._slots.release()
                     continue
-                # Decoded once, here: the hold needs its time and the attempt its ids.
-                wakeup = self._worker.decode(delivery)
-                if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
-                    self._subscription.ack(delivery)
-                    self._slots.release()
-                    continue
-                hold_s = _hold_seconds(wakeup)
-                if hold_s > 0:  # not due yet: wait without taking a handler slot
-                    heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
-                    self._slots.release()
-                    continue
-                self._submit(delivery, wakeup)
+                # What else is there, taken without waiting while slots are free, is started with it: one store
+                # call for all, and under load the batch grows with what arrived during the previous one.
+                batch = [due]
+                while len(batch) < MAX_START_BATCH and self._slots.acquire(blocking=False):
+                    due = self._take_due(held, arrivals, 0.0)
+                    if due is None:
+                        self._slots.release()
+                        break
+                    batch.append(due)
+                self._start(batch)
         finally:
             # Held wake-ups stay unacknowledged: their jobs are still queued, redelivered after a restart.
             log.info(
@@ -126,43 +122,69 @@ class Executor:
             self._subscription.close()
             log.info("stopped", extra={"action": "executor_stopped"})
 
-    def _submit(self, delivery: Delivery, wakeup: Wakeup) -> None:
-        """Hand a delivery that holds a handler slot to a thread of its own, which starts the attempt, calls the
-        handler itself (a plain one under `Deadlines`) and writes the outcome: one thread hand-over per
-        attempt rather than three (to an attempt thread, to a handler thread and back)."""
+    def _take_due(
+        self, held: list[tuple[float, int, Delivery, Wakeup]], arrivals: itertools.count[int], wait_s: float
+    ) -> tuple[Delivery, Wakeup] | None:
+        """The next delivery to start now, for a handler slot the caller holds: a held one that has come due,
+        else one polled for up to `wait_s`. None when there is none: nothing arrived, or what arrived was
+        malformed (skipped) or is not due yet (held)."""
+        if held and held[0][0] <= time.monotonic():
+            _, _, due_delivery, due_wakeup = heapq.heappop(held)
+            return due_delivery, due_wakeup
+        delivery = self._subscription.poll(wait_s)
+        if delivery is None:
+            return None
+        # Decoded once, here: the hold needs its time and the attempt its ids.
+        wakeup = self._worker.decode(delivery)
+        if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
+            self._subscription.ack(delivery)
+            return None
+        hold_s = _hold_seconds(wakeup)
+        if hold_s > 0:  # not due yet: wait without taking a handler slot
+            heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
+            return None
+        return delivery, wakeup
+
+    def _start(self, batch: list[tuple[Delivery, Wakeup]]) -> None:
+        """Start the batch's attempts (each delivery holds a handler slot) in one store call, and hand each
+        started one to a handler thread, which calls the handler itself (a plain one under `Deadlines`) and
+        writes the outcome: one thread hand-over per attempt."""
+        jobs: list[Job | None] = [None] * len(batch)
         try:
-            thread = ReusableThread.take()
-        except RuntimeError:  # no thread can be started: the job stays queued, the reaper puts it back in line
-            log.exception("delivery not run", extra={"action": "delivery_error", "offset": delivery.offset})
+            jobs = self._worker.start_many([wakeup for _, wakeup in batch])
+        except Exception:  # a bug of ours must not end the loop; the reaper recovers the jobs
+            log.exception("deliveries failed", extra={"action": "delivery_error", "count": len(batch)})
+        for (delivery, _), job in zip(batch, jobs, strict=True):
+            if job is not None:
+                try:
+                    HandlerThreads.run(partial(self._handle, delivery, job))
+                    continue
+                except RuntimeError:  # no thread: the attempt's lease runs out and the reaper retries the job
+                    log.exception("attempt not run", extra={"action": "delivery_error", "jobId": job.id})
             self._subscription.ack(delivery)
             self._slots.release()
-            return
-        thread.run_call(partial(self._handle, delivery, wakeup, thread))
 
-    def _handle(self, delivery: Delivery, wakeup: Wakeup, thread: ReusableThread) -> None:
-        """Start and run on a handler slot; the slot is freed as soon as the handler returns, then this thread
-        writes the outcome (concurrent threads' writes are batched together) and acknowledges the delivery.
+    def _handle(self, delivery: Delivery, job: Job, task: Task) -> None:
+        """Run a started attempt on a handler slot; the slot is freed as soon as the handler returns, then its
+        outcome joins the next batch of outcomes, and the delivery is acknowledged once that is written.
         At most RECORD_BACKLOG_PER_SLOT outcomes per slot wait to be written: past that, slots are held.
         A handler that overran its deadline has its timeout written by `_expired`, and this thread is
         abandoned (it ends when the call returns)."""
-        job, result = None, None
+        result = None
         try:
-            job = self._worker.start(delivery, wakeup)
-            if job is not None:
-                result = self._worker.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
-                if result is None:
-                    thread.abandon()
-                    return
+            result = self._worker.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
+            if result is None:
+                task.abandon()
+                return
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
             log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})
-        if job is None or result is None:
+        if result is None:
             self._subscription.ack(delivery)
             self._slots.release()
         else:
             self._record_room.acquire()
             self._slots.release()
             self._record(delivery, job, result)
-        thread.give_back()
 
     def _expired(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
         self._record_room.acquire()
@@ -178,13 +200,11 @@ class Executor:
             self._record_room.acquire()
 
     def _record(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
-        try:
-            self._worker.record(job, result)
-        except Exception:  # as in _handle: the reaper closes an attempt whose outcome was never written
-            log.exception("recording failed", extra={"action": "delivery_error", "offset": delivery.offset})
-        finally:
-            self._subscription.ack(delivery)
-            self._record_room.release()
+        self._worker.record_later(job, result, partial(self._recorded, delivery))
+
+    def _recorded(self, delivery: Delivery) -> None:
+        self._subscription.ack(delivery)
+        self._record_room.release()
 
     def _heartbeat(self) -> None:
         """Every beat: renew the type's announcement and look for cancelled running jobs. Every third of the

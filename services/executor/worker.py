@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from prometheus_client import Counter
@@ -26,14 +27,18 @@ from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.handlers.registry import HandlerContext, HandlerRegistry, JobLogger
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.store.base import (
+    AttemptFinish,
     AttemptResult,
+    AttemptStart,
     AttemptTaken,
     JobNotFound,
     JobStore,
     StartHint,
+    StoreError,
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.store.group_commit import GroupCommit
 from shared.type_defaults import TypeDefaults
 
 log = logging.getLogger("jobsched.executor")
@@ -81,6 +86,9 @@ class Worker:
         self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
         self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
         self._processed: dict[Outcome, Counter] = {}  # by outcome, filled as outcomes occur
+        # Outcomes of concurrent attempts, written together by whichever of their threads finds no batch in
+        # flight; the others go on without waiting (record_later).
+        self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts)
 
     @property
     def job_type(self) -> str:
@@ -127,19 +135,79 @@ class Worker:
             self._skip("bad_message", error=str(exc))
             return None
 
-    def start(self, delivery: Delivery, wakeup: Wakeup | None = None) -> Job | None:
-        """Start the delivery's attempt: the running job, or None when the delivery is skipped (logged and
-        counted) or the store stayed unavailable (the reaper returns the job). `wakeup` is the delivery's
-        message when the caller has decoded it already (the runner reads it to hold early wake-ups)."""
-        wakeup = wakeup or self.decode(delivery)
-        if wakeup is None:
-            return None
-        return self._retrying(lambda: self._start(wakeup), wakeup.jobId)
+    def start(self, delivery: Delivery) -> Job | None:
+        """Start the delivery's attempt: the running job, or None when the delivery is skipped (see start_many)."""
+        wakeup = self.decode(delivery)
+        return self.start_many([wakeup])[0] if wakeup is not None else None
+
+    def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | None]:
+        """Start the wake-ups' attempts in one store call: per wake-up, the running job, or None when it is
+        skipped (logged and counted) or the store stayed unavailable (the reaper returns the job)."""
+        started: list[Job | None] = [None] * len(wakeups)
+        pending = list(range(len(wakeups)))
+        for pause in (*STORE_RETRY_S, None):
+            lease_until = utc_now() + self._lease
+            starts = [self._attempt_start(wakeups[i], lease_until) for i in pending]
+            try:
+                outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
+            except StoreUnavailable as exc:
+                outcomes = [exc] * len(pending)
+            unavailable: dict[int, StoreUnavailable] = {}
+            for i, outcome in zip(pending, outcomes, strict=True):
+                if isinstance(outcome, Job):
+                    started[i] = outcome
+                elif isinstance(outcome, StoreUnavailable):
+                    unavailable[i] = outcome
+                else:
+                    self._start_refused(wakeups[i], outcome)
+            if not unavailable:
+                break
+            if pause is None:
+                for i, error in unavailable.items():
+                    self._gave_up(wakeups[i].jobId, error)
+                break
+            time.sleep(pause)
+            pending = list(unavailable)
+        return started
 
     def record(self, job: Job, result: AttemptResult) -> None:
         """Record the attempt's outcome (retrying while the store is unavailable, then leaving the attempt to
         the reaper, which closes it as lost)."""
         self._retrying(lambda: self._finish(job, result), job.id)
+
+    def record_later(self, job: Job, result: AttemptResult, recorded: Callable[[], None]) -> None:
+        """Record the outcome with those of the other attempts finishing now, without waiting for it:
+        `recorded()` runs once it is written (or left to the reaper, as `record` does), on the thread that
+        wrote it, which may be this one. A batch the store could not take is retried outcome by outcome on a
+        thread of its own, so the next batch does not wait for it."""
+        finish = self._finish_request(job, result)
+        self._outcomes.submit_later(finish, partial(self._outcome_written, finish, recorded))
+
+    def _outcome_written(
+        self, finish: AttemptFinish, recorded: Callable[[], None], written: Job | BaseException | None
+    ) -> None:
+        if isinstance(written, StoreUnavailable):
+
+            def retry() -> None:
+                try:
+                    self.record(finish.job, finish.result)
+                finally:
+                    recorded()
+
+            try:
+                threading.Thread(target=retry, daemon=True, name="outcome-retry").start()
+            except RuntimeError:  # no thread: the reaper closes the attempt once its lease runs out
+                self._gave_up(finish.job.id, written)
+                recorded()
+            return
+        try:
+            if isinstance(written, BaseException):
+                raise written
+            self._finished(finish, written)
+        except Exception:  # as in the runner: the reaper closes an attempt whose outcome was never written
+            log.exception("recording failed", extra={"action": "delivery_error", "jobId": finish.job.id})
+        finally:
+            recorded()
 
     def _retrying(self, step: Callable[[], T], job_id: str) -> T | None:
         for pause in (*STORE_RETRY_S, None):
@@ -147,28 +215,32 @@ class Worker:
                 return step()
             except StoreUnavailable as exc:
                 if pause is None:
-                    log.error(
-                        "store unavailable; leaving the job to the reaper",
-                        extra={"action": "store_unavailable", "jobId": job_id, "error": str(exc)},
-                    )
+                    self._gave_up(job_id, exc)
                     return None
                 time.sleep(pause)
         return None
 
-    def _start(self, wakeup: Wakeup) -> Job | None:
-        lease_until = utc_now() + self._lease
+    def _gave_up(self, job_id: str, error: BaseException) -> None:
+        log.error(
+            "store unavailable; leaving the job to the reaper",
+            extra={"action": "store_unavailable", "jobId": job_id, "error": str(error)},
+        )
+
+    def _attempt_start(self, wakeup: Wakeup, lease_until: datetime) -> AttemptStart:
         hint = StartHint(wakeup.claim, wakeup.attempt) if wakeup.claim and wakeup.attempt else None
-        try:
-            return self._store.start_attempt(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
-        except JobNotFound:
+        return AttemptStart(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
+
+    def _start_refused(self, wakeup: Wakeup, refusal: StoreError) -> None:
+        if isinstance(refusal, JobNotFound):
             self._skip("unknown_job", jobId=wakeup.jobId)
-        except TransitionRefused as refused:
+        elif isinstance(refusal, TransitionRefused):
             # another type; or cancelled, finished, running elsewhere, back to pending: not this delivery's attempt
-            reason = "wrong_type" if refused.job.jobType != self._job_type else f"status_{refused.job.status.value}"
+            reason = "wrong_type" if refusal.job.jobType != self._job_type else f"status_{refusal.job.status.value}"
             self._skip(reason, jobId=wakeup.jobId)
-        except AttemptTaken:
+        elif isinstance(refusal, AttemptTaken):
             self._skip("duplicate", jobId=wakeup.jobId)
-        return None
+        else:
+            self._skip("store_error", jobId=wakeup.jobId, error=str(refusal))
 
     def run(self, job: Job) -> AttemptResult:
         """Run the handler of a started attempt under its timeout (the job's, else the type's, else
@@ -255,10 +327,18 @@ class Worker:
             backoff=self._handler.defaults.backoff,
         )
 
-    def _finish(self, job: Job, result: AttemptResult) -> None:
+    def _finish_request(self, job: Job, result: AttemptResult) -> AttemptFinish:
         if result.outcome is Outcome.CANCELLED:
             job = job.evolve(cancelRequested=True)
-        updated = self._store.finish_attempt(job, result)
+        return AttemptFinish(job, result)
+
+    def _finish(self, job: Job, result: AttemptResult) -> None:
+        finish = self._finish_request(job, result)
+        self._finished(finish, self._store.finish_attempt(finish.job, finish.result))
+
+    def _finished(self, finish: AttemptFinish, updated: Job | None) -> None:
+        """What follows a written outcome: counted, its event published, logged; a dead letter published."""
+        job, result = finish.job, finish.result
         if updated is None:
             self._skip("late_result", jobId=job.id, attempt=job.next_attempt)
             return

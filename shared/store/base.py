@@ -86,6 +86,25 @@ class StartHint:
 
 
 @dataclass(frozen=True)
+class AttemptStart:
+    """One delivery's request to start its job's next attempt (start_attempt's arguments, for start_attempts)."""
+
+    job_id: str
+    job_type: str
+    worker: str
+    lease_until: datetime
+    hint: StartHint | None = None
+
+
+@dataclass(frozen=True)
+class AttemptFinish:
+    """One attempt's outcome to record (finish_attempt's arguments, for finish_attempts)."""
+
+    job: Job
+    result: AttemptResult
+
+
+@dataclass(frozen=True)
 class NewJob(TemplatePolicy):
     """What a client asks for; the store assigns id, status and timestamps."""
 
@@ -226,6 +245,11 @@ class JobStore(Protocol):
         when the attempt's record exists (a duplicate delivery, a second executor, or a cancellation: then the
         job's status is made `cancelled` again)."""
 
+    def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
+        """start_attempt for many deliveries in one batch of writes (an executor starts what it polled at once):
+        per start, in order, the running job or the error start_attempt would raise for it (StoreUnavailable
+        too, for a start the store could not settle). Raise StoreUnavailable when none could be written."""
+
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
 
@@ -234,6 +258,10 @@ class JobStore(Protocol):
         pending with attempts+1, lastError and scheduledAt = finishedAt + backoff, or dlq when the budget is
         spent. Return the updated job, or None when the attempt's outcome was already decided (the reaper
         closed it as lost): a late result never overwrites a newer attempt."""
+
+    def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
+        """finish_attempt for many attempts in one batch of writes: per finish, in order, what finish_attempt
+        would return, or the error it would raise. Raise StoreUnavailable when none could be written."""
 
     # --- the reaper ---------------------------------------------------------------------------------------
 

@@ -6,10 +6,14 @@ server to parse, plan and log), so under load the store's cost follows the batch
 that finds no batch in flight runs one for every request queued so far; callers that arrive meanwhile queue up
 and the next of them runs the following batch. Nothing waits for a timer: with one caller the batch is that one
 request, under load batches grow by themselves (the classic group commit of databases' write-ahead logs).
+
+A caller that need not wait for its result (`submit_later`) leaves a callback instead: it is run with the result
+by whichever thread writes the batch, and the caller goes on at once unless it is the one to write.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +22,7 @@ from typing import Generic, TypeVar
 Request = TypeVar("Request")
 Result = TypeVar("Result")
 BatchFn = Callable[[Sequence[Request]], Sequence[Result | BaseException]]
+log = logging.getLogger("jobsched.store")
 
 
 def _taken_lock() -> threading.Lock:
@@ -35,6 +40,8 @@ class _Waiter(Generic[Request, Result]):
     leads: bool = False  # woken to run the next batch rather than with its own result
     result: Result | BaseException | None = None
     done: bool = False
+    # Set for submit_later: nobody waits on `wake`; the batch's writer runs this with the result.
+    on_result: Callable[[Result | BaseException], None] | None = None
 
 
 class GroupCommit(Generic[Request, Result]):
@@ -60,12 +67,30 @@ class GroupCommit(Generic[Request, Result]):
             waiter.wake.acquire()
         if waiter.leads:
             waiter.leads = False
-            self._run_one_batch()
+            self._run_batches()
         if isinstance(waiter.result, BaseException):
             raise waiter.result
         return waiter.result  # type: ignore[return-value]  # done without exception: a Result
 
-    def _run_one_batch(self) -> None:
+    def submit_later(self, request: Request, on_result: Callable[[Result | BaseException], None]) -> None:
+        """Queue `request` without waiting for its result: `on_result(result or exception)` runs on the thread
+        that writes its batch. With no batch in flight that is this caller, which then also writes what queues
+        up meanwhile, until a waiting `submit` caller can take over or nothing is left."""
+        waiter: _Waiter[Request, Result] = _Waiter(request, on_result=on_result)
+        with self._lock:
+            self._queue.append(waiter)
+            leads = not self._busy
+            self._busy = True
+        if leads:
+            self._run_batches()
+
+    def _run_batches(self) -> None:
+        while self._run_one_batch():
+            pass
+
+    def _run_one_batch(self) -> bool:
+        """Write the next batch; True when this thread is to write the one after it too (its head left a
+        callback rather than waiting)."""
         with self._lock:
             batch = self._queue[: self._max_batch]
             del self._queue[: self._max_batch]
@@ -77,13 +102,28 @@ class GroupCommit(Generic[Request, Result]):
         except BaseException as exc:  # every caller of the batch learns why, none hangs
             results = [exc] * len(batch)
         for waiter, result in zip(batch, results, strict=True):
+            if waiter.on_result is not None:
+                _call(waiter.on_result, result)
+                continue
             waiter.result = result
             waiter.done = True
             waiter.wake.release()
-        # Hand the next batch to the head of the queue (it is waiting anyway), so no thread serves others forever.
+        # Hand the next batch to the head of the queue if it waits anyway, so no waiting caller serves others
+        # forever; callbacks have nobody waiting, so their batches are written by this thread.
         with self._lock:
-            if self._queue:
-                self._queue[0].leads = True
-                self._queue[0].wake.release()
-            else:
+            if not self._queue:
                 self._busy = False
+                return False
+            head = self._queue[0]
+            if head.on_result is not None:
+                return True
+            head.leads = True
+            head.wake.release()
+            return False
+
+
+def _call(on_result: Callable[[Result | BaseException], None], result: Result | BaseException) -> None:
+    try:
+        on_result(result)
+    except Exception:  # one caller's bug must not cost the other callers of the batch their results
+        log.exception("a group commit callback failed", extra={"action": "group_commit_callback_error"})

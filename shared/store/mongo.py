@@ -25,7 +25,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -40,7 +39,9 @@ from shared.jsonsafe import shorten
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (
+    AttemptFinish,
     AttemptResult,
+    AttemptStart,
     AttemptTaken,
     DuplicateJob,
     JobNotFound,
@@ -94,21 +95,6 @@ OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
 CANCEL_TRIES = 5
 
 
-@dataclass(frozen=True)
-class _StartRequest:
-    job_id: str
-    job_type: str
-    worker: str
-    lease_until: datetime
-    hint: StartHint
-
-
-@dataclass(frozen=True)
-class _FinishRequest:
-    job: Job
-    result: AttemptResult
-
-
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Driver failures that mean "the database is not there" become StoreUnavailable (HTTP 503)."""
@@ -127,8 +113,8 @@ class MongoJobStore:
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
         self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
         # Executors call these from one thread per delivery; concurrent calls become bulk writes.
-        self._starts: GroupCommit[_StartRequest, Job] = GroupCommit(self._start_batch)
-        self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
+        self._starts: GroupCommit[AttemptStart, Job] = GroupCommit(self.start_attempts)
+        self._finishes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(self.finish_attempts)
 
     @classmethod
     def connect(
@@ -419,7 +405,7 @@ class MongoJobStore:
     ) -> Job:
         if hint is None or not ObjectId.is_valid(job_id):
             return self._start_one(job_id, job_type, worker, lease_until)
-        return self._starts.submit(_StartRequest(job_id, job_type, worker, lease_until, hint))
+        return self._starts.submit(AttemptStart(job_id, job_type, worker, lease_until, hint))
 
     def _start_one(self, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
         """start_attempt without batching: read the job, insert its next attempt's record, move it to running."""
@@ -459,29 +445,33 @@ class MongoJobStore:
             raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
         return job_from_document(doc)
 
-    def _start_batch(self, requests: Sequence[_StartRequest]) -> list[Job | BaseException]:
-        """start_attempt for many hinted wake-ups at once: one insert of their attempt records (ownership, as in
-        _start_one), one guarded update per (claim, attempt, job type, worker) moving the won jobs queued →
-        running under this batch's token, and one read of the jobs that carry it (a group of one job is moved
-        and read by one findAndModify). A job that is not where its hint says (released, claimed again,
-        cancelled, of another type) gives its record back and takes the one-by-one path, which names the exact
-        reason."""
+    def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
+        """The hinted starts at once: one insert of their attempt records (ownership, as in _start_one), one
+        guarded update per (claim, attempt, job type, worker) moving the won jobs queued → running under this
+        batch's token, and one read of the jobs that carry it (a group of one job is moved and read by one
+        findAndModify). A job that is not where its hint says (released, claimed again, cancelled, of another
+        type), and a start without a hint, take the one-by-one path, which names the exact reason."""
         now = utc_now()
         token = uuid.uuid4().hex
-        results: list[Job | BaseException | None] = [None] * len(requests)
-        records = [_record(r.job_id, r.hint.attempt, r.worker, now, r.lease_until) for r in requests]
+        results: list[Job | StoreError | None] = [None] * len(starts)
+        hinted = {i: s.hint for i, s in enumerate(starts) if s.hint is not None and ObjectId.is_valid(s.job_id)}
+        records = {
+            i: _record(starts[i].job_id, h.attempt, starts[i].worker, now, starts[i].lease_until)
+            for i, h in hinted.items()
+        }
         with translate_errors():
-            taken = _insert_new(self._executions, records)
-            won = [i for i in range(len(requests)) if i not in taken]
+            order = list(records)
+            taken = {order[k] for k in _insert_new(self._executions, list(records.values()))}
+            won = [i for i in order if i not in taken]
             try:
                 groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
                 started: dict[str, Job] = {}
                 moved: list[str] = []  # moved by update_many: read back by the batch's token
                 for i in won:
-                    r = requests[i]
-                    groups[(r.hint.claim, r.hint.attempt, r.job_type, r.worker)].append(i)
+                    r, h = starts[i], hinted[i]
+                    groups[(h.claim, h.attempt, r.job_type, r.worker)].append(i)
                 for (claim, attempt, job_type, worker), members in groups.items():
-                    ids = [requests[i].job_id for i in members]
+                    ids = [starts[i].job_id for i in members]
                     guard = {
                         "_id": {"$in": [ObjectId(job_id) for job_id in ids]},
                         "claimToken": claim,
@@ -489,7 +479,7 @@ class MongoJobStore:
                         "attempts": attempt - 1,
                         "jobType": job_type,
                     }
-                    lease_until = max(requests[i].lease_until for i in members)
+                    lease_until = max(starts[i].lease_until for i in members)
                     update = self._update({**transitions.started(worker, now, lease_until), "startToken": token})
                     if len(members) > 1:
                         self._jobs.update_many(guard, update)
@@ -501,7 +491,7 @@ class MongoJobStore:
                         started[ids[0]] = job_from_document(doc)
                 started.update(self._read_started(token, moved))
                 for i in won:
-                    job = started.get(requests[i].job_id)
+                    job = started.get(starts[i].job_id)
                     if job is not None:
                         results[i] = job
                         continue
@@ -509,12 +499,11 @@ class MongoJobStore:
             except ConnectionFailure as exc:  # see _settle_interrupted_start
                 unavailable = StoreUnavailable(f"MongoDB unavailable: {exc}")
                 for i in won:
-                    r = requests[i]
-                    results[i] = self._settle_interrupted_start(r.job_id, r.hint.attempt, r.worker) or unavailable
+                    r = starts[i]
+                    results[i] = self._settle_interrupted_start(r.job_id, hinted[i].attempt, r.worker) or unavailable
                 return [r if r is not None else unavailable for r in results]
-            for i in range(len(requests)):  # taken, or not started above: the one-by-one path names the reason
+            for i, r in enumerate(starts):  # taken, unhinted or not started above: the one-by-one path
                 if results[i] is None:
-                    r = requests[i]
                     results[i] = _caught(self._start_one, r.job_id, r.job_type, r.worker, r.lease_until)
         return [r for r in results if r is not None]
 
@@ -578,15 +567,17 @@ class MongoJobStore:
                 )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._finishes.submit(_FinishRequest(job, result))
+        return self._finishes.submit(AttemptFinish(job, result))
 
-    def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
+    def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         """Successes of running attempts are closed together: one insert of their outcomes, one update of their
         jobs per worker and attempt (their records are left as inserted: the history completes them from the
         outcomes). Failures, timeouts and anything unusual are closed one by one, as they need per-job backoff."""
-        results: list[Job | BaseException | None] = [None] * len(requests)
+        results: list[Job | StoreError | None] = [None] * len(finishes)
+        if not finishes:
+            return results
         bulk: list[int] = []
-        for i, r in enumerate(requests):
+        for i, r in enumerate(finishes):
             res = r.result
             if res.outcome is Outcome.SUCCEEDED and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE:
                 bulk.append(i)
@@ -594,20 +585,20 @@ class MongoJobStore:
                 results[i] = _caught(
                     self._close_attempt, r.job, res.outcome, res.error, res.finishedAt, res.startedAt, res.backoff
                 )
-        done = {i: requests[i].result for i in bulk}
-        decisions = {i: _decision(requests[i].job, r.outcome, None, r.finishedAt, r.startedAt) for i, r in done.items()}
+        done = {i: finishes[i].result for i in bulk}
+        decisions = {i: _decision(finishes[i].job, r.outcome, None, r.finishedAt, r.startedAt) for i, r in done.items()}
         with translate_errors():
             taken = {bulk[k] for k in _insert_new(self._outcomes, [decisions[i] for i in bulk])}
-            fields = transitions.attempt_closed(requests[0].job, Outcome.SUCCEEDED, None, utc_now())  # the same for all
+            fields = transitions.attempt_closed(finishes[0].job, Outcome.SUCCEEDED, None, utc_now())  # the same for all
             groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
             for i in bulk:
                 if i in taken:  # decided before (the reaper closed it as lost): re-apply that outcome
-                    self._close_attempt(requests[i].job, Outcome.SUCCEEDED, None, decisions[i]["at"], None)
+                    self._close_attempt(finishes[i].job, Outcome.SUCCEEDED, None, decisions[i]["at"], None)
                     continue
-                job = requests[i].job
+                job = finishes[i].job
                 groups[(job.status.value, job.claimedBy, job.attempts, *self._batch_of(job).items())].append(i)
             for (status, worker, attempts, *batch), members in groups.items():
-                jobs = [requests[i].job for i in members]
+                jobs = [finishes[i].job for i in members]
                 guard = {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": status, "claimedBy": worker}
                 guard.update(attempts=attempts, **dict(batch))
                 moved = self._jobs.update_many(guard, self._update(fields)).modified_count == len(members)
@@ -731,7 +722,7 @@ class MongoJobStore:
         return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None, backoff)
 
 
-def _caught(step: Callable[..., T], *args: Any) -> T | BaseException:
+def _caught(step: Callable[..., T], *args: Any) -> T | StoreError:
     """A batch member's result, or the store error it ended with (the batch's other members go on)."""
     try:
         return step(*args)

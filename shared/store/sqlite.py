@@ -29,7 +29,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -41,7 +40,9 @@ from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, 
 from shared.store import transitions
 from shared.store.base import (
     WAIT_DEADLINE,
+    AttemptFinish,
     AttemptResult,
+    AttemptStart,
     AttemptTaken,
     DuplicateJob,
     JobNotFound,
@@ -64,8 +65,6 @@ from shared.store.transitions import (
 
 DEFAULT_PATH: Final = "jobsched.db"
 T = TypeVar("T")
-# A start waiting for its write transaction: start_attempt's arguments bound, the connection and time to come.
-_Start = Callable[[sqlite3.Connection, datetime], Job]
 
 
 def _one_of(column: str, values: Iterable[str]) -> str:
@@ -205,12 +204,6 @@ _UNAVAILABLE_CODES: Final = frozenset(
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
-@dataclass(frozen=True)
-class _FinishRequest:
-    job: Job
-    result: AttemptResult
-
-
 @contextmanager
 def _translate_errors() -> Iterator[None]:
     """SQLite failures that mean "the database is not usable now" become StoreUnavailable (HTTP 503)."""
@@ -318,8 +311,8 @@ class SqliteJobStore:
         # creates (starts, outcomes) that threads ask for while one transaction runs are all written by the
         # next one (group commit); each request still succeeds or fails alone (a savepoint each).
         self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
-        self._starts: GroupCommit[_Start, Job] = GroupCommit(self._start_batch)
-        self._finishes: GroupCommit[_FinishRequest, Job | None] = GroupCommit(self._finish_batch)
+        self._starts: GroupCommit[AttemptStart, Job] = GroupCommit(self.start_attempts)
+        self._finishes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(self.finish_attempts)
 
     def close(self) -> None:
         self._pool.close()
@@ -514,12 +507,12 @@ class SqliteJobStore:
         """Read the job, insert the attempt's record, move the job queued → running, in one transaction with
         the starts other threads ask for meanwhile (group commit). The write lock makes the read a
         compare-and-set; the hint is not needed."""
-        return self._starts.submit(partial(_start_one, job_id, job_type, worker, lease_until))
+        return self._starts.submit(AttemptStart(job_id, job_type, worker, lease_until))
 
-    def _start_batch(self, requests: Sequence[_Start]) -> list[Job | BaseException]:
+    def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
         now = utc_now()
         with self._write() as conn:
-            return [_refused_before_writing(partial(start, conn, now)) for start in requests]
+            return [_refused_before_writing(partial(_start_one, conn, now, start)) for start in starts]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -531,9 +524,9 @@ class SqliteJobStore:
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._finishes.submit(_FinishRequest(job, result))
+        return self._finishes.submit(AttemptFinish(job, result))
 
-    def _finish_batch(self, requests: Sequence[_FinishRequest]) -> list[Job | BaseException | None]:
+    def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         with self._write() as conn:
             return [
                 _refused_before_writing(
@@ -548,7 +541,7 @@ class SqliteJobStore:
                         r.result.backoff,
                     ),
                 )
-                for r in requests
+                for r in finishes
             ]
 
     def list_executions(self, job_id: str) -> list[Execution]:
@@ -688,20 +681,18 @@ def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
     return _to_job(row)
 
 
-def _start_one(
-    job_id: str, job_type: str, worker: str, lease_until: datetime, conn: sqlite3.Connection, now: datetime
-) -> Job:
+def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> Job:
     """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
     in one update."""
-    job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+    job = _load_job(conn, start.job_id) if ObjectId.is_valid(start.job_id) else None
     if job is None:
-        raise JobNotFound(job_id)
-    transitions.check_startable(job, job_type)
+        raise JobNotFound(start.job_id)
+    transitions.check_startable(job, start.job_type)
     record_id = attempt_record_id(job.id, job.next_attempt)
-    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, worker, now)}
+    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, start.worker, now)}
     if _insert_unique(conn, "executions", record, returning="id") is None:
         raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
-    fields = transitions.started(worker, now, lease_until)
+    fields = transitions.started(start.worker, now, start.lease_until)
     row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,), returning="id")
     assert row is not None, "the write lock was held since the job was read"
     return transitions.applied(job, fields)

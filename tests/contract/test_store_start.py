@@ -15,7 +15,15 @@ import pytest
 from bson import ObjectId
 
 from shared.model import Job, Outcome, Status, utc_now
-from shared.store.base import AttemptTaken, JobNotFound, JobStore, StartHint, TransitionRefused
+from shared.store.base import (
+    AttemptFinish,
+    AttemptStart,
+    AttemptTaken,
+    JobNotFound,
+    JobStore,
+    StartHint,
+    TransitionRefused,
+)
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import LEASE, claim_one, claimed_batch, hint, new, queued, reload, result, together
 
@@ -146,3 +154,71 @@ def test_a_result_after_the_reaper_closed_the_attempt_changes_nothing_in_a_batch
     assert reload(store, runs[0]).status is Status.PENDING
     assert [e.outcome for e in store.list_executions(runs[0].id)] == [Outcome.LOST]
     assert all(isinstance(f, Job) and f.status is Status.COMPLETED for f in finished[1:]), finished
+
+
+def test_start_attempts_answers_each_start_in_order_as_start_attempt_would(store: JobStore) -> None:
+    """One batch of an executor's poll: hinted and unhinted starts, an unknown job, one not due, one of another
+    type and the same wake-up twice. Each start gets its own answer, in order; none spoils the others."""
+    first, second, other_type = [*claimed_batch(store, 2), queued(store, jobType="email")]
+    pending = store.create(new(scheduledAt=utc_now() + timedelta(hours=1)))
+    lease = utc_now() + LEASE
+    starts = [
+        AttemptStart(first.id, "noop", "w1", lease, hint(first)),
+        AttemptStart(str(ObjectId()), "noop", "w1", lease, StartHint("some-claim", 1)),
+        AttemptStart(pending.id, "noop", "w1", lease),
+        AttemptStart(other_type.id, "noop", "w1", lease, hint(other_type)),
+        AttemptStart(second.id, "noop", "w1", lease),
+        AttemptStart(first.id, "noop", "w2", lease, hint(first)),
+    ]
+    answers = store.start_attempts(starts)
+    assert len(answers) == len(starts)
+    started_first, unknown, not_due, wrong_type, started_second, duplicate = answers
+    for job, started in ((first, started_first), (second, started_second)):
+        assert isinstance(started, Job), started
+        assert (started.id, started.status, started.claimedBy, started.leaseExpiresAt) == (
+            job.id,
+            Status.RUNNING,
+            "w1",
+            lease,
+        )
+        assert reload(store, job) == started
+        assert [(e.attempt, e.worker, e.outcome) for e in store.list_executions(job.id)] == [(1, "w1", Outcome.RUNNING)]
+    assert isinstance(unknown, JobNotFound)
+    assert isinstance(not_due, TransitionRefused)
+    assert not_due.job.status is Status.PENDING
+    assert isinstance(wrong_type, TransitionRefused)
+    assert wrong_type.job.jobType == "email"
+    assert reload(store, other_type).status is Status.QUEUED
+    assert store.list_executions(other_type.id) == []
+    assert isinstance(duplicate, (AttemptTaken, TransitionRefused))
+
+
+def test_finish_attempts_answers_each_outcome_in_order_as_finish_attempt_would(store: JobStore) -> None:
+    jobs = claimed_batch(store, 4)
+    runs = [store.start_attempt(j.id, "noop", "w1", utc_now() + LEASE, hint(j)) for j in jobs]
+    assert store.recover_attempt(runs[3], "executor lost") is not None
+    outcomes = [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SUCCEEDED, Outcome.SUCCEEDED]
+    finishes = [
+        AttemptFinish(run, result(o, "boom" if o is Outcome.FAILED else None))
+        for run, o in zip(runs, outcomes, strict=True)
+    ]
+    answers = store.finish_attempts(finishes)
+    assert [a.status if isinstance(a, Job) else a for a in answers] == [
+        Status.COMPLETED,
+        Status.PENDING,
+        Status.COMPLETED,
+        None,  # late: the reaper closed that attempt as lost first
+    ]
+    assert [reload(store, run).status for run in runs] == [
+        Status.COMPLETED,
+        Status.PENDING,
+        Status.COMPLETED,
+        Status.PENDING,
+    ]
+    assert [[e.outcome for e in store.list_executions(run.id)] for run in runs] == [
+        [Outcome.SUCCEEDED],
+        [Outcome.FAILED],
+        [Outcome.SUCCEEDED],
+        [Outcome.LOST],
+    ]
+    assert store.finish_attempts([]) == []

@@ -80,3 +80,71 @@ def test_a_batch_function_returning_the_wrong_number_of_results_fails_its_caller
     commit: GroupCommit[int, int] = GroupCommit(lambda requests: [])
     with pytest.raises(RuntimeError, match="0 results for 1 requests"):
         commit.submit(1)
+
+
+def test_a_lone_later_call_is_written_by_its_caller_before_it_returns() -> None:
+    got: list[tuple[int | BaseException, threading.Thread]] = []
+    commit: GroupCommit[int, int] = GroupCommit(lambda requests: [r + 1 for r in requests])
+    commit.submit_later(1, lambda result: got.append((result, threading.current_thread())))
+    assert got == [(2, threading.current_thread())]
+
+
+def test_later_calls_queued_behind_a_batch_are_written_by_its_writer_without_their_callers_waiting() -> None:
+    first_batch_running = threading.Event()
+    release_first_batch = threading.Event()
+    batches: list[list[int]] = []
+    results: dict[int, tuple[int | BaseException, threading.Thread]] = {}
+
+    def negate(requests: Sequence[int]) -> list[int | BaseException]:
+        batches.append(list(requests))
+        if len(batches) == 1:
+            first_batch_running.set()
+            release_first_batch.wait(30)
+        return [ValueError("odd") if r == 7 else -r for r in requests]
+
+    commit: GroupCommit[int, int] = GroupCommit(negate)
+
+    def note(n: int, result: int | BaseException) -> None:
+        results[n] = (result, threading.current_thread())
+        if n == 3:
+            raise RuntimeError("a callback's bug")  # must not cost the others their results
+
+    writer = threading.Thread(target=commit.submit_later, args=(0, lambda r: note(0, r)))
+    writer.start()
+    assert first_batch_running.wait(30)
+    for n in range(1, 11):
+        commit.submit_later(n, lambda r, n=n: note(n, r))  # type: ignore[misc]  # returns at once: a batch is in flight
+    assert sorted(results) == []
+    release_first_batch.set()
+    writer.join(30)
+    assert sorted(results) == list(range(11))
+    assert all(thread is writer for _, thread in results.values())
+    assert isinstance(results[7][0], ValueError)
+    assert [results[n][0] for n in (1, 2, 3, 10)] == [-1, -2, -3, -10]
+    assert batches == [[0], list(range(1, 11))]
+
+
+def test_a_waiting_caller_takes_over_from_a_later_calls_writer() -> None:
+    first_batch_running = threading.Event()
+    release_first_batch = threading.Event()
+    writers: list[threading.Thread] = []
+
+    def record(requests: Sequence[int]) -> list[int | BaseException]:
+        writers.append(threading.current_thread())
+        if len(writers) == 1:
+            first_batch_running.set()
+            release_first_batch.wait(30)
+        return list(requests)
+
+    commit: GroupCommit[int, int] = GroupCommit(record)
+    later = threading.Thread(target=commit.submit_later, args=(0, lambda r: None))
+    later.start()
+    assert first_batch_running.wait(30)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(commit.submit, 1)
+        wait_until(lambda: len(commit._queue) == 1, 30, "the caller queued behind the batch")
+        release_first_batch.set()
+        assert waiting.result(30) == 1
+    later.join(30)
+    assert writers[0] is later
+    assert writers[1] is not later  # the waiting caller wrote its own batch

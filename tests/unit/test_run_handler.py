@@ -1,4 +1,4 @@
-"""run_handler for plain functions: reused handler threads, and a hung handler abandoned at its deadline."""
+"""run_handler for plain functions and the handler threads: reused, and a hung handler abandoned at its deadline."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import logging
 import threading
 from datetime import UTC, datetime
 
-from services.executor.attempt import Cancellation, run_handler
+from services.executor.attempt import Cancellation, HandlerThreads, Task, run_handler
 from shared.handlers.registry import HandlerContext, JobLogger, Payload
 from shared.model import Outcome
+from tests.support import wait_until
 
 WHEN = datetime(2030, 1, 1, tzinfo=UTC)
 NOT_CANCELLED = Cancellation()
@@ -24,16 +25,46 @@ CTX = HandlerContext(
 )
 
 
-def test_calls_that_return_in_time_reuse_one_thread() -> None:
+def test_calls_that_return_in_time_are_served_by_the_threads_already_there() -> None:
     seen: list[threading.Thread] = []
 
     def handler(payload: Payload, ctx: HandlerContext) -> None:
         seen.append(threading.current_thread())
 
+    started: list[int] = []
     for _ in range(5):
+        wait_until(lambda: HandlerThreads._busy == 0, 10, "the previous call's thread free again")
+        started.append(HandlerThreads._threads)
         assert run_handler(handler, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.SUCCEEDED, None)
-    assert len(set(seen)) == 1
+    assert len(set(started[1:])) == 1  # no thread started once one was there
     assert threading.current_thread() not in seen  # never on the caller's own thread
+
+
+def test_many_concurrent_calls_each_run_once_and_an_abandoned_one_ends_only_its_thread() -> None:
+    release = threading.Event()
+    runs: list[int] = []
+    lock = threading.Lock()
+    abandoned: list[threading.Thread] = []
+
+    def hangs_then_abandons(task: Task) -> None:
+        abandoned.append(threading.current_thread())
+        task.abandon()  # as the runner does when its call overran the deadline
+        release.wait(30)
+
+    HandlerThreads.run(hangs_then_abandons)
+
+    def count(n: int) -> None:
+        with lock:
+            runs.append(n)
+
+    for n in range(200):
+        HandlerThreads.run(lambda _task, n=n: count(n))  # type: ignore[misc]
+    wait_until(lambda: len(runs) == 200, 10, "every call run")
+    assert sorted(runs) == list(range(200))
+    release.set()
+    wait_until(lambda: not abandoned[0].is_alive(), 10, "the abandoned call's thread ended once it returned")
+    wait_until(lambda: HandlerThreads._busy == 0, 10, "every counted call done")
+    assert HandlerThreads._busy <= HandlerThreads._threads
 
 
 def test_a_failure_is_the_attempts_and_the_thread_serves_the_next_call() -> None:
