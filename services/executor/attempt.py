@@ -227,29 +227,50 @@ class HandlerThreads:
         """Queue the call for the next free thread (starting one if none is free), which calls it with its own
         task (to abandon itself); RuntimeError when a thread was needed and could not be started (then the call
         is not queued)."""
-        task = Task(call)
+        if cls.reserve(1) == 0:
+            raise RuntimeError("no handler thread could be started")
+        return cls.run_reserved(call)
+
+    @classmethod
+    def reserve(cls, count: int) -> int:
+        """Make sure that `count` more calls will find a thread, starting threads while none is free: how many
+        will (fewer when a thread could not be started). Each reservation is used by one `run_reserved` or
+        given back by `unreserve`. An executor reserves before it starts attempts, so that a started attempt
+        always has a thread to run on."""
         with cls._lock:
-            cls._busy += 1
-            start = cls._busy > cls._threads
-            if start:
-                cls._threads += 1
-        if start:
+            cls._busy += count
+            needed = max(0, cls._busy - cls._threads)
+            cls._threads += needed
+        for started in range(needed):
             try:
                 threading.Thread(target=cls._serve, daemon=True, name="handler").start()
             except RuntimeError:
+                missing = needed - started
                 with cls._lock:
-                    cls._threads -= 1
-                    cls._busy -= 1
-                raise
+                    cls._threads -= missing
+                    cls._busy -= missing
+                return count - missing
+        return count
+
+    @classmethod
+    def run_reserved(cls, call: Callable[[Task], None]) -> Task:
+        """Queue the call on a thread reserved for it (`reserve`)."""
+        task = Task(call)
         cls._calls.put(task)
         return task
+
+    @classmethod
+    def unreserve(cls, count: int = 1) -> None:
+        with cls._lock:
+            cls._busy -= count
 
     @classmethod
     def _serve(cls) -> None:
         while True:
             task = cls._calls.get()
             try:
-                task.call(task)
+                if not task.abandoned:  # abandoned while it waited: its deadline has passed, it must not run
+                    task.call(task)
             except BaseException:  # a bug of ours: this thread must still count as free again
                 log.exception("handler thread call failed", extra={"action": "delivery_error"})
             with cls._lock:

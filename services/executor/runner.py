@@ -22,7 +22,7 @@ from services.executor.attempt import Deadlines, HandlerThreads, Task
 from services.executor.worker import Worker
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
-from shared.store.base import AttemptResult, JobStore, StoreError
+from shared.store.base import AttemptResult, JobStore, StoreError, StoreUnavailable
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
@@ -148,21 +148,39 @@ class Executor:
     def _start(self, batch: list[tuple[Delivery, Wakeup]]) -> None:
         """Start the batch's attempts (each delivery holds a handler slot) in one store call, and hand each
         started one to a handler thread, which calls the handler itself (a plain one under `Deadlines`) and
-        writes the outcome: one thread hand-over per attempt."""
-        jobs: list[Job | None] = [None] * len(batch)
+        writes the outcome: one thread hand-over per attempt. The threads are reserved first, so an attempt is
+        started only when a thread will run it; a start the store could not settle is retried on its thread,
+        not here."""
+        reserved = HandlerThreads.reserve(len(batch))
+        for delivery, wakeup in batch[reserved:]:  # no thread: the job stays queued, the reaper puts it back
+            log.error("delivery not run: no thread", extra={"action": "delivery_error", "jobId": wakeup.jobId})
+            self._skip_delivery(delivery)
+        batch = batch[:reserved]
+        outcomes: list[Job | StoreUnavailable | None] = [None] * len(batch)
         try:
-            jobs = self._worker.start_many([wakeup for _, wakeup in batch])
+            outcomes = self._worker.start_many([wakeup for _, wakeup in batch])
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the jobs
             log.exception("deliveries failed", extra={"action": "delivery_error", "count": len(batch)})
-        for (delivery, _), job in zip(batch, jobs, strict=True):
-            if job is not None:
-                try:
-                    HandlerThreads.run(partial(self._handle, delivery, job))
-                    continue
-                except RuntimeError:  # no thread: the attempt's lease runs out and the reaper retries the job
-                    log.exception("attempt not run", extra={"action": "delivery_error", "jobId": job.id})
-            self._subscription.ack(delivery)
-            self._slots.release()
+        for (delivery, wakeup), outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, Job):
+                HandlerThreads.run_reserved(partial(self._handle, delivery, outcome))
+            elif isinstance(outcome, StoreUnavailable):
+                HandlerThreads.run_reserved(partial(self._start_retrying, delivery, wakeup))
+            else:
+                HandlerThreads.unreserve()
+                self._skip_delivery(delivery)
+
+    def _skip_delivery(self, delivery: Delivery) -> None:
+        """A delivery that runs nothing (skipped, or left to the reaper): acknowledged, its slot freed."""
+        self._subscription.ack(delivery)
+        self._slots.release()
+
+    def _start_retrying(self, delivery: Delivery, wakeup: Wakeup, task: Task) -> None:
+        job = self._worker.start_retrying(wakeup)
+        if job is None:
+            self._skip_delivery(delivery)
+        else:
+            self._handle(delivery, job, task)
 
     def _handle(self, delivery: Delivery, job: Job, task: Task) -> None:
         """Run a started attempt on a handler slot; the slot is freed as soon as the handler returns, then its
@@ -179,8 +197,7 @@ class Executor:
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the job
             log.exception("delivery failed", extra={"action": "delivery_error", "offset": delivery.offset})
         if result is None:
-            self._subscription.ack(delivery)
-            self._slots.release()
+            self._skip_delivery(delivery)
         else:
             self._record_room.acquire()
             self._slots.release()
@@ -203,8 +220,10 @@ class Executor:
         self._worker.record_later(job, result, partial(self._recorded, delivery))
 
     def _recorded(self, delivery: Delivery) -> None:
-        self._subscription.ack(delivery)
-        self._record_room.release()
+        try:
+            self._subscription.ack(delivery)
+        finally:
+            self._record_room.release()
 
     def _heartbeat(self) -> None:
         """Every beat: renew the type's announcement and look for cancelled running jobs. Every third of the

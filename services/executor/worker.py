@@ -136,39 +136,41 @@ class Worker:
             return None
 
     def start(self, delivery: Delivery) -> Job | None:
-        """Start the delivery's attempt: the running job, or None when the delivery is skipped (see start_many)."""
+        """Start the delivery's attempt: the running job, or None when the delivery is skipped or the store
+        stayed unavailable (see start_retrying)."""
         wakeup = self.decode(delivery)
-        return self.start_many([wakeup])[0] if wakeup is not None else None
+        return self.start_retrying(wakeup) if wakeup is not None else None
 
-    def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | None]:
-        """Start the wake-ups' attempts in one store call: per wake-up, the running job, or None when it is
-        skipped (logged and counted) or the store stayed unavailable (the reaper returns the job)."""
-        started: list[Job | None] = [None] * len(wakeups)
-        pending = list(range(len(wakeups)))
-        for pause in (*STORE_RETRY_S, None):
-            lease_until = utc_now() + self._lease
-            starts = [self._attempt_start(wakeups[i], lease_until) for i in pending]
-            try:
-                outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
-            except StoreUnavailable as exc:
-                outcomes = [exc] * len(pending)
-            unavailable: dict[int, StoreUnavailable] = {}
-            for i, outcome in zip(pending, outcomes, strict=True):
-                if isinstance(outcome, Job):
-                    started[i] = outcome
-                elif isinstance(outcome, StoreUnavailable):
-                    unavailable[i] = outcome
-                else:
-                    self._start_refused(wakeups[i], outcome)
-            if not unavailable:
-                break
-            if pause is None:
-                for i, error in unavailable.items():
-                    self._gave_up(wakeups[i].jobId, error)
-                break
-            time.sleep(pause)
-            pending = list(unavailable)
+    def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | StoreUnavailable | None]:
+        """Start the wake-ups' attempts in one store call, trying once (the executor's poll loop calls it and
+        must not wait): per wake-up, the running job, None when it is skipped (logged and counted), or
+        StoreUnavailable when the store could not settle it (then `start_retrying` goes on with it)."""
+        lease_until = utc_now() + self._lease
+        starts = [self._attempt_start(wakeup, lease_until) for wakeup in wakeups]
+        try:
+            outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
+        except StoreUnavailable as exc:
+            return [exc] * len(wakeups)
+        started: list[Job | StoreUnavailable | None] = []
+        for wakeup, outcome in zip(wakeups, outcomes, strict=True):
+            if isinstance(outcome, Job | StoreUnavailable):
+                started.append(outcome)
+            else:
+                self._start_refused(wakeup, outcome)
+                started.append(None)
         return started
+
+    def start_retrying(self, wakeup: Wakeup) -> Job | None:
+        """Start one wake-up's attempt, retrying while the store is unavailable: the running job, or None when
+        it is skipped or the store stayed unavailable (the reaper returns the job)."""
+
+        def once() -> Job | None:
+            [outcome] = self.start_many([wakeup])
+            if isinstance(outcome, StoreUnavailable):
+                raise outcome
+            return outcome
+
+        return self._retrying(once, wakeup.jobId)
 
     def record(self, job: Job, result: AttemptResult) -> None:
         """Record the attempt's outcome (retrying while the store is unavailable, then leaving the attempt to

@@ -125,5 +125,5 @@ class GroupCommit(Generic[Request, Result]):
 def _call(on_result: Callable[[Result | BaseException], None], result: Result | BaseException) -> None:
     try:
         on_result(result)
-    except Exception:  # one caller's bug must not cost the other callers of the batch their results
+    except BaseException:  # one caller's bug must not cost the others their results, nor stall the writer
         log.exception("a group commit callback failed", extra={"action": "group_commit_callback_error"})

@@ -21,6 +21,7 @@ get the compensations of shared/store/mongo_compat; connect() decides.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -61,6 +62,7 @@ from shared.store.transitions import attempt_record_id as attempt_record_id
 
 Document = dict[str, Any]
 T = TypeVar("T")
+log = logging.getLogger("jobsched.store")
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
 DUPLICATE_KEY = 11000
 INDEX_NOT_FOUND = 27
@@ -728,6 +730,9 @@ def _caught(step: Callable[..., T], *args: Any) -> T | StoreError:
         return step(*args)
     except StoreError as exc:
         return exc
+    except Exception as exc:  # a bug or an untranslated driver error: this member's, not the whole batch's
+        log.exception("batch member failed", extra={"action": "store_batch_member_error"})
+        return StoreError(f"{type(exc).__name__}: {exc}")
 
 
 def _runs_after(run: Job) -> Document:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
+from typing import Any, cast
 
 from bson import ObjectId
 
@@ -14,8 +17,8 @@ from shared.bus.base import Delivery, dispatch_topic
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry as builtins
-from shared.model import Status, utc_now
-from shared.store.base import JobStore, NewJob
+from shared.model import Job, Status, utc_now
+from shared.store.base import AttemptStart, JobStore, NewJob, StoreError, StoreUnavailable
 from tests.support import wait_until
 
 LEASE = timedelta(seconds=30)
@@ -48,3 +51,74 @@ def test_a_malformed_wakeup_is_skipped_and_one_claimed_early_starts_no_sooner_th
     [execution] = api_store.list_executions(job.id)
     assert execution.startedAt is not None
     assert execution.startedAt >= due_at.replace(microsecond=due_at.microsecond // 1000 * 1000)
+
+
+class _StartsUnavailableFor:
+    """The store, except that start_attempts answers StoreUnavailable for one job until `recovered` is set
+    (the database failed for that member of a batch), as a real outage of a moment would."""
+
+    def __init__(self, store: JobStore, job_id: str) -> None:
+        self._store = store
+        self._job_id = job_id
+        self.recovered = threading.Event()
+        self.refused = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
+        if self.recovered.is_set():
+            return self._store.start_attempts(starts)
+        others = iter(self._store.start_attempts([s for s in starts if s.job_id != self._job_id]))
+        self.refused.set()
+        return [StoreUnavailable("injected") if s.job_id == self._job_id else next(others) for s in starts]
+
+
+def test_a_start_the_store_could_not_settle_is_retried_without_holding_up_the_other_deliveries(
+    api_store: JobStore,
+) -> None:
+    bus = MemoryBus()
+    subscription = bus.subscribe("noop")
+    jobs = [due_now(api_store) for _ in range(2)]
+    flaky = _StartsUnavailableFor(api_store, jobs[0].id)
+    store = cast(JobStore, flaky)
+    worker = Worker(store, bus, builtins, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
+    stop = threading.Event()
+    executor = Executor(worker, subscription, store, concurrency=4, lease=LEASE, stop=stop)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    try:
+        dispatcher = Dispatcher(api_store, bus, ["noop"], batch=10, lookahead=timedelta(0))
+        term = SingleNodeElector().campaign(threading.Event())
+        assert term is not None
+        assert dispatcher.tick(term).published == 2
+        wait_until(flaky.refused.is_set, 30, "the first job's start refused as unavailable")
+        # While the first job's start is being retried, the poll loop goes on: a third job, published now, runs.
+        third = due_now(api_store)
+        assert dispatcher.tick(term).published == 1
+        for other in (jobs[1].id, third.id):
+            wait_until(partial(is_completed, api_store, other), 30, "the other jobs run")
+        assert reloaded(api_store, jobs[0].id).status is Status.QUEUED  # not started while the store refuses it
+        flaky.recovered.set()
+        wait_until(partial(is_completed, api_store, jobs[0].id), 30, "the retried start runs")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert [e.attempt for e in api_store.list_executions(jobs[0].id)] == [1]
+
+
+def due_now(store: JobStore) -> Job:
+    return store.create(
+        NewJob(idempotencyKey=f"k-{ObjectId()}", tenantId="t", jobType="noop", scheduledAt=utc_now(), payload={})
+    )
+
+
+def reloaded(store: JobStore, job_id: str) -> Job:
+    job = store.get(job_id)
+    assert job is not None
+    return job
+
+
+def is_completed(store: JobStore, job_id: str) -> bool:
+    return reloaded(store, job_id).status is Status.COMPLETED

@@ -6,6 +6,8 @@ import logging
 import threading
 from datetime import UTC, datetime
 
+import pytest
+
 from services.executor.attempt import Cancellation, HandlerThreads, Task, run_handler
 from shared.handlers.registry import HandlerContext, JobLogger, Payload
 from shared.model import Outcome
@@ -93,3 +95,27 @@ def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() 
     release.set()
     hung[0].join(10)
     assert not hung[0].is_alive()  # once its call returned, the abandoned thread ended
+
+
+def test_a_reservation_counts_only_the_threads_that_could_be_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When no thread can be started, reserve() promises only the idle threads there are, so the executor never
+    starts an attempt that no thread would run."""
+    HandlerThreads.run(lambda _task: None)  # at least one thread there
+    wait_until(lambda: HandlerThreads._busy == 0, 10, "earlier calls done")
+    idle = HandlerThreads._threads - HandlerThreads._busy
+    assert idle >= 1
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread (injected)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", no_thread)
+        assert HandlerThreads.reserve(idle + 3) == idle
+    assert (HandlerThreads._busy, HandlerThreads._threads - HandlerThreads._busy) == (idle, 0)
+    ran = threading.Event()
+    HandlerThreads.run_reserved(lambda _task: ran.set())
+    assert ran.wait(10)
+    HandlerThreads.unreserve(idle - 1)
+    wait_until(lambda: HandlerThreads._busy == 0, 10, "the reserved call done and the rest given back")
+    assert HandlerThreads.reserve(2) == 2  # threads start again once they can
+    HandlerThreads.unreserve(2)
