@@ -126,24 +126,25 @@ class Executor:
         self, held: list[tuple[float, int, Delivery, Wakeup]], arrivals: itertools.count[int], wait_s: float
     ) -> tuple[Delivery, Wakeup] | None:
         """The next delivery to start now, for a handler slot the caller holds: a held one that has come due,
-        else one polled for up to `wait_s`. None when there is none: nothing arrived, or what arrived was
-        malformed (skipped) or is not due yet (held)."""
+        else one polled for up to `wait_s`. None when there is none: nothing arrived, or all that arrived was
+        malformed (skipped) or is not due yet (held). What arrived is read on, without waiting, until a due one
+        or nothing is left: the loop spends most of its time in start calls under load, and must still read
+        wake-ups as fast as they come, or the ones claimed ahead would be read after their time."""
         if held and held[0][0] <= time.monotonic():
             _, _, due_delivery, due_wakeup = heapq.heappop(held)
             return due_delivery, due_wakeup
         delivery = self._subscription.poll(wait_s)
-        if delivery is None:
-            return None
-        # Decoded once, here: the hold needs its time and the attempt its ids.
-        wakeup = self._worker.decode(delivery)
-        if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
-            self._subscription.ack(delivery)
-            return None
-        hold_s = _hold_seconds(wakeup)
-        if hold_s > 0:  # not due yet: wait without taking a handler slot
-            heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
-            return None
-        return delivery, wakeup
+        while delivery is not None:
+            # Decoded once, here: the hold needs its time and the attempt its ids.
+            wakeup = self._worker.decode(delivery)
+            if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
+                self._subscription.ack(delivery)
+            elif (hold_s := _hold_seconds(wakeup)) > 0:  # not due yet: wait without taking a handler slot
+                heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
+            else:
+                return delivery, wakeup
+            delivery = self._subscription.poll(0)
+        return None
 
     def _start(self, batch: list[tuple[Delivery, Wakeup]]) -> None:
         """Start the batch's attempts (each delivery holds a handler slot) in one store call, and hand each

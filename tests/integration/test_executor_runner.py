@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from datetime import timedelta
@@ -13,11 +14,11 @@ from bson import ObjectId
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.scheduler.dispatcher import Dispatcher
-from shared.bus.base import Delivery, dispatch_topic
+from shared.bus.base import Delivery, Wakeup, dispatch_topic
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry as builtins
-from shared.model import Job, Status, utc_now
+from shared.model import Job, Status, format_time, utc_now
 from shared.store.base import AttemptStart, JobStore, NewJob, StoreError, StoreUnavailable
 from tests.support import wait_until
 
@@ -122,3 +123,25 @@ def reloaded(store: JobStore, job_id: str) -> Job:
 
 def is_completed(store: JobStore, job_id: str) -> bool:
     return reloaded(store, job_id).status is Status.COMPLETED
+
+
+def test_one_look_for_a_due_wakeup_reads_every_waiting_one_and_holds_those_not_due(api_store: JobStore) -> None:
+    """Under load the loop spends most of its time in start calls: each look must read all that has arrived
+    (holding what is not due), or wake-ups claimed ahead would be read only after their time."""
+    bus = MemoryBus()
+    subscription = bus.subscribe("noop")
+    later = format_time(utc_now() + timedelta(minutes=5))
+    for n in range(5):
+        wakeup = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0, at=later)
+        bus._queue("noop").put(Delivery(value=wakeup.encode(), topic=dispatch_topic("noop"), partition=0, offset=n))
+    due = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0)
+    bus._queue("noop").put(Delivery(value=due.encode(), topic=dispatch_topic("noop"), partition=0, offset=5))
+    worker = Worker(api_store, bus, builtins, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
+    executor = Executor(worker, subscription, api_store, concurrency=2, lease=LEASE)
+    held: list[tuple[float, int, Delivery, Wakeup]] = []
+    taken = executor._take_due(held, itertools.count(), 0.0)
+    assert taken is not None
+    assert taken[1].jobId == due.jobId
+    assert len(held) == 5
+    assert executor._take_due(held, itertools.count(), 0.0) is None  # nothing due: all five still held
+    assert len(held) == 5
