@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial
 from typing import Any, cast
@@ -14,7 +15,7 @@ from bson import ObjectId
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.scheduler.dispatcher import Dispatcher
-from shared.bus.base import Delivery, Wakeup, dispatch_topic
+from shared.bus.base import Delivery, Subscription, Wakeup, dispatch_topic
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry as builtins
@@ -39,16 +40,8 @@ def test_a_malformed_wakeup_is_skipped_and_one_claimed_early_starts_no_sooner_th
     assert term is not None
     assert dispatcher.tick(term).published == 1  # claimed ahead of its time: the wake-up carries `at`
 
-    worker = Worker(api_store, bus, builtins, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
-    stop = threading.Event()
-    executor = Executor(worker, subscription, api_store, concurrency=2, lease=LEASE, stop=stop)
-    thread = threading.Thread(target=executor.run)
-    thread.start()
-    try:
-        wait_until(lambda: (found := api_store.get(job.id)) is not None and found.status is Status.COMPLETED, 30, "job")
-    finally:
-        stop.set()
-        thread.join(30)
+    with executor_running(api_store, bus, subscription, concurrency=2):
+        wait_until(partial(is_completed, api_store, job.id), 30, "job")
     [execution] = api_store.list_executions(job.id)
     assert execution.startedAt is not None
     assert execution.startedAt >= due_at.replace(microsecond=due_at.microsecond // 1000 * 1000)
@@ -82,13 +75,7 @@ def test_a_start_the_store_could_not_settle_is_retried_without_holding_up_the_ot
     subscription = bus.subscribe("noop")
     jobs = [due_now(api_store) for _ in range(2)]
     flaky = _StartsUnavailableFor(api_store, jobs[0].id)
-    store = cast(JobStore, flaky)
-    worker = Worker(store, bus, builtins, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
-    stop = threading.Event()
-    executor = Executor(worker, subscription, store, concurrency=4, lease=LEASE, stop=stop)
-    thread = threading.Thread(target=executor.run)
-    thread.start()
-    try:
+    with executor_running(cast(JobStore, flaky), bus, subscription, concurrency=4):
         dispatcher = Dispatcher(api_store, bus, ["noop"], batch=10, lookahead=timedelta(0))
         term = SingleNodeElector().campaign(threading.Event())
         assert term is not None
@@ -102,11 +89,23 @@ def test_a_start_the_store_could_not_settle_is_retried_without_holding_up_the_ot
         assert reloaded(api_store, jobs[0].id).status is Status.QUEUED  # not started while the store refuses it
         flaky.recovered.set()
         wait_until(partial(is_completed, api_store, jobs[0].id), 30, "the retried start runs")
+    assert [e.attempt for e in api_store.list_executions(jobs[0].id)] == [1]
+
+
+@contextmanager
+def executor_running(store: JobStore, bus: MemoryBus, subscription: Subscription, concurrency: int) -> Iterator[None]:
+    """An executor of `noop` jobs on its own thread for the block; stopped (and ended) after it."""
+    worker = Worker(store, bus, builtins, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
+    stop = threading.Event()
+    executor = Executor(worker, subscription, store, concurrency=concurrency, lease=LEASE, stop=stop)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    try:
+        yield
     finally:
         stop.set()
         thread.join(30)
     assert not thread.is_alive()
-    assert [e.attempt for e in api_store.list_executions(jobs[0].id)] == [1]
 
 
 def due_now(store: JobStore) -> Job:
