@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
@@ -102,6 +102,18 @@ class AttemptFinish:
 
     job: Job
     result: AttemptResult
+
+
+Answer = TypeVar("Answer")
+
+
+def only_answer(answers: Sequence[Answer | StoreError]) -> Answer:
+    """The answer of a batch call made for one request (start_attempt through start_attempts, ...): its value,
+    or its error raised."""
+    [answer] = answers
+    if isinstance(answer, StoreError):
+        raise answer
+    return answer
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    only_answer,
 )
-from shared.store.group_commit import GroupCommit
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -114,9 +114,6 @@ class MongoJobStore:
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
         self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
-        # Executors call these from one thread per delivery; concurrent calls become bulk writes.
-        self._starts: GroupCommit[AttemptStart, Job] = GroupCommit(self.start_attempts)
-        self._finishes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(self.finish_attempts)
 
     @classmethod
     def connect(
@@ -407,7 +404,7 @@ class MongoJobStore:
     ) -> Job:
         if hint is None or not ObjectId.is_valid(job_id):
             return self._start_one(job_id, job_type, worker, lease_until)
-        return self._starts.submit(AttemptStart(job_id, job_type, worker, lease_until, hint))
+        return only_answer(self.start_attempts([AttemptStart(job_id, job_type, worker, lease_until, hint)]))
 
     def _start_one(self, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
         """start_attempt without batching: read the job, insert its next attempt's record, move it to running."""
@@ -569,7 +566,7 @@ class MongoJobStore:
                 )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._finishes.submit(AttemptFinish(job, result))
+        return only_answer(self.finish_attempts([AttemptFinish(job, result)]))
 
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         """Successes of running attempts are closed together: one insert of their outcomes, one update of their

@@ -52,6 +52,7 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    only_answer,
 )
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
@@ -306,13 +307,11 @@ class SqliteJobStore:
         # still arbitrates between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
-        # An executor starts and finishes each delivery on a thread of its own, the API creates each job on one.
-        # Each write transaction costs a WAL sync and a hand-over of the write lock whatever it holds, so the
-        # creates (starts, outcomes) that threads ask for while one transaction runs are all written by the
-        # next one (group commit); each request still succeeds or fails alone (a savepoint each).
+        # The API creates each job on a thread of its own. Each write transaction costs a WAL sync and a
+        # hand-over of the write lock whatever it holds, so the creates that threads ask for while one
+        # transaction runs are all written by the next one (group commit); each still succeeds or fails alone (a
+        # savepoint each). An executor batches its starts and outcomes itself (start_attempts, finish_attempts).
         self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
-        self._starts: GroupCommit[AttemptStart, Job] = GroupCommit(self.start_attempts)
-        self._finishes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(self.finish_attempts)
 
     def close(self) -> None:
         self._pool.close()
@@ -504,12 +503,12 @@ class SqliteJobStore:
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
     ) -> Job:
-        """Read the job, insert the attempt's record, move the job queued → running, in one transaction with
-        the starts other threads ask for meanwhile (group commit). The write lock makes the read a
-        compare-and-set; the hint is not needed."""
-        return self._starts.submit(AttemptStart(job_id, job_type, worker, lease_until))
+        """Read the job, insert the attempt's record, move the job queued → running, in one transaction. The
+        write lock makes the read a compare-and-set; the hint is not needed."""
+        return only_answer(self.start_attempts([AttemptStart(job_id, job_type, worker, lease_until)]))
 
     def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
+        """Every start of the batch in one write transaction, each refused or made on its own."""
         now = utc_now()
         with self._write() as conn:
             return [_refused_before_writing(partial(_start_one, conn, now, start)) for start in starts]
@@ -524,7 +523,7 @@ class SqliteJobStore:
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
-        return self._finishes.submit(AttemptFinish(job, result))
+        return only_answer(self.finish_attempts([AttemptFinish(job, result)]))
 
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         with self._write() as conn:

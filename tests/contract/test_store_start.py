@@ -1,8 +1,9 @@
-"""start_attempt (the executor's one call per wake-up) and the batched writes behind it, on every store.
+"""start_attempt/finish_attempt and their batch forms (start_attempts: what an executor's poll found due;
+finish_attempts: the outcomes finishing together), on every store.
 
-The MongoDB store turns concurrent start_attempt/finish_attempt calls that carry a claim hint into bulk writes
-(group commit); these tests drive it the way an executor does, with many threads at once, and check that
-batching changes nothing a caller can see: one winner per attempt, exact skip reasons, complete records.
+The MongoDB store writes a batch's hinted starts and its successes as bulk writes; these tests drive the stores
+as executors do, several at once, and check that batching changes nothing a caller can see: one winner per
+attempt, exact skip reasons, complete records.
 """
 
 from __future__ import annotations
