@@ -226,6 +226,7 @@ class _ConnectionPool:
         self._synchronous = synchronous
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[sqlite3.Connection] = []
+        self._writer: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -242,10 +243,37 @@ class _ConnectionPool:
         finally:
             self._slots.release()
 
+    @contextmanager
+    def writer(self) -> Iterator[sqlite3.Connection]:
+        """The connection every write uses (its caller holds the store's write lock, so one at a time). A
+        connection's page cache is dropped whenever another connection has changed the file; with one writer
+        the pages a write reads were mostly left in its cache by the writes before it."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable("SQLite store is closed")
+            conn, self._writer = self._writer, None
+        conn = conn or self._open()
+        try:
+            yield conn
+        finally:
+            self._keep_writer(conn)
+
+    def _keep_writer(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            # A connection still inside a transaction (its ROLLBACK failed) would hold the write lock.
+            keep = not self._closed and not conn.in_transaction
+            if keep:
+                self._writer = conn
+        if not keep:
+            conn.close()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            if self._writer is not None:
+                idle.append(self._writer)
+                self._writer = None
         for conn in idle:
             conn.close()
 
@@ -599,7 +627,7 @@ class SqliteJobStore:
         if not self._writer.acquire(timeout=wait):
             raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")
         try:
-            with _translate_errors(), self._pool.connection() as conn:
+            with _translate_errors(), self._pool.writer() as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from shared.store.base import JobStore
 from shared.store.job_types import JobTypeRegistry
-from shared.store.job_types_mongo import MongoJobTypes
-from shared.store.job_types_sqlite import SqliteJobTypes
-from shared.store.mongo import MongoJobStore
-from shared.store.sqlite import SqliteJobStore
 
 
 def type_registry_of(store: JobStore) -> JobTypeRegistry:
+    # Imported here, by the store's kind: the embedded mode does not load the MongoDB driver.
+    from shared.store.sqlite import SqliteJobStore
+
     if isinstance(store, SqliteJobStore):
+        from shared.store.job_types_sqlite import SqliteJobTypes
+
         return SqliteJobTypes(store)
+    from shared.store.mongo import MongoJobStore
+
     if isinstance(store, MongoJobStore):
+        from shared.store.job_types_mongo import MongoJobTypes
+
         return MongoJobTypes(store)
     raise TypeError(f"no job-type registry for {type(store).__name__}")

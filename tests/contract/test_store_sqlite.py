@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from bson import ObjectId
 from shared.store.base import (
     StoreUnavailable,
 )
-from shared.store.sqlite import SqliteJobStore
+from shared.store.sqlite import SqliteJobStore, _ConnectionPool
 from tests.contract.store_kit import (
     new,
 )
@@ -71,3 +72,48 @@ def test_sqlite_after_close_is_store_unavailable(sqlite_path: Path) -> None:
     store.close()
     with pytest.raises(StoreUnavailable):
         store.ping()
+
+
+def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A connection's page cache is dropped whenever another connection changed the file: the writes of all
+    # threads go through one, so each finds the pages the writes before it left in its cache, while reads
+    # run on the others.
+    opened: list[sqlite3.Connection] = []
+    writers: set[int] = set()
+    open_connection = _ConnectionPool._open
+
+    def traced_open(pool: _ConnectionPool) -> sqlite3.Connection:
+        conn = open_connection(pool)
+        opened.append(conn)
+        key = id(conn)
+        conn.set_trace_callback(lambda sql: writers.add(key) if sql == "BEGIN IMMEDIATE" else None)
+        return conn
+
+    monkeypatch.setattr(_ConnectionPool, "_open", traced_open)
+    store = SqliteJobStore(sqlite_path)
+    try:
+        store.ensure_schema()
+
+        def create_and_read(n: int) -> str:
+            job = store.create(new(f"key-{n}"))
+            for _ in range(5):
+                assert store.get(job.id) == job
+            store.cancel(job.id)
+            return job.id
+
+        with ThreadPoolExecutor(8) as pool:
+            ids = list(pool.map(create_and_read, range(64)))
+        assert len(set(ids)) == 64
+        assert len(opened) > 1  # the reads ran beside the writes
+        assert len(writers) == 1
+    finally:
+        store.close()
+    assert all(_is_closed(conn) for conn in opened)
+
+
+def _is_closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
