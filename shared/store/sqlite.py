@@ -184,6 +184,12 @@ _ADDED_COLUMNS: Final = {
 _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
+# A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable, and no record yet for
+# its next attempt (a cancellation inserts one so that no executor can start it).
+_STARTABLE: Final = (
+    "status = ? AND jobType = ? AND NOT EXISTS "
+    "(SELECT 1 FROM executions WHERE executions.jobId = jobs.id AND executions.attempt = jobs.attempts + 1)"
+)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Primary result codes meaning "the database cannot be used right now" (locked beyond busy_timeout, I/O
@@ -709,20 +715,33 @@ def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
 
 
 def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> Job:
-    """start_attempt's checks and writes: the record insert decides ownership, and the job moves queued → running
-    in one update."""
-    job = _load_job(conn, start.job_id) if ObjectId.is_valid(start.job_id) else None
-    if job is None:
-        raise JobNotFound(start.job_id)
-    transitions.check_startable(job, start.job_type)
-    record_id = attempt_record_id(job.id, job.next_attempt)
-    record = {"id": record_id, **transitions.attempt_started(job.id, job.next_attempt, start.worker, now)}
-    if _insert_unique(conn, "executions", record, returning="id") is None:
-        raise AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+    """start_attempt's checks and writes: the job moves queued → running in one update, made only when it is
+    startable (check_startable's condition) and its next attempt has no record yet, and the attempt's record is
+    inserted. A refusal writes nothing; its reason is read only then."""
+    job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
     fields = transitions.started(start.worker, now, start.lease_until)
-    row = _update_job(conn, job.id, fields, "status = ?", (Status.QUEUED.value,), returning="id")
-    assert row is not None, "the write lock was held since the job was read"
-    return transitions.applied(job, fields)
+    row = None
+    if job_id is not None:
+        row = _update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
+    if row is None:
+        raise _start_refused(conn, job_id, start)
+    job = _to_job(row)
+    record = {"id": attempt_record_id(job.id, job.next_attempt)}
+    record.update(transitions.attempt_started(job.id, job.next_attempt, start.worker, now))
+    inserted = _insert_unique(conn, "executions", record, returning="id")
+    assert inserted is not None, "the write lock was held since the update found the attempt free"
+    return job
+
+
+def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptStart) -> StoreError:
+    job = _load_job(conn, job_id) if job_id is not None else None
+    if job is None:
+        return JobNotFound(start.job_id)
+    try:
+        transitions.check_startable(job, start.job_type)
+    except TransitionRefused as refused:
+        return refused
+    return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
 
 
 def _close_attempt(
@@ -737,22 +756,22 @@ def _close_attempt(
     """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
     reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
     record_id = attempt_record_id(job.id, job.next_attempt)
-    # One read decides, the write lock keeping it true until COMMIT: the record still open, and the job still
-    # in this attempt (else record and job stay as they are); and whether a cancel was asked after `job` was
-    # read (then no retry).
+    record_set, record_params = _assignments(
+        transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
+    )
+    # One statement decides and closes the record, the write lock keeping its condition true until COMMIT: the
+    # record still open, and the job still in this attempt (else record and job stay as they are). It returns
+    # whether a cancel was asked after `job` was read (then no retry).
     state = conn.execute(
-        f"""SELECT jobs.cancelRequested FROM executions, jobs WHERE executions.id = ? AND executions.outcome = ?
-            AND jobs.id = ? AND jobs.attempts = ? AND jobs.{_IS_ACTIVE}""",
-        (record_id, Outcome.RUNNING.value, job.id, job.attempts, *ATTEMPT_ACTIVE),
+        f"""UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?
+                AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND attempts = ? AND {_IS_ACTIVE})
+            RETURNING (SELECT cancelRequested FROM jobs WHERE id = ?)""",
+        [*record_params, record_id, Outcome.RUNNING.value, job.id, job.attempts, *ATTEMPT_ACTIVE, job.id],
     ).fetchone()
     if state is None:
         return None
     if state[0] and not job.cancelRequested:
         job = job.evolve(cancelRequested=True)
-    record_set, record_params = _assignments(
-        transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
-    )
-    conn.execute(f"UPDATE executions SET {record_set} WHERE id = ?", [*record_params, record_id])
     fields = transitions.attempt_closed(job, outcome, error, at, backoff)
     guard = (job.attempts, *ATTEMPT_ACTIVE)
     row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from bson import ObjectId
 
+from shared.model import Outcome
 from shared.store.base import (
+    AttemptTaken,
     StoreUnavailable,
 )
 from shared.store.sqlite import SqliteJobStore, _ConnectionPool
 from tests.contract.store_kit import (
     new,
+    queued,
+    reload,
+    start,
 )
 
 
@@ -117,3 +123,21 @@ def _is_closed(conn: sqlite3.Connection) -> bool:
     except sqlite3.ProgrammingError:
         return True
     return False
+
+
+def test_sqlite_start_of_an_attempt_that_has_a_record_is_refused_and_writes_nothing(sqlite_path: Path) -> None:
+    store = SqliteJobStore(sqlite_path)
+    try:
+        store.ensure_schema()
+        job = queued(store)
+        with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as other:  # another writer's record
+            other.execute(
+                "INSERT INTO executions (id, jobId, attempt, worker, outcome) VALUES (?, ?, 1, 'w0', 'running')",
+                (f"{job.id}:1", job.id),
+            )
+        with pytest.raises(AttemptTaken, match="attempt 1"):
+            start(store, job, "w1")
+        assert reload(store, job) == job
+        assert [(e.worker, e.outcome) for e in store.list_executions(job.id)] == [("w0", Outcome.RUNNING)]
+    finally:
+        store.close()
