@@ -167,14 +167,16 @@ class JobBrowser(Protocol):
 
 def browser_for(store: object) -> JobBrowser:
     """The browser that reads `store`'s data through its own connection."""
-    # Imported here: the implementations import this module's types.
-    from shared.store.mongo import MongoJobStore
+    # Imported here: the implementations import this module's types, and the embedded mode does not load the
+    # MongoDB driver.
     from shared.store.sqlite import SqliteJobStore
 
     if isinstance(store, SqliteJobStore):
         from shared.store.browse_sqlite import SqliteBrowser
 
         return SqliteBrowser(store)
+    from shared.store.mongo import MongoJobStore
+
     if isinstance(store, MongoJobStore):
         from shared.store.browse_mongo import MongoBrowser
 
