@@ -12,11 +12,12 @@ Storage: one durable file in WAL mode (readers never block the writer). Times ar
 (UTC) — the precision MongoDB keeps, exact to compare and to index — and come back as timezone-aware UTC
 datetimes. Columns carry the job document's camelCase names. `payload` is JSON text.
 
-Threads: a sqlite3 connection must not be used by two threads at once, so each operation borrows one from a
-small bounded pool (not one per thread: a pool bounds the number of open files, survives short-lived threads
-and lets close() reach every connection); reads run in parallel. Writers of one process take turns on a
-lock before BEGIN IMMEDIATE; between processes SQLite's busy_timeout makes a writer wait for the file lock.
-A wait longer than `timeout` (either one) becomes StoreUnavailable.
+Threads: a sqlite3 connection must not be used by two threads at once, so each read borrows one from a small
+bounded pool (not one per thread: a pool bounds the number of open files, survives short-lived threads and lets
+close() reach every connection); reads run in parallel. Writers of one process take turns on a lock before
+BEGIN IMMEDIATE, and all write on one connection of their own, whose page cache stays valid from one write to
+the next; between processes SQLite's busy_timeout makes a writer wait for the file lock. A wait longer than
+`timeout` (either one) becomes StoreUnavailable.
 """
 
 from __future__ import annotations
@@ -185,10 +186,11 @@ _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
 # A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable, and no record yet for
-# its next attempt (a cancellation inserts one so that no executor can start it).
+# its next attempt (a cancellation inserts one so that no executor can start it), looked up by the id the
+# record insert would take (transitions.attempt_record_id), the key that decides ownership.
 _STARTABLE: Final = (
     "status = ? AND jobType = ? AND NOT EXISTS "
-    "(SELECT 1 FROM executions WHERE executions.jobId = jobs.id AND executions.attempt = jobs.attempts + 1)"
+    "(SELECT 1 FROM executions WHERE executions.id = jobs.id || ':' || (jobs.attempts + 1))"
 )
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -224,7 +226,8 @@ def _translate_errors() -> Iterator[None]:
 
 
 class _ConnectionPool:
-    """Connections lent to one operation at a time; at most `size` open, idle ones reused (newest first)."""
+    """Connections lent to one read at a time, at most `size` open, idle ones reused (newest first); and the one
+    connection writes use (`writer`)."""
 
     def __init__(self, path: str, *, size: int, timeout: float, synchronous: str) -> None:
         self._path = path
@@ -332,8 +335,9 @@ class SqliteJobStore:
         if path in ("", ":memory:") or path.startswith("file:"):
             # Every pooled connection would see its own private, empty database.
             raise ValueError(f"SqliteJobStore needs a database file path, not {path!r}")
-        if sqlite3.sqlite_version_info < (3, 35):
-            raise RuntimeError(f"SQLite >= 3.35 is required (RETURNING); this Python has {sqlite3.sqlite_version}")
+        if sqlite3.sqlite_version_info < (3, 35, 5):
+            # RETURNING came in 3.35.0; the patch releases up to 3.35.5 fixed bugs of it.
+            raise RuntimeError(f"SQLite >= 3.35.5 is required (RETURNING); this Python has {sqlite3.sqlite_version}")
         self.path = path
         self._timeout = timeout
         # Writers of this process queue here rather than in SQLite's busy handler, which polls with sleeps of
@@ -728,8 +732,8 @@ def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> 
     job = _to_job(row)
     record = {"id": attempt_record_id(job.id, job.next_attempt)}
     record.update(transitions.attempt_started(job.id, job.next_attempt, start.worker, now))
-    inserted = _insert_unique(conn, "executions", record, returning="id")
-    assert inserted is not None, "the write lock was held since the update found the attempt free"
+    if _insert_unique(conn, "executions", record, returning="id") is None:  # a bug: the whole batch rolls back
+        raise RuntimeError(f"attempt record {record['id']} appeared while the write lock was held")
     return job
 
 

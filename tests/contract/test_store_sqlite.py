@@ -82,8 +82,8 @@ def test_sqlite_after_close_is_store_unavailable(sqlite_path: Path) -> None:
 
 def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A connection's page cache is dropped whenever another connection changed the file: the writes of all
-    # threads go through one, so each finds the pages the writes before it left in its cache, while reads
-    # run on the others.
+    # threads go through one, so each finds the pages the writes before it left in its cache, while the reads
+    # borrow the pool's.
     opened: list[sqlite3.Connection] = []
     writers: set[int] = set()
     open_connection = _ConnectionPool._open
@@ -110,7 +110,6 @@ def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, m
         with ThreadPoolExecutor(8) as pool:
             ids = list(pool.map(create_and_read, range(64)))
         assert len(set(ids)) == 64
-        assert len(opened) > 1  # the reads ran beside the writes
         assert len(writers) == 1
     finally:
         store.close()
