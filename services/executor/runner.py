@@ -87,8 +87,10 @@ class Executor:
                     if not paused and time.monotonic() - saturated_since >= PAUSE_AFTER_S:
                         self._subscription.set_paused(True)
                         paused = True
-                    if paused:
-                        self._subscription.poll(0)
+                    # A rebalance can assign partitions the pause has not reached yet, whose messages come back
+                    # here: each is kept (held, due at once when not claimed ahead), not lost.
+                    if paused and (delivery := self._subscription.poll(0)) is not None:
+                        self._keep_for_later(delivery, held, arrivals)
                     continue
                 saturated_since = None
                 if paused:
@@ -135,16 +137,32 @@ class Executor:
             return due_delivery, due_wakeup
         delivery = self._subscription.poll(wait_s)
         while delivery is not None:
-            # Decoded once, here: the hold needs its time and the attempt its ids.
-            wakeup = self._worker.decode(delivery)
-            if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
-                self._subscription.ack(delivery)
-            elif (hold_s := _hold_seconds(wakeup)) > 0:  # not due yet: wait without taking a handler slot
-                heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
-            else:
-                return delivery, wakeup
+            if (due := self._due_or_held(delivery, held, arrivals)) is not None:
+                return due
             delivery = self._subscription.poll(0)
         return None
+
+    def _due_or_held(
+        self, delivery: Delivery, held: list[tuple[float, int, Delivery, Wakeup]], arrivals: itertools.count[int]
+    ) -> tuple[Delivery, Wakeup] | None:
+        """A polled delivery's wake-up when it is due now; None when it was skipped (malformed) or held (claimed
+        ahead of its job's time)."""
+        # Decoded once, here: the hold needs its time and the attempt its ids.
+        wakeup = self._worker.decode(delivery)
+        if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
+            self._subscription.ack(delivery)
+        elif (hold_s := _hold_seconds(wakeup)) > 0:  # not due yet: wait without taking a handler slot
+            heapq.heappush(held, (time.monotonic() + hold_s, next(arrivals), delivery, wakeup))
+        else:
+            return delivery, wakeup
+        return None
+
+    def _keep_for_later(
+        self, delivery: Delivery, held: list[tuple[float, int, Delivery, Wakeup]], arrivals: itertools.count[int]
+    ) -> None:
+        """A delivery polled while no handler slot is free: held, and taken first when one frees if it is due."""
+        if (due := self._due_or_held(delivery, held, arrivals)) is not None:
+            heapq.heappush(held, (time.monotonic(), next(arrivals), *due))
 
     def _start(self, batch: list[tuple[Delivery, Wakeup]]) -> None:
         """Start the batch's attempts (each delivery holds a handler slot) in one store call, and hand each

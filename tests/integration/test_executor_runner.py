@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -10,13 +11,15 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, cast
 
+import pytest
 from bson import ObjectId
 
+from services.executor import runner
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.base import Delivery, Subscription, Wakeup, dispatch_topic
-from shared.bus.memory import MemoryBus
+from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.election.single import SingleNodeElector
 from shared.handlers import registry as builtins
 from shared.model import Job, Status, format_time, utc_now
@@ -144,3 +147,58 @@ def test_one_look_for_a_due_wakeup_reads_every_waiting_one_and_holds_those_not_d
     assert len(held) == 5
     assert executor._take_due(held, itertools.count(), 0.0) is None  # nothing due: all five still held
     assert len(held) == 5
+
+
+class _PartitionsAssignedWhilePaused(MemorySubscription):
+    """A subscription that still hands out messages while paused, as Kafka does for the partitions a rebalance
+    assigns to a consumer whose pause has not reached them yet."""
+
+    def __init__(self, bus: MemoryBus, job_type: str) -> None:
+        super().__init__(bus._queue(job_type))
+        self.paused = threading.Event()
+
+    def set_paused(self, paused: bool) -> None:
+        super().set_paused(paused)
+        if paused:
+            self.paused.set()
+
+    def poll(self, timeout_s: float) -> Delivery | None:
+        try:
+            return self._source.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+
+def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_runs_once_a_slot_frees(
+    api_store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "PAUSE_AFTER_S", 0.1)
+    bus = MemoryBus()
+    subscription = _PartitionsAssignedWhilePaused(bus, "slow")
+    dispatcher = Dispatcher(api_store, bus, ["slow"], batch=10, lookahead=timedelta(0))
+    term = SingleNodeElector().campaign(threading.Event())
+    assert term is not None
+    worker = Worker(api_store, bus, builtins, "slow", "w-runner", default_timeout=LEASE, lease=LEASE)
+    stop = threading.Event()
+    executor = Executor(worker, subscription, api_store, concurrency=1, lease=LEASE, stop=stop)
+    thread = threading.Thread(target=executor.run)
+    thread.start()
+    try:
+        busy = create_due(api_store, "slow", {"sleepMs": 3000})
+        assert dispatcher.tick(term).published == 1
+        wait_until(subscription.paused.is_set, 30, "the only slot to stay busy long enough to pause")
+        after = create_due(api_store, "slow", {"sleepMs": 0})
+        assert dispatcher.tick(term).published == 1
+        wait_until(lambda: bus._queue("slow").empty(), 30, "the paused loop to poll the wake-up")
+        assert reloaded(api_store, busy.id).status is Status.RUNNING  # polled while the slot was still busy
+        wait_until(partial(is_completed, api_store, after.id), 30, "the wake-up polled while paused to run")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def create_due(store: JobStore, job_type: str, payload: dict[str, Any]) -> Job:
+    return store.create(
+        NewJob(idempotencyKey=f"k-{ObjectId()}", tenantId="t", jobType=job_type, scheduledAt=utc_now(), payload=payload)
+    )
