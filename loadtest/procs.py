@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -30,10 +31,22 @@ LOG_DIR = Path(tempfile.gettempdir()) / "jobsched-bench"
 PROFILE_ENV = "JOBSCHED_BENCH_PROFILE"  # a folder: run every product process under loadtest.profiled
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and not handed out before by this process: the kernel may offer a port again as
+    soon as the probe lets go of it, before the process it was picked for has bound it (two services of one test
+    given the same port)."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def wait_until(check: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> None:

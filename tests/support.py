@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
+from loadtest.procs import free_port as free_port  # re-exported: the tests take it from here
 from shared.bus.base import Wakeup
 
 T = TypeVar("T")
@@ -35,12 +35,6 @@ def wait_until(condition: Callable[[], T | None], timeout: float, what: str, int
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int, metric: str) -> float | None:
