@@ -235,7 +235,7 @@ class _ConnectionPool:
         self._synchronous = synchronous
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[sqlite3.Connection] = []
-        self._writer: sqlite3.Connection | None = None
+        self._idle_writer: list[sqlite3.Connection] = []  # the write connection while no write runs (at most one)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -244,11 +244,11 @@ class _ConnectionPool:
         if not self._slots.acquire(timeout=self._timeout):
             raise StoreUnavailable(f"SQLite unavailable: no free connection within {self._timeout}s")
         try:
-            conn = self._take()
+            conn = self._take(self._idle)
             try:
                 yield conn
             finally:
-                self._give_back(conn)
+                self._give_back(conn, self._idle)
         finally:
             self._slots.release()
 
@@ -257,48 +257,34 @@ class _ConnectionPool:
         """The connection every write uses (its caller holds the store's write lock, so one at a time). A
         connection's page cache is dropped whenever another connection has changed the file; with one writer
         the pages a write reads were mostly left in its cache by the writes before it."""
-        with self._lock:
-            if self._closed:
-                raise StoreUnavailable("SQLite store is closed")
-            conn, self._writer = self._writer, None
-        conn = conn or self._open()
+        conn = self._take(self._idle_writer)
         try:
             yield conn
         finally:
-            self._keep_writer(conn)
-
-    def _keep_writer(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            # A connection still inside a transaction (its ROLLBACK failed) would hold the write lock.
-            keep = not self._closed and not conn.in_transaction
-            if keep:
-                self._writer = conn
-        if not keep:
-            conn.close()
+            self._give_back(conn, self._idle_writer)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-            if self._writer is not None:
-                idle.append(self._writer)
-                self._writer = None
+            idle = self._idle + self._idle_writer
+            self._idle.clear()
+            self._idle_writer.clear()
         for conn in idle:
             conn.close()
 
-    def _take(self) -> sqlite3.Connection:
+    def _take(self, idle: list[sqlite3.Connection]) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("SQLite store is closed")
-            if self._idle:
-                return self._idle.pop()
+            if idle:
+                return idle.pop()
         return self._open()
 
-    def _give_back(self, conn: sqlite3.Connection) -> None:
+    def _give_back(self, conn: sqlite3.Connection, idle: list[sqlite3.Connection]) -> None:
         with self._lock:
             # A connection still inside a transaction (its ROLLBACK failed) would hold the write lock.
             if not self._closed and not conn.in_transaction:
-                self._idle.append(conn)
+                idle.append(conn)
                 return
         conn.close()
 
