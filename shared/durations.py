@@ -7,7 +7,9 @@ from datetime import timedelta
 
 from shared.jsonsafe import shorten
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_NUMBER = r"\d+(?:\.\d+)?"
+# Each unit at most once, largest first: `1h1h` or `30s1m` is a typo, not a sum to guess at.
+_DURATION = re.compile("".join(f"(?:(?P<{unit}>{_NUMBER}){unit})?" for unit in ("d", "h", "m", "s", "ms")))
 _UNIT = {
     "ms": timedelta(milliseconds=1),
     "s": timedelta(seconds=1),
@@ -20,10 +22,11 @@ _UNIT = {
 def parse_duration(text: str) -> timedelta:
     """Parse a duration; raise ValueError naming the accepted form."""
     compact = text.strip().replace(" ", "")
-    if not compact or _PART.sub("", compact):
-        example = "such as '500ms', '30s' or '1h30m'"
-        raise ValueError(f"invalid duration {shorten(text)!r}: use a number with a unit, {example}")
+    parts = _DURATION.fullmatch(compact)
+    if not compact or parts is None:
+        example = "such as '500ms', '30s' or '1h30m', each unit once, largest first"
+        raise ValueError(f"invalid duration {shorten(text)!r}: use numbers with units, {example}")
     try:
-        return sum((float(n) * _UNIT[unit] for n, unit in _PART.findall(compact)), timedelta())
+        return sum((float(n) * _UNIT[unit] for unit, n in parts.groupdict().items() if n is not None), timedelta())
     except OverflowError:
         raise ValueError(f"invalid duration {shorten(text)!r}: longer than {timedelta.max.days} days") from None
