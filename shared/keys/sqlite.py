@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Final
 
 from shared.keys.base import ApiKey, PrefixTaken, Role
-from shared.store.sqlite import _from_ms, _to_ms, _translate_errors
+from shared.store.sqlite import _from_ms, _to_ms, _translate_errors, create_private
 
 _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS api_keys (
     prefix      TEXT PRIMARY KEY,               -- inserting it decides who owns the prefix
@@ -85,6 +85,7 @@ class SqliteKeyStore:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         with _translate_errors():
+            create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
             with closing(conn):
                 conn.row_factory = sqlite3.Row

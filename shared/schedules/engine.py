@@ -160,11 +160,9 @@ class ScheduleEngine:
         times = spec.between(start, end, MAX_BACKFILL)
         plan = self._plan(template, overlap or spec.overlap, times)
         self._cancel(plan.cancel)
-        created = 0
-        for decision in plan.runs():
-            created += self._add(template, spec, decision)[1]
-        runs = len(plan.runs())
-        return Backfilled(spawned=created, existing=runs - created, skipped=len(times) - runs)
+        runs = plan.runs()
+        created = sum(created for _, created in self._add(template, spec, runs))
+        return Backfilled(spawned=created, existing=len(runs) - created, skipped=len(times) - len(runs))
 
     def pause(self, template: Job, note: str | None, now: datetime) -> Job:
         self._check_template(template)
@@ -216,30 +214,29 @@ class ScheduleEngine:
 
     def _write_runs(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> int:
         """Insert the runs of the decisions; return how many exist for them now (new or from before)."""
-        count = 0
-        for decision in decisions:
-            if decision.creates_run:
-                run, created = self._add(template, spec, decision)
-                count += 1
-                if created:
-                    log.info(
-                        "run spawned",
-                        extra={
-                            "action": "cron_run_spawned" if decision.action is Action.SPAWNED else "cron_run_buffered",
-                            "jobId": template.id,
-                            "runId": run.id,
-                            "tenantId": template.tenantId,
-                            "planned": format_time(decision.planned),
-                        },
-                    )
-        return count
+        creating = [d for d in decisions if d.creates_run]
+        for decision, (run, created) in zip(creating, self._add(template, spec, creating), strict=True):
+            if created:
+                log.info(
+                    "run spawned",
+                    extra={
+                        "action": "cron_run_spawned" if decision.action is Action.SPAWNED else "cron_run_buffered",
+                        "jobId": template.id,
+                        "runId": run.id,
+                        "tenantId": template.tenantId,
+                        "planned": format_time(decision.planned),
+                    },
+                )
+        return len(creating)
 
-    def _add(self, template: Job, spec: TemplateSpec, decision: Decision) -> tuple[Job, bool]:
-        key = run_key(template.idempotencyKey, decision.planned)
-        status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
-        return self._store.add_run(
-            template, RunSpec(decision.planned, status=status, scheduledAt=spec.run_at(key, decision.planned))
-        )
+    def _add(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> list[tuple[Job, bool]]:
+        """The decisions' runs, written as one store batch."""
+        runs = []
+        for decision in decisions:
+            key = run_key(template.idempotencyKey, decision.planned)
+            status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
+            runs.append(RunSpec(decision.planned, status=status, scheduledAt=spec.run_at(key, decision.planned)))
+        return self._store.add_runs(template, runs) if runs else []
 
     def _advance(self, template: Job, spec: TemplateSpec, due: Due, runs: int, *, ended: bool, now: datetime) -> None:
         remaining = max(spec.remaining_runs - runs, 0) if spec.remaining_runs is not None else None

@@ -220,6 +220,11 @@ class JobStore(Protocol):
         """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
         key exists (the same fire time spawned before, a repeated trigger), return that job with False."""
 
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
+        """add_run for each of `runs` (a backfill's thousands of fire times), answered in their order, in one
+        call that writes all of them unless the store fails; what a failure left unwritten, a repeated call
+        writes (each run's key is its own)."""
+
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         """The tenant's job with this idempotencyKey, or None."""
 

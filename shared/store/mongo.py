@@ -342,21 +342,46 @@ class MongoJobStore:
     # --- schedules --------------------------------------------------------------------------------------
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
-        fields = transitions.template_run(template, run, utc_now())
-        doc = self.pending_document(fields) if run.status is Status.PENDING else dict(fields)
+        return self.add_runs(template, [run])[0]
+
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
+        now = utc_now()
+        docs = [
+            self.pending_document(fields) if run.status is Status.PENDING else dict(fields)
+            for run, fields in ((run, transitions.template_run(template, run, now)) for run in runs)
+        ]
+        if not docs:
+            return []
+        taken: set[int] = set()
         with translate_errors():
             try:
-                result = self._jobs.insert_one(doc)
-            except DuplicateKeyError:
-                # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
-                existing = self.job_by_key(fields["tenantId"], fields["idempotencyKey"])
-                if existing is None:  # removed since: nothing of ours to return
-                    raise StoreUnavailable("the run's key was taken and then vanished; retry") from None
-                return existing, False
-            except (WriteError, InvalidDocument, OverflowError) as exc:  # a payload the server cannot store
+                self._jobs.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                other = [e for e in errors if e.get("code") != DUPLICATE_KEY]
+                if other:  # a payload the server cannot store: the same for every run of this template
+                    raise JobRefused(shorten(str(other[0].get("errmsg", exc)), 200)) from exc
+                # These keys' runs exist (a retry after a crash, another leader's spawn, a repeated trigger).
+                taken = {e["index"] for e in errors}
+            except (InvalidDocument, OverflowError) as exc:
                 raise JobRefused(_refusal(exc)) from exc
-        doc["_id"] = result.inserted_id
-        return job_from_document(doc), True
+            existing = self._jobs_by_key(template.tenantId, [docs[i]["idempotencyKey"] for i in sorted(taken)])
+        added: list[tuple[Job, bool]] = []
+        for i, doc in enumerate(docs):
+            if i not in taken:
+                added.append((job_from_document(doc), True))
+                continue
+            found = existing.get(doc["idempotencyKey"])
+            if found is None:  # removed since: nothing of ours to return
+                raise StoreUnavailable("a run's key was taken and then vanished; retry")
+            added.append((found, False))
+        return added
+
+    def _jobs_by_key(self, tenant_id: str, keys: list[str]) -> dict[str, Job]:
+        if not keys:
+            return {}
+        found = self._jobs.find({"tenantId": tenant_id, "idempotencyKey": {"$in": keys}})
+        return {d["idempotencyKey"]: job_from_document(d) for d in found}
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         with translate_errors():

@@ -66,6 +66,7 @@ from shared.store.transitions import (
 )
 
 DEFAULT_PATH: Final = "jobsched.db"
+RUNS_PER_TRANSACTION: Final = 500
 T = TypeVar("T")
 
 
@@ -225,6 +226,19 @@ def _translate_errors() -> Iterator[None]:
         raise
 
 
+def create_private(path: str) -> None:
+    """Create the database file, if there is none yet, readable by its owner only: it holds every tenant's
+    payloads. (SQLite gives its -wal and -shm files the database file's permissions.) An existing file keeps
+    the permissions its operator gave it. A file that cannot be created is left to SQLite to report.
+
+    O_EXCL: an existing file is never opened here. Closing any descriptor of a file drops every POSIX lock this
+    process holds on it, and SQLite's connections of this process hold theirs on the database file."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:  # FileExistsError: the usual case
+        return
+
+
 class _ConnectionPool:
     """Connections lent to one read at a time, at most `size` open, idle ones reused (newest first); and the one
     connection writes use (`writer`)."""
@@ -291,6 +305,7 @@ class _ConnectionPool:
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit BEGINs; every transaction here is explicit (BEGIN IMMEDIATE).
         # check_same_thread=False: the pool hands a connection to one thread at a time, never to two.
+        create_private(self._path)
         conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.row_factory = sqlite3.Row
@@ -470,17 +485,30 @@ class SqliteJobStore:
     # --- schedules --------------------------------------------------------------------------------------
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
-        fields = {"id": str(ObjectId()), **transitions.template_run(template, run, utc_now())}
-        with self._write() as conn:
-            row = _insert_unique(conn, "jobs", fields)
-            if row is not None:
-                return _to_job(row), True
-            # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
-            row = conn.execute(
-                "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
-                (fields["tenantId"], fields["idempotencyKey"]),
-            ).fetchone()
-        return _to_job(row), False
+        return self.add_runs(template, [run])[0]
+
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
+        now = utc_now()
+        rows = [{"id": str(ObjectId()), **transitions.template_run(template, run, now)} for run in runs]
+        added: list[tuple[sqlite3.Row, bool]] = []
+        # A backfill's thousands of runs are written a few hundred per transaction, so that the executor's
+        # writes go on between them. Each transaction waits its turn as long as the store allows, not within
+        # the caller's deadline for a first turn (the fire times took part of it): once a backfill has begun,
+        # all of it is written, rather than an answer that the store is busy after half of it.
+        for first in range(0, len(rows), RUNS_PER_TRANSACTION):
+            with self._write(patient=True) as conn:
+                for fields in rows[first : first + RUNS_PER_TRANSACTION]:
+                    row = _insert_unique(conn, "jobs", fields)
+                    if row is not None:
+                        added.append((row, True))
+                        continue
+                    # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
+                    existing = conn.execute(
+                        "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
+                        (fields["tenantId"], fields["idempotencyKey"]),
+                    ).fetchone()
+                    added.append((existing, False))
+        return [(_to_job(row), created) for row, created in added]
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         with self._read() as conn:
@@ -615,10 +643,11 @@ class SqliteJobStore:
             yield conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, patient: bool = False) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE transaction: the write lock is taken before the first read (waiting up to
-        busy_timeout), so nothing read inside can change before COMMIT. Any exception rolls it back."""
-        deadline = WAIT_DEADLINE.get()
+        busy_timeout, or less within the caller's WAIT_DEADLINE unless `patient`), so nothing read inside can
+        change before COMMIT. Any exception rolls it back."""
+        deadline = None if patient else WAIT_DEADLINE.get()
         wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
         if not self._writer.acquire(timeout=wait):
             raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")

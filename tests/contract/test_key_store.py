@@ -157,3 +157,10 @@ def test_an_unreachable_store_is_store_unavailable(backend: str, tmp_path: Path)
         with pytest.raises(StoreUnavailable):
             call()
     store.close()
+
+
+def test_a_sqlite_key_file_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """`jobsched keys create --sqlite FILE` on a new file: the key digests are as private as the jobs."""
+    store = SqliteKeyStore(tmp_path / "keys.db")
+    store.ensure_schema()
+    assert (tmp_path / "keys.db").stat().st_mode & 0o777 == 0o600

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -45,6 +47,62 @@ def test_sqlite_default_file_is_jobsched_db_in_the_working_directory(
         assert reopened.get(job.id) == job
     finally:
         reopened.close()
+
+
+def test_sqlite_creates_its_file_readable_by_its_owner_only(sqlite_path: Path) -> None:
+    """The file holds every tenant's payloads (and the API keys' digests); SQLite's own files follow its mode."""
+    store = SqliteJobStore(sqlite_path)
+    try:
+        store.ensure_schema()
+        store.create(new())
+        written = [sqlite_path, sqlite_path.with_name("jobs.db-wal"), sqlite_path.with_name("jobs.db-shm")]
+        assert {oct(p.stat().st_mode & 0o777) for p in written} == {"0o600"}
+    finally:
+        store.close()
+
+
+def test_sqlite_opening_another_connection_keeps_the_locks_this_process_holds(sqlite_path: Path) -> None:
+    """Closing any descriptor of the database file drops every POSIX lock the process holds on it: if the store
+    opened the existing file itself, another process could take the file from under this one's readers (here:
+    switch it out of WAL mode, which needs every other connection gone)."""
+    store = SqliteJobStore(sqlite_path)
+    store.ensure_schema()
+    try:
+        with store._pool.connection() as reading:
+            reading.execute("BEGIN")
+            reading.execute("SELECT count(*) FROM jobs").fetchone()  # a reader's lock on the file
+            try:
+                with store._pool.connection(), store._pool.connection():  # new pooled connections open meanwhile
+                    pass
+                other = subprocess.run(
+                    [sys.executable, "-c", _LEAVE_WAL, str(sqlite_path)], capture_output=True, text=True, timeout=60
+                )
+            finally:
+                reading.execute("COMMIT")
+    finally:
+        store.close()
+    assert other.stdout.strip() == "database is locked", other.stderr
+
+
+_LEAVE_WAL = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+try:
+    print(conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0])
+except sqlite3.OperationalError as exc:
+    print(exc)
+"""
+
+
+def test_sqlite_keeps_the_mode_an_operator_gave_an_existing_file(sqlite_path: Path) -> None:
+    sqlite_path.touch(mode=0o640)
+    sqlite_path.chmod(0o640)
+    store = SqliteJobStore(sqlite_path)
+    try:
+        store.ensure_schema()
+    finally:
+        store.close()
+    assert sqlite_path.stat().st_mode & 0o777 == 0o640
 
 
 @pytest.mark.parametrize("path", [":memory:", "", "file::memory:?cache=shared"])

@@ -47,6 +47,22 @@ def test_add_run_inserts_the_run_once_per_planned_time(store: JobStore) -> None:
     assert [j.id for j in store.claim_due_jobs(planned, 10, {"noop"})] == [run.id]  # a run is claimable
 
 
+def test_add_runs_writes_a_batch_and_answers_each_run_in_order(store: JobStore) -> None:
+    template = store.create(new("hourly", cron="0 * * * *", payload={"r": 2}))
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    hours = [start + timedelta(hours=h) for h in range(1200)]  # more than one SQLite transaction's worth
+    first = store.add_runs(template, [RunSpec(t) for t in hours[:700]])
+    assert [created for _, created in first] == [True] * 700
+    overlapping = store.add_runs(template, [RunSpec(t) for t in hours[500:]])
+    assert [created for _, created in overlapping] == [False] * 200 + [True] * 500
+    assert [run.plannedAt for run, _ in overlapping] == hours[500:]
+    assert [run.id for run, _ in overlapping[:200]] == [run.id for run, _ in first[500:]]
+    assert {(run.templateId, run.payload["r"]) for run, _ in first + overlapping} == {(template.id, 2)}
+    stored = store.template_runs(template.id, None, 2000)
+    assert sorted(r.plannedAt for r in stored if r.plannedAt is not None) == hours
+    assert store.add_runs(template, []) == []
+
+
 def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> None:
     """Invariant 4: two leaders (or a retry) spawning the same planned time."""
     template = harness.store.create(new("tpl", cron="* * * * *"))

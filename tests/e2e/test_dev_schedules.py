@@ -5,8 +5,10 @@ and catch-up after downtime."""
 from __future__ import annotations
 
 import itertools
+import threading
 from datetime import timedelta
 
+import httpx2 as httpx
 import pytest
 
 from shared.model import format_time, parse_time, utc_now
@@ -151,3 +153,35 @@ def test_catch_up_after_a_ten_minute_outage(dev: Dev) -> None:
     assert planned("latest") == [latest_last]  # only the most recent
     assert all(parse_time(p) > restarted - timedelta(seconds=30) for p in planned("none"))  # no missed one ran
     assert (dev.runs[-1].metric('scheduler_schedule_actions_total{action="missed"}') or 0) >= 3 * (minutes - 6)
+
+
+def test_a_backfill_near_the_limit_is_answered_whole_while_other_writes_go_on(dev: Dev) -> None:
+    """The issue that found this: a backfill of thousands of fire times in `jobsched dev`, while jobs were
+    being created, answered 503 after about a second with part of its runs written. Its runs are written in
+    transactions that let the other writes through, and all of them are written."""
+    dev.start()
+    template = create_template(dev.http, "minutely", jobType="noop", cron="* * * * *")
+    stop = threading.Event()
+
+    def keep_creating(writer: int) -> None:  # other clients' creates, each a write of the one SQLite writer
+        with httpx.Client(base_url=dev.base_url, timeout=30) as http:
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                body = {"idempotencyKey": f"other-{writer}-{i}", "tenantId": "other", "jobType": "noop", "payload": {}}
+                assert http.post("/jobs", json={**body, "scheduledAt": "2099-01-01T00:00:00Z"}).status_code == 201
+
+    writers = [threading.Thread(target=keep_creating, args=(w,)) for w in range(4)]
+    for writer in writers:
+        writer.start()
+    try:
+        whole = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-07T22:39:00Z"}  # 9,999 fire times
+        answer = dev.http.post(f"/jobs/{template['id']}/backfill", json=whole, timeout=120)
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join(60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"spawned": 9999, "existing": 0, "skipped": 0}
+    again = dev.http.post(f"/jobs/{template['id']}/backfill", json=whole, timeout=120)
+    assert again.json() == {"spawned": 0, "existing": 9999, "skipped": 0}
