@@ -30,6 +30,7 @@ from loadtest.scenarios import (
     due_now,
     embedded,
     failover,
+    keepalive,
     lateness,
     lateness_embedded,
     peer,
@@ -54,6 +55,7 @@ SCENARIOS: dict[str, Scenario] = {
         peers_celery.SCENARIO,
         lateness_embedded.SCENARIO,
         due_now.SCENARIO,
+        keepalive.SCENARIO,
     )
 }
 

@@ -47,9 +47,14 @@ class Settings:
     metrics_port: int = 9100
     api_header_timeout: timedelta = timedelta(seconds=10)
     api_body_timeout: timedelta = timedelta(seconds=30)
+    api_send_timeout: timedelta = timedelta(seconds=30)
     api_max_in_flight: int = 256
+    api_max_in_flight_per_key: int = 32
     api_store_slots: int = 32
+    api_store_slots_per_key: int = 8
     api_store_wait: timedelta = timedelta(seconds=1)
+    # With AUTH=off, the Host names the API answers (DNS rebinding); empty: loopback names and API_HOST.
+    api_allowed_hosts: tuple[str, ...] = ()
     scheduler_tick: timedelta = timedelta(milliseconds=500)
     claim_batch: int = 500
     # Batch claims take runs due within this much ahead; executors hold such a wake-up until its time, so a
@@ -100,9 +105,15 @@ class Settings:
             metrics_port=reader.integer("METRICS_PORT", cls.metrics_port, minimum=0),
             api_header_timeout=reader.duration("API_HEADER_TIMEOUT", cls.api_header_timeout),
             api_body_timeout=reader.duration("API_BODY_TIMEOUT", cls.api_body_timeout),
+            api_send_timeout=reader.duration("API_SEND_TIMEOUT", cls.api_send_timeout),
             api_max_in_flight=reader.integer("API_MAX_IN_FLIGHT", cls.api_max_in_flight, minimum=1),
+            api_max_in_flight_per_key=reader.integer(
+                "API_MAX_IN_FLIGHT_PER_KEY", cls.api_max_in_flight_per_key, minimum=1
+            ),
             api_store_slots=reader.integer("API_STORE_SLOTS", cls.api_store_slots, minimum=1),
+            api_store_slots_per_key=reader.integer("API_STORE_SLOTS_PER_KEY", cls.api_store_slots_per_key, minimum=1),
             api_store_wait=reader.duration("API_STORE_WAIT", cls.api_store_wait),
+            api_allowed_hosts=reader.names("API_ALLOWED_HOSTS"),
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),

@@ -15,7 +15,7 @@ class ListenError(OSError):
 def listen(host: str, port: int, what: str, variable: str) -> socket.socket:
     """A bound, listening TCP socket, or ListenError naming the process that holds the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

@@ -22,6 +22,8 @@ from loadtest.procs import free_port as free_port  # re-exported: the tests take
 from shared.bus.base import Wakeup
 
 T = TypeVar("T")
+# Where in-process API tests address the API: a name it serves without authentication (same_origin.py).
+LOCAL = "http://localhost"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -6,6 +6,7 @@ from services.api.app import create_app
 from services.api.auth import api_auth
 from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits
+from services.api.same_origin import allowed_hosts
 from services.api.server import bind, make_server
 from shared.cli import one_line_errors
 from shared.config import Settings
@@ -34,7 +35,15 @@ def main() -> None:
     known = KnownTypes(
         type_registry_of(store), local=registry, configured=settings.job_types, retention=settings.job_type_retention
     )
-    app = create_app(store, auth, limits, on_due_job=nudge, due_within=settings.claim_lookahead, known_types=known)
+    app = create_app(
+        store,
+        auth,
+        limits,
+        on_due_job=nudge,
+        due_within=settings.claim_lookahead,
+        known_types=known,
+        allowed_hosts=allowed_hosts(settings),
+    )
     make_server(app, settings.api_host, settings.api_port, limits).run(sockets=[listener])
 
 

@@ -5,7 +5,8 @@ writes one at a time (SQLite) fills every worker thread with writers waiting for
 behind them and every request waits seconds. Here writes and reads each have their own slots, so reads are
 never stuck behind writes, and a request that cannot start within `wait_s` (no slot, or no turn inside the
 store: SQLite's write lock) is answered 503 with Retry-After: the client learns about the overload within that
-budget instead of after the store's own timeout.
+budget instead of after the store's own timeout. The slots are shared fairly (shares.py): one API key's
+requests hold at most `slots_per_sharer` of each kind, so its slow queries cannot keep another key's out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 import anyio.to_thread
 
 from services.api.errors import ApiError
+from services.api.shares import FairShares, current_sharer
 from shared.store.base import WAIT_DEADLINE
 
 T = TypeVar("T")
@@ -28,13 +30,27 @@ WAIT_S = 1.0
 
 
 class Overloaded(ApiError):
-    def __init__(self, kind: str, wait_s: float) -> None:
-        super().__init__(503, f"the API is overloaded (no {kind} slot within {wait_s:g}s); retry later")
+    def __init__(self, kind: str, wait_s: float, own_share: int | None) -> None:
+        if own_share is not None:
+            why = f"this API key's requests hold all {own_share} of its {kind} slots"
+        else:
+            why = f"no {kind} slot within {wait_s:g}s"
+        super().__init__(503, f"the API is overloaded ({why}); retry later")
 
 
 class Admission:
-    def __init__(self, *, write_slots: int = WRITE_SLOTS, read_slots: int = READ_SLOTS, wait_s: float = WAIT_S) -> None:
-        self._slots = {"write": anyio.CapacityLimiter(write_slots), "read": anyio.CapacityLimiter(read_slots)}
+    def __init__(
+        self,
+        *,
+        write_slots: int = WRITE_SLOTS,
+        read_slots: int = READ_SLOTS,
+        wait_s: float = WAIT_S,
+        slots_per_sharer: int | None = None,
+    ) -> None:
+        self._slots = {
+            "write": FairShares(write_slots, slots_per_sharer or write_slots),
+            "read": FairShares(read_slots, slots_per_sharer or read_slots),
+        }
         # A thread for every admitted call: once admitted, a call never waits again for a thread.
         self._threads = anyio.CapacityLimiter(write_slots + read_slots)
         self._wait_s = wait_s
@@ -47,13 +63,11 @@ class Admission:
 
     async def _call(self, kind: str, fn: Callable[..., T], *args: object) -> T:
         slots = self._slots[kind]
+        sharer = current_sharer.get()
         deadline = time.monotonic() + self._wait_s
-        admitted = False
-        with anyio.move_on_after(self._wait_s):
-            await slots.acquire()
-            admitted = True
-        if not admitted:
-            raise Overloaded(kind, self._wait_s)
+        if not await slots.take(sharer, self._wait_s):
+            own_share = slots.per_sharer if slots.held(sharer) >= slots.per_sharer else None
+            raise Overloaded(kind, self._wait_s, own_share)
         # The rest of the same budget is what the call may wait inside the store (its thread copies this context).
         token = WAIT_DEADLINE.set(deadline)
         try:
@@ -61,4 +75,4 @@ class Admission:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=self._threads)
         finally:
             WAIT_DEADLINE.reset(token)
-            slots.release()
+            slots.give_back(sharer)

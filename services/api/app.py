@@ -8,11 +8,13 @@ threads, admitted by services/api/admission.py. Every request first meets servic
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -22,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from services.api.admission import Admission
 from services.api.bodies import list_limit, path_job_id, read_json
-from services.api.console import console_mount
+from services.api.console import console_routes
 from services.api.docs import DOCS_HTML, openapi_document
 from services.api.errors import ApiError, SafeJSONResponse, error, exception_handlers
 from services.api.intake import new_job
@@ -31,6 +33,7 @@ from services.api.limits import ApiLimits, RequestLimits
 from services.api.listing import Page, page_of, stream_jobs
 from services.api.operator import guarded_browser, operator_routes, page_query
 from services.api.request_metrics import RequestMetrics
+from services.api.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.schedules import schedule_routes
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from services.api.auth import ApiAuth
 
 log = logging.getLogger("jobsched.api")
+PROBE_THREADS = 2
 
 
 def create_app(
@@ -54,12 +58,14 @@ def create_app(
     on_due_job: Callable[[], None] | None = None,
     due_within: timedelta = timedelta(0),
     known_types: KnownTypes | None = None,
+    allowed_hosts: Collection[str] = LOOPBACK_NAMES,
 ) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
     the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
     after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
     that it is claimed without waiting for the next tick. `known_types` says which job types it accepts (by
-    default: this process's handlers and what executors announced in the store)."""
+    default: this process's handlers and what executors announced in the store). Without `auth`, only requests
+    for `allowed_hosts` are served and writes from other web origins are refused (same_origin.py)."""
     limits = limits or ApiLimits()
     browser = browser_for(store)
     known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
@@ -67,7 +73,14 @@ def create_app(
         store = auth.guard(store)
         browser = guarded_browser(browser)
     gate = SchemaGate(store)
-    admission = Admission(write_slots=limits.store_slots, read_slots=limits.store_slots, wait_s=limits.store_wait_s)
+    admission = Admission(
+        write_slots=limits.store_slots,
+        read_slots=limits.store_slots,
+        wait_s=limits.store_wait_s,
+        slots_per_sharer=limits.store_slots_per_key if auth is not None else None,
+    )
+    # The readiness probe's store ping has threads of its own: it never waits behind job traffic's calls.
+    probe_threads = anyio.CapacityLimiter(PROBE_THREADS)
 
     async def create_job(request: Request) -> Response:
         new = await run_in_threadpool(new_job, await read_json(request), known.max_attempts)
@@ -143,7 +156,7 @@ def create_app(
     async def readyz(request: Request) -> Response:
         if not gate.ready:
             return error(503, gate.problem or "store schema not ready yet")
-        await run_in_threadpool(store.ping)  # not admitted: an overloaded API is still ready
+        await anyio.to_thread.run_sync(store.ping, limiter=probe_threads)  # not admitted: overloaded is still ready
         return PlainTextResponse("ok")
 
     document = auth.document(openapi_document()) if auth else openapi_document()
@@ -184,10 +197,16 @@ def create_app(
     if auth is not None:
         routes = auth.protect([*routes, *auth.routes()])
     # Files only, public like /docs: what the console shows comes from the routes above, with the user's key.
-    served: list[BaseRoute] = [*routes, console_mount()]
+    served: list[BaseRoute] = [*routes, *console_routes()]
+    middleware = [
+        Middleware(RequestMetrics),
+        Middleware(RequestLimits, limits=limits, sharer=auth.sharer if auth is not None else None),
+    ]
+    if auth is None:
+        middleware.append(Middleware(SameOriginOnly, hosts=allowed_hosts))
     return Starlette(
         routes=served,
         exception_handlers=exception_handlers(),
         lifespan=lifespan,
-        middleware=[Middleware(RequestMetrics), Middleware(RequestLimits, limits=limits)],
+        middleware=middleware,
     )

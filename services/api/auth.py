@@ -3,6 +3,8 @@
 `Authorization: Bearer <key>` on every route but the public ones (health, readiness, the API's own
 documentation). Each route is wrapped (protect), so the wrapper runs after routing and sees the route:
 
+- 400 for a request with more than one Authorization header (which one a proxy in front reads is anyone's
+  guess);
 - 401 with `WWW-Authenticate: Bearer` for a missing, malformed, unknown, wrong or revoked key (one message for
   all of them: the reason goes only to the audit log);
 - 429 with `Retry-After` when the key spent its token bucket (counted by tenant);
@@ -39,13 +41,14 @@ from services.api.errors import error
 from services.api.key_cache import KeyCache
 from services.api.keys import key_routes
 from services.api.rate_limit import TokenBuckets
+from services.api.shares import PUBLIC
 from services.api.tenancy import Principal, TenantGuard, audit_denied, current_principal
 from shared import jsonsafe, metrics
 from shared.config import ConfigError, Settings
 from shared.jsonsafe import shorten
 from shared.keys import tokens
 from shared.keys.base import KeyStore, Role
-from shared.store.base import JobStore
+from shared.store.base import JobStore, StoreUnavailable
 
 log = logging.getLogger("jobsched.api")
 PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
@@ -57,6 +60,7 @@ MAX_INSPECTED_BODY_BYTES: Final = 1024 * 1024
 CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
 TENANT_BODIES: Final = frozenset({("POST", "/jobs")})
+VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
 
 
 @dataclass
@@ -71,7 +75,20 @@ class ApiAuth:
         return TenantGuard(store)
 
     def routes(self) -> list[Route]:
-        return key_routes(self.keys)
+        return key_routes(self.keys, self.cache.remember)
+
+    async def sharer(self, scope: Scope) -> str:
+        """Whose share of the API a request uses (shares.py): its key's prefix when the key verifies (a key this
+        replica has not seen yet is looked up first), else the public's."""
+        presented, problem = _presented_key(scope)
+        if presented is None or problem is not None or not self.cache.fresh:  # not yet loaded: no verdict yet
+            return PUBLIC
+        try:
+            verdict = await self.cache.verify_or_look_up(presented)
+        except StoreUnavailable:  # the authentication tries again and answers 503
+            return PUBLIC
+        scope[VERDICT] = verdict  # the authentication goes by it: one digest comparison, one lookup per request
+        return verdict.key.prefix if verdict.key is not None else PUBLIC
 
     def document(self, document: dict[str, Any]) -> dict[str, Any]:
         return secured(document, PUBLIC_PATHS)
@@ -163,7 +180,11 @@ class Authenticate:
             return
         method: str = scope["method"]
         where = {"method": method, "route": self._path}
-        presented = _bearer(Headers(scope=scope).get("authorization"))
+        presented, problem = _presented_key(scope)
+        if problem is not None:
+            audit_denied("several_keys", 400, None, **where)
+            await _refuse(400, problem)(scope, receive, send)
+            return
         if presented is None:
             audit_denied("missing_key", 401, None, **where)
             metrics.API_AUTH_DENIED.labels("missing_key").inc()
@@ -176,7 +197,7 @@ class Authenticate:
                 scope, receive, send
             )
             return
-        verdict = self._auth.cache.verify(presented)
+        verdict = scope.get(VERDICT) or await self._auth.cache.verify_or_look_up(presented)
         if verdict.key is None:
             audit_denied(verdict.reason, 401, None, keyPrefix=tokens.prefix_of(presented), **where)
             metrics.API_AUTH_DENIED.labels(verdict.reason).inc()
@@ -223,7 +244,10 @@ class Authenticate:
         if not named:
             query = raw + (b"&" if raw else b"") + urlencode({"tenantId": principal.tenant}).encode("ascii")
             return {**scope, "query_string": query}, None
-        return scope, self._tenant_refusal(principal, named, where)
+        refusal = self._tenant_refusal(principal, named, where)
+        if refusal is None and len(named) > 1:  # the route would read only the last one
+            refusal = _refuse(400, "tenantId is given more than once")
+        return scope, refusal
 
     async def _scope_body(
         self, principal: Principal, method: str, receive: Receive, where: dict[str, str]
@@ -264,9 +288,16 @@ def _with_tenant(body: bytes, tenant: str, *, empty: bool) -> bytes:
     return body[: brace + 1] + member + body[brace + 1 :]
 
 
-def _bearer(header: str | None) -> str | None:
-    if header is None:
-        return None
+def _presented_key(scope: Scope) -> tuple[str | None, str | None]:
+    """The request's bearer key (None when it has none) and, for more than one Authorization header, why the
+    request is refused."""
+    headers = Headers(scope=scope).getlist("authorization")
+    if len(headers) > 1:
+        return None, "send one Authorization header, not several"
+    return (_bearer(headers[0]) if headers else None), None
+
+
+def _bearer(header: str) -> str | None:
     scheme, _, credentials = header.partition(" ")
     credentials = credentials.strip()
     return credentials if scheme.lower() == "bearer" and credentials else None

@@ -22,6 +22,7 @@ from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, Transit
 
 log = logging.getLogger("jobsched.api")
 RETRY_AFTER_S = 1
+FILE_METHODS = frozenset({"GET", "HEAD"})
 CLOSE = {"Connection": "close"}  # the rest of the request is not read: the connection cannot carry another one
 
 
@@ -46,8 +47,8 @@ def error(status: int, message: str, headers: Mapping[str, str] | None = None) -
     return SafeJSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def overloaded(what: str) -> Response:
-    return error(503, f"the API is overloaded ({what}); retry later")
+def overloaded(what: str, headers: Mapping[str, str] | None = None) -> Response:
+    return error(503, f"the API is overloaded ({what}); retry later", headers)
 
 
 def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:
@@ -79,10 +80,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def allowed(request: Request) -> str:
     """Every method some route of this path takes (the router's 405 names only the first such route's)."""
     methods: set[str] = set()
+    # Matched from the app's root: inside a mount (the console's files) the scope's root is the mount's.
+    scope = {**request.scope, "root_path": request.scope.get("app_root_path", request.scope.get("root_path", ""))}
     for route in request.app.routes:
-        match, _ = route.matches(request.scope)
+        match, _ = route.matches(scope)
         if match is not Match.NONE:
-            methods |= getattr(route, "methods", None) or set()
+            # A route without methods is a mount of files (the console), which serves reads only.
+            methods |= getattr(route, "methods", None) or FILE_METHODS
     return ", ".join(sorted(methods))
 
 

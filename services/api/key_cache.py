@@ -6,6 +6,13 @@ same: one digest and one constant-time comparison, against a dummy digest when t
 bounds how long a revocation takes to reach every replica: one refresh. A snapshot that could not be renewed
 for STALE_AFTER_REFRESHES refreshes is not trusted any more (requests get 503) rather than honouring keys
 that may have been revoked since. When keys were used is written back in one call per refresh.
+
+A key made or revoked through this replica's API is in its snapshot at once (`remember`). A key made elsewhere
+(another replica, `jobsched keys create`) is found by the first request that presents it: a well-formed key
+whose prefix the snapshot does not know is looked up in the store (`verify_or_look_up`), one lookup per prefix
+at a time. So that unknown keys cannot turn into store traffic, a prefix found missing is not looked up again
+until the next refresh, and the replica makes at most MISS_LOOKUPS_PER_S lookups a second (past that, a new
+key works from the next refresh, as it did without lookups).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Final
 
 from starlette.concurrency import run_in_threadpool
 
+from services.api.rate_limit import TokenBuckets
 from shared.keys import tokens
 from shared.keys.base import ApiKey, KeyStore, PrefixTaken
 from shared.keys.manage import install_bootstrap_key
@@ -30,6 +38,8 @@ MIN_STALE_S: Final = 10.0
 RETRY_INITIAL_S: Final = 0.5
 WAIT_FOR_FIRST_LOAD_S: Final = 5.0
 BOOTSTRAP_TENANT: Final = "admin"
+MISS_LOOKUPS_PER_S: Final = 20
+MISS_LOOKUP_BURST: Final = 40
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,10 @@ class KeyCache:
         self._used: set[str] = set()
         self._first_attempt = asyncio.Event()  # the refresher has tried once, whatever came of it
         self._task: asyncio.Task[None] | None = None
+        # Prefixes looked up and not found, with when: a refresh forgets those it may have seen created.
+        self._missing: dict[str, float] = {}
+        self._lookups: dict[str, asyncio.Future[ApiKey | None]] = {}
+        self._lookup_budget = TokenBuckets(MISS_LOOKUPS_PER_S, MISS_LOOKUP_BURST)
 
     def verify(self, presented: str) -> Verdict:
         prefix = tokens.prefix_of(presented)
@@ -65,6 +79,32 @@ class KeyCache:
             return Verdict(None, "revoked_key")
         self._used.add(record.prefix)
         return Verdict(record, "")
+
+    async def verify_or_look_up(self, presented: str) -> Verdict:
+        """verify(), after looking a well-formed key of a prefix the snapshot lacks up in the store (bounded: see
+        the module docstring). Raises StoreUnavailable when the store cannot answer the lookup."""
+        verdict = self.verify(presented)
+        prefix = tokens.prefix_of(presented)
+        if verdict.reason != "unknown_key" or prefix is None or prefix in self._missing:
+            return verdict
+        lookup = self._lookups.get(prefix)
+        if lookup is None:
+            if self._lookup_budget.take("lookups"):
+                return verdict
+            lookup = self._lookups[prefix] = asyncio.ensure_future(run_in_threadpool(self._keys.find, prefix))
+            lookup.add_done_callback(lambda _: self._lookups.pop(prefix, None))
+        looked_at = time.monotonic()
+        record = await asyncio.shield(lookup)
+        if record is None:
+            self._missing[prefix] = looked_at
+            return verdict
+        self.remember(record)
+        return self.verify(presented)
+
+    def remember(self, record: ApiKey) -> None:
+        """A key this replica made or revoked: in the snapshot now rather than at the next refresh."""
+        self._snapshot = {**self._snapshot, record.prefix: record}
+        self._missing.pop(record.prefix, None)
 
     @property
     def fresh(self) -> bool:
@@ -107,7 +147,9 @@ class KeyCache:
         except StoreUnavailable:
             self._used |= used
             raise
+        began = time.monotonic()
         self._snapshot = {k.prefix: k for k in self._keys.list_keys()}
+        self._missing = {prefix: at for prefix, at in self._missing.items() if at > began}
         self._loaded_at = time.monotonic()
 
     def _install_bootstrap(self, key: str) -> None:

@@ -3,6 +3,7 @@ from a shell). A created key is in the 201 response and nowhere else, ever."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,7 +16,7 @@ from services.api.bodies import describe, read_json
 from services.api.errors import SafeJSONResponse, error
 from services.api.tenancy import current_principal
 from shared import jsonsafe
-from shared.keys.base import KeyStore, Role
+from shared.keys.base import ApiKey, KeyStore, Role
 from shared.keys.manage import issue_key, revoke_key
 
 MAX_KEY_REQUEST_BYTES: Final = 16 * 1024
@@ -31,7 +32,9 @@ class KeyRequest(BaseModel):
     name: str | None = Field(default=None, max_length=200, description="What the key is for (shown in lists)")
 
 
-def key_routes(keys: KeyStore) -> list[Route]:
+def key_routes(keys: KeyStore, remember: Callable[[ApiKey], None]) -> list[Route]:
+    """`remember`: this replica's key cache takes the keys made and revoked here at once."""
+
     async def create_key(request: Request) -> Response:
         data = await read_json(request, max_bytes=MAX_KEY_REQUEST_BYTES)
         try:
@@ -39,6 +42,7 @@ def key_routes(keys: KeyStore) -> list[Route]:
         except ValidationError as exc:
             return error(400, describe(exc))
         key, record = await run_in_threadpool(issue_key, keys, asked.tenantId, asked.role, asked.name, by=_caller())
+        remember(record)
         return SafeJSONResponse({"key": key, **record.to_wire()}, status_code=201)
 
     async def list_keys(request: Request) -> Response:
@@ -51,6 +55,7 @@ def key_routes(keys: KeyStore) -> list[Route]:
         record = await run_in_threadpool(revoke_key, keys, prefix, by=_caller())
         if record is None:
             return error(404, f"API key {jsonsafe.shorten(prefix)} not found")
+        remember(record)
         return SafeJSONResponse(record.to_wire())
 
     return [

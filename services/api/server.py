@@ -1,16 +1,24 @@
-"""The API's HTTP server: uvicorn with the socket bound by us, a deadline for request headers, and JSON
-error bodies for requests too malformed to reach the app. `jobsched api` and `jobsched dev` both serve this way.
+"""The API's HTTP server: uvicorn with the socket bound by us, deadlines for request headers and for a client
+that stops reading its response, Nagle's algorithm off, and JSON error bodies for requests too malformed to
+reach the app. `jobsched api` and `jobsched dev` both serve this way.
 
-uvicorn closes idle keep-alive connections but has no deadline for a request's headers: a client that sends
-one byte every few seconds would hold its connection forever. Here every request's headers must be complete
-within `header_timeout_s` of the connection opening or of the previous response; a client that is still
-sending them then gets 408 and the connection is closed.
+- Headers: uvicorn closes idle keep-alive connections but has no deadline for a request's headers: a client
+  that sends one byte every few seconds would hold its connection forever. Here every request's headers must be
+  complete within `header_timeout_s` of the connection opening or of the previous response; a client that is
+  still sending them then gets 408 and the connection is closed.
+- Reading: a response the client does not read fills the socket's buffers, and then the route's writes wait
+  (flow control) while its request keeps its in-flight slot. Once writing has waited `send_timeout_s` without
+  the client taking any of it, the connection is dropped: the route's writes return and the slot is free.
+- TCP_NODELAY on every accepted connection: a response goes out as a few writes (head, body, end), and with
+  Nagle's algorithm the last small one waits for the client's delayed ACK (40 ms on Linux) on every request
+  of a kept-alive connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 from typing import Any
 
 import h11
@@ -26,18 +34,45 @@ KEEP_ALIVE_S = 5
 
 class _JsonH11Protocol(H11Protocol):
     header_timeout_s: float = ApiLimits.header_timeout_s
+    send_timeout_s: float = ApiLimits.send_timeout_s
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._send_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        no_delay(transport)
         super().connection_made(transport)
         self._arm_header_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
+        self._cancel_send_deadline()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_deadline is None:
+            self._send_deadline = self.loop.call_later(self.send_timeout_s, self._not_reading)
+
+    def resume_writing(self) -> None:
+        self._cancel_send_deadline()
+        super().resume_writing()
+
+    def _not_reading(self) -> None:
+        self._send_deadline = None
+        # A reset, not a close: a closed socket still holds what the client is not reading and goes on offering
+        # it; linger 0 makes the kernel drop it at once.
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def _cancel_send_deadline(self) -> None:
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+            self._send_deadline = None
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -85,8 +120,15 @@ class _JsonH11Protocol(H11Protocol):
         self.transport.close()
 
 
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def protocol(limits: ApiLimits) -> type[asyncio.Protocol]:
-    return type("JsonH11Protocol", (_JsonH11Protocol,), {"header_timeout_s": limits.header_timeout_s})
+    deadlines = {"header_timeout_s": limits.header_timeout_s, "send_timeout_s": limits.send_timeout_s}
+    return type("JsonH11Protocol", (_JsonH11Protocol,), deadlines)
 
 
 def make_server(app: Any, host: str, port: int, limits: ApiLimits) -> uvicorn.Server:

@@ -134,7 +134,15 @@ def _check_job(guard: TenantGuard, principal: Principal, job: Job) -> None:
         raise JobNotFound(job.id)
 
 
-def _check_tenant_id(guard: TenantGuard, principal: Principal, tenant: str) -> None:
+def _check_tenant_id(guard: TenantGuard, principal: Principal, tenant: str | None) -> None:
+    """`tenant_id` None asks for every tenant: only an admin key may."""
+    if tenant is None:
+        if principal.role is not Role.ADMIN:
+            audit_denied("every_tenant", 403, principal)
+            raise HTTPException(
+                403, f"this API key belongs to tenant {principal.tenant!r}; it cannot read every tenant"
+            )
+        return
     check_tenant(principal, tenant)
 
 

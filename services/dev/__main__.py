@@ -26,6 +26,7 @@ from services.api.app import create_app
 from services.api.auth import api_auth
 from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits
+from services.api.same_origin import allowed_hosts
 from services.api.server import bind, make_server
 from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
@@ -169,7 +170,13 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
         job_type_registry, local=registry, configured=settings.job_types, retention=settings.job_type_retention
     )
     app = create_app(
-        store, auth, limits, on_due_job=scheduler.nudge, due_within=settings.claim_lookahead, known_types=known_types
+        store,
+        auth,
+        limits,
+        on_due_job=scheduler.nudge,
+        due_within=settings.claim_lookahead,
+        known_types=known_types,
+        allowed_hosts=allowed_hosts(settings),
     )
     server = make_server(app, settings.api_host, settings.api_port, limits)
 

@@ -497,7 +497,10 @@ def test_the_console_loads_nothing_from_elsewhere(dev: Dev, tab: Tab) -> None:
     assert [url for url in requested if not url.startswith(origin)] == []
     response = dev.http.get("/ui/")
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    assert dev.http.get("/ui").headers["location"].endswith("/ui/")
+    assert dev.http.get("/ui").headers["location"] == "ui/"  # relative: never the Host a client sent
+    page.goto(f"{origin}ui")
+    expect(page.locator("h1")).to_have_text("Overview")
+    assert page.url.startswith(f"{origin}ui/")
 
 
 def test_an_unknown_console_page_says_so(dev: Dev, tab: Tab) -> None:

@@ -96,7 +96,7 @@ def connect(port: int) -> socket.socket:
 
 
 def request_head(method: str, path: str, *headers: str) -> bytes:
-    return "\r\n".join([f"{method} {path} HTTP/1.1", "Host: api", *headers, "", ""]).encode()
+    return "\r\n".join([f"{method} {path} HTTP/1.1", "Host: localhost", *headers, "", ""]).encode()
 
 
 def test_a_body_declared_too_large_is_refused_before_it_is_sent(server: Server) -> None:
@@ -132,7 +132,7 @@ def test_a_chunked_body_is_read_only_up_to_the_limit(server: Server) -> None:
 
 def test_headers_sent_too_slowly_are_cut_off_with_408(server: Server) -> None:
     with connect(server.port) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: api\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
         answer = trickle(sock, b"X-Slow: " + b"a" * 1000)
     assert answer is not None, "the connection was closed without an answer"
     assert answer.status == 408
@@ -165,11 +165,19 @@ def trickle(sock: socket.socket, data: bytes) -> Answer | None:
 @pytest.mark.parametrize(
     ("raw", "status", "error"),
     [
-        (b"GET /healthz HTTP/1.1\r\nHost: api\r\nno colon here\r\n\r\n", 400, "malformed HTTP request"),
+        (b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n", 400, "malformed HTTP request"),
         (b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\x00" * 64 + b"\r\n\r\n", 400, "malformed HTTP request"),
-        (b"GET /healthz HTTP/1.1\r\nHost: api\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n", 400, "malformed"),
-        (b"GET /healthz HTTP/1.1\r\nHost: api\r\nX-Big: " + b"a" * 100_000, 400, "malformed HTTP request"),  # no end
-        (b"GET /healthz HTTP/1.1\r\nHost: api\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n", 431, "limit is 16384"),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n",
+            400,
+            "malformed",
+        ),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 100_000,
+            400,
+            "malformed HTTP request",
+        ),  # no end
+        (b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n", 431, "limit is 16384"),
     ],
 )
 def test_a_malformed_request_gets_a_json_error(server: Server, raw: bytes, status: int, error: str) -> None:
@@ -180,6 +188,26 @@ def test_a_malformed_request_gets_a_json_error(server: Server, raw: bytes, statu
     assert answer.status == status
     assert answer.headers["content-type"] == "application/json"
     assert error in answer.body["error"]
+
+
+def test_a_request_with_both_a_length_and_a_transfer_encoding_is_refused_and_its_connection_closed(
+    server: Server,
+) -> None:
+    """RFC 9112 6.1: a front end that reads such a request by its Content-Length and this server by its
+    Transfer-Encoding disagree on where it ends; what follows must not be served as a request of its own."""
+    smuggled = b"GET /jobs?tenantId=victim HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    ambiguous = request_head(
+        "POST", "/jobs", "Content-Type: application/json", "Content-Length: 5", "Transfer-Encoding: chunked"
+    )
+    with connect(server.port) as sock:
+        sock.sendall(ambiguous + b"0\r\n\r\n" + smuggled)
+        received = b""
+        while chunk := sock.recv(65536):  # until the server closes the connection
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 400 ")
+    assert b"Content-Length or Transfer-Encoding" in received
+    assert b"\r\nconnection: close\r\n" in received.lower()
+    assert received.count(b"HTTP/1.1 ") == 1, "the bytes after the ambiguous request were served as a request"
 
 
 def test_every_listener_is_on_loopback_by_default(server: Server) -> None:

@@ -21,6 +21,7 @@ from shared.keys.sqlite import SqliteKeyStore
 from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
+from tests.support import LOCAL
 
 MakeApp = Callable[..., Starlette]
 
@@ -80,5 +81,5 @@ def api_headers(auth_mode: str, api_keys: KeyStore) -> dict[str, str]:
 
 @pytest.fixture
 def api(make_app: MakeApp, api_headers: dict[str, str]) -> Iterator[TestClient]:
-    with TestClient(make_app(), raise_server_exceptions=False, headers=api_headers) as client:
+    with TestClient(make_app(), raise_server_exceptions=False, headers=api_headers, base_url=LOCAL) as client:
         yield client

@@ -15,7 +15,7 @@ from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
 from shared.store.base import AttemptResult, JobStore
 from shared.store.mongo import MongoJobStore
 from tests.integration.conftest import MakeApp
-from tests.support import wait_until
+from tests.support import LOCAL, wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
 
@@ -92,7 +92,7 @@ def test_32_concurrent_creates_with_one_key_give_exactly_one_201(
 ) -> None:
     async def create_32() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=make_app())
-        async with httpx.AsyncClient(transport=transport, base_url="http://api", headers=api_headers) as client:
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL, headers=api_headers) as client:
             return await asyncio.gather(*(client.post("/jobs", json=job_body()) for _ in range(32)))
 
     responses = asyncio.run(create_32())
@@ -320,7 +320,7 @@ def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up(
     make_app: MakeApp, api_headers: dict[str, str]
 ) -> None:
     dead = MongoJobStore.connect("mongodb://127.0.0.1:1/?directConnection=true", "x", timeout_ms=300)
-    with TestClient(make_app(dead), raise_server_exceptions=False, headers=api_headers) as client:
+    with TestClient(make_app(dead), raise_server_exceptions=False, headers=api_headers, base_url=LOCAL) as client:
         assert client.get("/healthz").status_code == 200
         for response in (
             client.get("/readyz"),

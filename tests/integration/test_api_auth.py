@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from shared.keys.manage import issue_key
 from shared.model import Outcome, utc_now
 from shared.store.base import AttemptResult, JobStore
 from tests.integration.test_api import job_body
-from tests.support import wait_until
+from tests.support import LOCAL, wait_until
 
 PAST = "2020-01-01T00:00:00Z"
 
@@ -50,7 +52,7 @@ class Secured:
     @contextmanager
     def client(self, key: str | None = None, **env: str) -> Iterator[TestClient]:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        with TestClient(self.app(**env), raise_server_exceptions=False, headers=headers) as client:
+        with TestClient(self.app(**env), raise_server_exceptions=False, headers=headers, base_url=LOCAL) as client:
             yield client
 
 
@@ -204,7 +206,7 @@ def test_sequential_id_guessing_finds_only_the_callers_own_jobs(secured: Secured
     own_key = secured.key("tenant-b")
     app = secured.app() if auth == "required" else create_app(secured.store)
     headers = {"Authorization": f"Bearer {own_key}"}
-    with TestClient(app, raise_server_exceptions=False, headers=headers) as api:
+    with TestClient(app, raise_server_exceptions=False, headers=headers, base_url=LOCAL) as api:
         own = api.post("/jobs", json=job_body(idempotencyKey="mine", tenantId="tenant-b")).json()["id"]
         theirs = {secured.store.create(job_from("tenant-a", f"theirs-{i}")).id for i in range(10)}
         # An ObjectId is a 4-byte second, 5 bytes fixed per process and a 3-byte counter: the guesses step the
@@ -397,3 +399,92 @@ def test_audit_logs_name_action_tenant_and_prefix_never_the_key(
     text = "\n".join(f"{r.getMessage()} {vars(r)}" for r in records)
     for secret in (admin, reader, created["key"]):
         assert secret not in text
+
+
+# --- keys made or revoked elsewhere, and what a request's query and headers may say ---------------------------
+
+
+class CountingKeys:
+    """The test's key store, counting the lookups by prefix that the API makes."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self._keys = keys
+        self.finds: list[str] = []
+
+    def find(self, prefix: str) -> Any:
+        self.finds.append(prefix)
+        return self._keys.find(prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._keys, name)
+
+
+def test_a_key_made_elsewhere_works_at_its_first_request_and_one_revoked_here_at_once(secured: Secured) -> None:
+    admin = secured.key("tenant-a", Role.ADMIN)
+    with secured.client(admin, AUTH_REFRESH="1h") as api:  # no refresh during the test: only lookups can help
+        assert api.get("/jobs").status_code == 200
+        made_elsewhere = secured.key("tenant-a")  # as `jobsched keys create` or another replica makes it
+        assert api.get("/jobs", headers={"Authorization": f"Bearer {made_elsewhere}"}).status_code == 200
+        made_here = api.post("/api-keys", json={"tenantId": "tenant-b", "role": "reader"}).json()
+        reader = {"Authorization": f"Bearer {made_here['key']}"}
+        assert api.get("/jobs", headers=reader).status_code == 200
+        assert api.delete(f"/api-keys/{made_here['prefix']}").status_code == 200
+        assert api.get("/jobs", headers=reader).status_code == 401  # revoked on this replica: at once
+
+
+def test_unknown_keys_cost_one_lookup_per_prefix_and_a_bounded_number_in_all(secured: Secured) -> None:
+    from services.api.key_cache import MISS_LOOKUP_BURST, MISS_LOOKUPS_PER_S
+    from shared.keys import tokens
+
+    counting = CountingKeys(secured.keys)
+    spied = Secured(secured.store, counting, {"AUTH_REFRESH": "1h"})
+    unknown = tokens.new_key()[0]
+    with spied.client() as api:
+        assert api.get("/jobs").status_code == 401  # no key; the keys are loaded meanwhile
+        started = time.monotonic()
+        for _ in range(30):
+            assert api.get("/jobs", headers={"Authorization": f"Bearer {unknown}"}).status_code == 401
+        assert counting.finds == [tokens.prefix_of(unknown)]
+        for _ in range(3 * MISS_LOOKUP_BURST):
+            assert api.get("/jobs", headers={"Authorization": f"Bearer {tokens.new_key()[0]}"}).status_code == 401
+    refilled = math.ceil((time.monotonic() - started) * MISS_LOOKUPS_PER_S)
+    assert len(counting.finds) <= 1 + MISS_LOOKUP_BURST + refilled
+
+
+def test_two_authorization_headers_are_refused_not_read_as_the_first(secured: Secured) -> None:
+    writer, reader = secured.key("tenant-a"), secured.key("tenant-b", Role.READER)
+    with secured.client() as api:
+        response = api.post(
+            "/jobs",
+            json=job_body(),
+            headers=[("Authorization", f"Bearer {writer}"), ("Authorization", f"Bearer {reader}")],
+        )
+    assert response.status_code == 400
+    assert response.json() == {"error": "send one Authorization header, not several"}
+    assert secured.store.list_for_tenant("tenant-a", None, 10) == []
+
+
+@pytest.mark.parametrize("path", ["/overview", "/dlq", "/jobs"])
+@pytest.mark.parametrize("role", [Role.READER, Role.WRITER])
+def test_a_blank_or_repeated_tenant_in_the_query_is_a_clear_refusal(secured: Secured, path: str, role: Role) -> None:
+    with secured.client(secured.key("tenant-a", role)) as api:
+        blank = api.get(path, params={"tenantId": ""})
+        repeated = api.get(path, params=[("tenantId", "tenant-a"), ("tenantId", "")])
+        own = api.get(path, params={"tenantId": "tenant-a"})
+    assert own.status_code == 200
+    assert repeated.status_code == 400
+    assert repeated.json() == {"error": "tenantId is given more than once"}
+    if path == "/jobs":
+        assert blank.status_code == 400
+        assert blank.json() == {"error": "tenantId is required"}
+    else:  # blank: every tenant, which only an admin key may read
+        assert blank.status_code == 403
+        assert "cannot read every tenant" in blank.json()["error"]
+
+
+def test_an_admin_key_reads_every_tenant_with_a_blank_tenant(secured: Secured) -> None:
+    secured.store.create(job_from("tenant-b", "b-1"))
+    with secured.client(secured.key("tenant-a", Role.ADMIN)) as admin:
+        overview = admin.get("/overview", params={"tenantId": ""})
+    assert overview.status_code == 200
+    assert "tenant-b" in overview.json()["tenants"]

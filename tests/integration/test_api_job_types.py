@@ -20,7 +20,7 @@ from shared.store.job_types import JobTypeInfo, JobTypeRegistry
 from shared.store.type_registries import type_registry_of
 from shared.type_defaults import TypeDefaults
 from tests.integration.test_api import job_body
-from tests.support import wait_until
+from tests.support import LOCAL, wait_until
 
 BEAT = timedelta(seconds=30)
 
@@ -48,7 +48,7 @@ def types(api_store: JobStore) -> CountingRegistry:
 @pytest.fixture
 def client(api_store: JobStore, types: CountingRegistry) -> Iterator[TestClient]:
     known = KnownTypes(types, local=builtins, configured=["fax"])
-    with TestClient(create_app(api_store, known_types=known), raise_server_exceptions=False) as made:
+    with TestClient(create_app(api_store, known_types=known), raise_server_exceptions=False, base_url=LOCAL) as made:
         yield made
 
 

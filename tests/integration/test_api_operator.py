@@ -183,4 +183,22 @@ def test_the_console_is_served_at_ui_without_a_key(api: TestClient) -> None:
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
     assert api.get("/ui/js/nothing.js").status_code == 404
-    assert api.get("/ui", follow_redirects=False).headers["location"].endswith("/ui/")
+    assert api.get("/ui", follow_redirects=False).headers["location"] == "ui/"  # relative: /ui/ wherever it is
+
+
+def test_the_console_redirect_never_names_the_requests_host(api: TestClient, auth_mode: str) -> None:
+    """A Host header of the client's choosing in the Location would be kept by a shared cache in front and
+    sent to everyone as a redirect to that host."""
+    host = "localhost" if auth_mode == "off" else "cache-poison.example"  # AUTH=off serves loopback names only
+    redirect = api.get("/ui", headers={"Host": host}, follow_redirects=False)
+    assert redirect.status_code == 307
+    assert redirect.headers["location"] == "ui/"
+    assert api.get("/ui", follow_redirects=True).url.path == "/ui/"
+
+
+@pytest.mark.parametrize("path", ["/ui", "/ui/", "/ui/js/main.js"])
+def test_the_consoles_files_name_the_methods_they_take(api: TestClient, path: str) -> None:
+    refused = api.request("OPTIONS", path)
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == "GET, HEAD"
+    assert refused.json() == {"error": "method OPTIONS not allowed"}

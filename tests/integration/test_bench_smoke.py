@@ -27,6 +27,7 @@ TINY: dict[str, list[str]] = {
     "peers-celery": ["--jobs", "100", "--rate", "20", "--window", "2", "--settle", "2"],
     "lateness-embedded": ["--rate", "20", "--window", "2", "--settle", "2"],
     "due-now": ["--mode", "distributed", "--rate", "20", "--duration", "1", "--settle", "10"],
+    "keepalive": ["--mode", "distributed", "--requests", "20"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -65,6 +66,7 @@ HEADLINES: dict[str, list[str]] = {
     ],
     "lateness-embedded": ["jobsched.started", "baseline.started", "baseline.lateness_ms.max"],
     "due-now": ["jobsched.due_now.finished", "jobsched.due_now.created_to_start_ms.max", "baseline.started"],
+    "keepalive": ["jobsched.POST /jobs.ms.p50", "baseline.GET /jobs/{id}.ms.p99", "jobsched.GET /healthz.requests"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.

@@ -29,6 +29,7 @@ from shared.keys.manage import issue_key
 from shared.model import Status
 from shared.store.base import JobNotFound, JobStore, NewJob
 from tests.integration.test_api_auth import job_from
+from tests.support import LOCAL
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_a_route_added_later_is_authenticated_and_scoped_by_construction(
     app = Starlette(routes=auth.protect([Route("/jobs/{job_id}/pause", pause, methods=["POST"])]))
     other, _ = issue_key(api_keys, "tenant-b", Role.WRITER, None, by="tests")
     owner, _ = issue_key(api_keys, "tenant-a", Role.WRITER, None, by="tests")
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOCAL) as client:
         assert client.post(f"/jobs/{theirs.id}/pause").status_code == 401
         refused = client.post(f"/jobs/{theirs.id}/pause", headers={"Authorization": f"Bearer {other}"})
         assert refused.status_code == 500  # JobNotFound unhandled by this bare app: refused, never done

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from starlette.routing import Mount
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,6 +43,15 @@ class _WithHeaders:
         await self._app(scope, receive, add_headers)
 
 
-def console_mount() -> Mount:
-    """/ui/ and its assets; /ui itself redirects to /ui/ (the router's slash redirect)."""
-    return Mount("/ui", app=_WithHeaders(StaticFiles(directory=STATIC_DIR, html=True)), name="console")
+async def _to_console(request: Request) -> Response:
+    # Relative to where the client asked, never built from its Host header (which a shared cache in front
+    # would keep and serve to others), and still right behind a proxy that serves the API under a path prefix.
+    return RedirectResponse("ui/", status_code=307)
+
+
+def console_routes() -> list[BaseRoute]:
+    """/ui/ and its assets, and /ui redirecting to /ui/."""
+    return [
+        Route("/ui", _to_console, methods=["GET", "HEAD"]),
+        Mount("/ui", app=_WithHeaders(StaticFiles(directory=STATIC_DIR, html=True)), name="console"),
+    ]
