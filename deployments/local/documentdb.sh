@@ -23,7 +23,8 @@ PG_MAJOR=15
 PG_BIN="/usr/lib/postgresql/$PG_MAJOR/bin"
 PG_CONFIG="$PG_BIN/pg_config"
 PG_PORT="${POSTGRES_PORT:-15432}"
-PG_NAME=postgres   # start_bg/stop_bg name of the server (pid file, log)
+PG_NAME=documentdb   # start_bg/stop_bg name of the server (pid file, log)
+LEGACY_PG_NAME=postgres   # FerretDB 1.x's PostgreSQL, as earlier versions of ferretdb.sh started it
 DOCDB_RUN="$JOBSCHED_RUN_DIR/documentdb"
 VENDOR="$LOCAL_DIR/vendor"
 # tarball, its sha256, the directory it unpacks to (vendor/README.md: upstream refs and licenses)
@@ -194,6 +195,7 @@ cmd_start() {
     return 0
   fi
   is_running "$PG_NAME" && stop_bg "$PG_NAME"
+  stop_legacy
   refuse_taken_port 127.0.0.1 "$PG_PORT" postgresql POSTGRES_PORT
   cmd_install
   local t0; t0="$(now_ms)"
@@ -208,7 +210,7 @@ cmd_start() {
     die "cluster in $PG_DATA is PostgreSQL $(cat "$PG_DATA/PG_VERSION"), not $PG_MAJOR: run '$0 clean'"
   local settings=() s
   for s in "${DOCDB_SETTINGS[@]}"; do settings+=(-c "$s"); done
-  # Test server: fsync/synchronous_commit/full_page_writes off trade crash safety for speed (docs/stand-in.md
+  # Test server: fsync/synchronous_commit/full_page_writes off trade crash safety for speed (docs/ferretdb.md
   # says what a production server keeps on). TCP on loopback only.
   (cd / && start_bg "$PG_NAME" runuser -u postgres -- "$PG_BIN/postgres" -D "$PG_DATA" -p "$PG_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories= \
@@ -218,7 +220,15 @@ cmd_start() {
   log "ready in $(( $(now_ms) - t0 )) ms (pid $(cat "$(pid_file "$PG_NAME")"), 127.0.0.1:$PG_PORT, data $PG_DATA)"
 }
 
+# FerretDB 1.x's PostgreSQL, when an earlier ferretdb.sh left it running in this run dir (it holds the port).
+stop_legacy() {
+  is_running "$LEGACY_PG_NAME" || return 0
+  log "stopping FerretDB 1.x's PostgreSQL (pid $(cat "$(pid_file "$LEGACY_PG_NAME")")), started by an earlier ferretdb.sh"
+  stop_bg "$LEGACY_PG_NAME"
+}
+
 cmd_stop() {
+  stop_legacy
   [ -f "$(pid_file "$PG_NAME")" ] || return 0
   if is_running "$PG_NAME"; then
     pg_resolve_data

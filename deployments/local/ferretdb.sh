@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # FerretDB 2 (MongoDB wire protocol) on PostgreSQL 15 with DocumentDB, on loopback: the MongoDB-compatible
-# database that `make test` and `make up` run the MongoDB store on (docs/stand-in.md).
+# database that `make test` and `make up` run the MongoDB store on (docs/ferretdb.md).
 #
 #   ferretdb.sh install|start|stop|status|clean|env
 #
@@ -109,7 +109,7 @@ cmd_start() {
   local docdb
   bash "$DOCUMENTDB_SH" start & docdb=$!
   build_ferretdb || { wait "$docdb" || true; exit 1; }
-  wait "$docdb" || die "PostgreSQL with DocumentDB did not start (log: $(log_file postgres))"
+  wait "$docdb" || die "PostgreSQL with DocumentDB did not start (log: $(log_file documentdb))"
   local t0; t0="$(now_ms)"
   mkdir -p "$FDB_RUN/state"
   start_bg ferretdb env DO_NOT_TRACK=1 "$(ferretdb_bin)" \
