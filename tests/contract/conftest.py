@@ -1,7 +1,7 @@
 """The JobStore contract's fixtures: every test runs once per implementation.
 
 `store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database
-(FerretDB 2 in `make test`: docs/stand-in.md). The MongoDB half is marked `integration`, so
+(FerretDB 2 in `make test`: docs/ferretdb.md). The MongoDB half is marked `integration`, so
 `pytest -m "not integration"` runs the SQLite half with no server.
 `harness` adds what a test needs beside the protocol: more store instances on the same data (a second
 process), raw writes that bypass the store (a state that earlier versions wrote), injected failures, and a
