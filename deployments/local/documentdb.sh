@@ -117,7 +117,7 @@ cmd_install() {
   # Debian's pg_cron 1.4.2 cannot be created with DocumentDB ("invalid schedule: 2 seconds") and owns the files
   # the 1.6.3 build installs.
   if dpkg -s "postgresql-$PG_MAJOR-cron" >/dev/null 2>&1; then
-    log "removing Debian's postgresql-$PG_MAJOR-cron (DocumentDB needs pg_cron >= 1.5; 1.6.3 is built instead)"
+    log "removing Debian's postgresql-$PG_MAJOR-cron (DocumentDB fails with its pg_cron; 1.6.3 is built instead)"
     apt-get -o DPkg::Lock::Timeout=300 -y -q remove "postgresql-$PG_MAJOR-cron" >/dev/null
   fi
   local key cache tree
