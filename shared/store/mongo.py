@@ -52,6 +52,7 @@ from shared.store.base import (
     TransitionRefused,
     only_answer,
 )
+from shared.store.deadlocks import retry_deadlocks
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -134,11 +135,14 @@ class MongoJobStore:
     def ensure_schema(self) -> None:
         """The unique index (it decides ownership) and every query's index; existing ones are left alone."""
         with translate_errors():
-            self._jobs.create_index(
-                [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
-            )
-            self._drop_global_idempotency_index()
-            self._create_query_indexes()
+            retry_deadlocks(self._create_indexes)
+
+    def _create_indexes(self) -> None:
+        self._jobs.create_index(
+            [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
+        )
+        self._drop_global_idempotency_index()
+        self._create_query_indexes()
 
     def _drop_global_idempotency_index(self) -> None:
         """A database written before idempotency keys were unique per tenant has a unique index on the key
