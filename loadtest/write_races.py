@@ -7,10 +7,13 @@ Against MONGO_URI (`make servers-up`), each part on a scratch database of its ow
 - `store`: THREADS store instances (schedulers and executors at once) each claim batches of 7 due jobs, start
   and finish what they won, until nothing is due;
 - `sorted-find-and-modify`: THREADS clients take the same number of due jobs with one find_one_and_update in
-  claim order each (loadtest/reference.py's claim).
-Each part prints how many jobs were taken, how many more than once, and every server error by code and
-message. FerretDB 2 answers concurrent sorted findAndModify calls with PostgreSQL deadlocks (docs/ferretdb.md
-has the figures); this shows whether the store's own paths ever meet one.
+  claim order each (loadtest/reference.py's claim);
+- `schema-upgrade`: TRIALS times, THREADS replicas create the schema at once on a database of the layout before
+  per-tenant keys (one drops its global unique index), without and then with ensure_schema's retry of
+  deadlocks (shared/store/deadlocks.py).
+Each part prints how many jobs were taken, how many more than once (or how many replicas succeeded), and every
+server error by code and message. FerretDB 2 answers some concurrent commands with PostgreSQL deadlocks
+(docs/ferretdb.md has the figures); this shows which of jobsched's writes meet them.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from pymongo.errors import OperationFailure
 
-from loadtest.benchkit import scratch_database, seed_due_jobs
+from loadtest.benchkit import drop_database, scratch_database, seed_due_jobs, unique_name
 from loadtest.reference import MongoClaimNext
 from shared.model import Job, Outcome, utc_now
 from shared.store.base import AttemptResult, AttemptTaken, StartHint, TransitionRefused
@@ -106,15 +110,58 @@ def race(
             runner.join()
     twice = sum(1 for count in taken.values() if count > 1)
     print(f"{name}: {len(taken)} of {jobs} jobs taken, {twice} more than once, {sum(errors.values())} errors")
+    show(errors)
+    return errors
+
+
+def schema_upgrades(uri: str, replicas: int, trials: int, retried: bool) -> Errors:
+    """Replicas upgrading a database of the old layout at once, each trial on a fresh one."""
+    errors: Errors = Counter()
+    done = sum(upgrade_once(uri, replicas, retried, errors) for _ in range(trials))
+    name = "schema-upgrade, " + ("ensure_schema" if retried else "without the retry")
+    print(f"{name}: {done} of {replicas * trials} replicas succeeded, {sum(errors.values())} errors")
+    show(errors)
+    return errors
+
+
+def upgrade_once(uri: str, replicas: int, retried: bool, errors: Errors) -> int:
+    """How many of `replicas` store instances created the schema of a fresh old-layout database at once."""
+    database = unique_name("upgrade")
+    stores = [MongoJobStore.connect(uri, database) for _ in range(replicas)]
+    start = threading.Barrier(replicas)
+
+    def upgrade(store: MongoJobStore) -> bool:
+        start.wait()
+        try:
+            if retried:
+                store.ensure_schema()
+            else:
+                store._create_indexes()
+        except OperationFailure as exc:
+            errors[("schema", exc.code, str(exc)[:60])] += 1
+            return False
+        return True
+
+    try:
+        stores[0]._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+        with ThreadPoolExecutor(replicas) as pool:
+            return sum(pool.map(upgrade, stores))
+    finally:
+        for store in stores:
+            store.close()
+        drop_database(uri, database)
+
+
+def show(errors: Errors) -> None:
     for (step, code, message), count in errors.most_common():
         print(f"  {count}x {step}: code {code}: {message}")
-    return errors
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2000, help="due jobs per part (default 2000)")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent claimers per part (default 8)")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent claimers or replicas (default 8)")
+    parser.add_argument("--trials", type=int, default=10, help="schema-upgrade: fresh databases (default 10)")
     args = parser.parse_args(argv)
     uri = os.environ["MONGO_URI"]
     race(
@@ -131,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
         args.threads,
         lambda database, _worker, taken, errors: sorted_claimer(uri, database, taken, errors),
     )
+    for retried in (False, True):
+        schema_upgrades(uri, args.threads, args.trials, retried)
 
 
 if __name__ == "__main__":
