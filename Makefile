@@ -9,11 +9,11 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make dev          the whole product in one process (SQLite, no server needed) on 127.0.0.1:8080"
-	@echo "make test         install, start etcd + Kafka + FerretDB, run every test tier, stop the servers"
+	@echo "make test         install, start etcd + Kafka + FerretDB 2, run every test tier, stop the servers"
 	@echo "make test-fast    the tests that need no server (unit, and the embedded half of the contract suites)"
 	@echo "make lint         ruff and mypy (strict)"
 	@echo "make up / down    the distributed stack as real processes (servers, API, 2 schedulers, executors, reaper)"
-	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB, for running pytest by hand"
+	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB 2, for running pytest by hand"
 	@echo "make install      create .venv with the locked dependencies (uv)"
 
 # Bytecode is compiled at install, as the container image does (UV_COMPILE_BYTECODE): a process start then

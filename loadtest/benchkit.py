@@ -138,43 +138,34 @@ def machine() -> dict[str, Any]:
 
 
 def store_kind(uri: str) -> str:
-    """`ferretdb-postgresql`, `ferretdb-sqlite` or `mongodb`. FerretDB names its backend nowhere but in the
-    query plans it returns: PostgreSQL's EXPLAIN has a `Plan` tree."""
+    """`mongodb-<version>`, or `ferretdb-<version>` for FerretDB (which names itself in buildInfo)."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=5000)
-    probe = unique_name("probe")
     try:
-        if "ferretdbVersion" not in client.admin.command("buildInfo"):
-            return "mongodb"
-        try:
-            client[probe]["c"].insert_one({"a": 1})  # a plan needs a collection that exists
-            plan = client[probe].command("explain", {"find": "c", "filter": {"a": 1}})
-        finally:
-            client.drop_database(probe)
+        info = client.admin.command("buildInfo")
     finally:
         client.close()
-    return "ferretdb-postgresql" if "Plan" in plan.get("queryPlanner", {}) else "ferretdb-sqlite"
+    ferretdb = info.get("ferretdb")
+    if isinstance(ferretdb, dict):
+        return f"ferretdb-{ferretdb.get('version', 'unknown')}"
+    return f"mongodb-{info.get('version', 'unknown')}"
 
 
-def job_document(
-    store: MongoJobStore, key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop"
-) -> dict[str, Any]:
-    """A pending one-off noop job as `store` keeps it (what the API would have inserted)."""
-    return store.pending_document(
-        {
-            "idempotencyKey": key,
-            "tenantId": f"tenant-{n % 7}",
-            "jobType": job_type,
-            "payload": {},
-            "priority": n % 5,
-            "status": Status.PENDING.value,
-            "kind": KIND_RUN,
-            "attempts": 0,
-            "maxAttempts": 3,
-            "scheduledAt": scheduled_at,
-            "createdAt": now,
-            "updatedAt": now,
-        }
-    )
+def job_document(key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop") -> dict[str, Any]:
+    """A pending one-off noop job as the MongoDB store keeps it (what the API would have inserted)."""
+    return {
+        "idempotencyKey": key,
+        "tenantId": f"tenant-{n % 7}",
+        "jobType": job_type,
+        "payload": {},
+        "priority": n % 5,
+        "status": Status.PENDING.value,
+        "kind": KIND_RUN,
+        "attempts": 0,
+        "maxAttempts": 3,
+        "scheduledAt": scheduled_at,
+        "createdAt": now,
+        "updatedAt": now,
+    }
 
 
 def seed_jobs(
@@ -191,7 +182,6 @@ def seed_jobs(
     """Insert `count` pending jobs, job n scheduled at `scheduled_at(n)`, in chunks of `chunk` (in n order).
     `before_chunk(first scheduledAt of the chunk)` runs before each chunk is inserted."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True)
-    store = MongoJobStore.connect(uri, database)  # the documents' shape on this server
     now = utc_now()
     jobs = client[database]["jobs"]
     try:
@@ -199,12 +189,11 @@ def seed_jobs(
             if before_chunk is not None:
                 before_chunk(scheduled_at(start))
             docs = [
-                job_document(store, f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
+                job_document(f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
                 for i in range(start, min(start + chunk, count))
             ]
             jobs.insert_many(docs, ordered=False)
     finally:
-        store.close()
         client.close()
 
 

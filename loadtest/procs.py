@@ -154,7 +154,7 @@ class Pipeline:
         """The jobs completed so far (and a failure if either process died).
 
         The count is the executor's executor_jobs_processed_total (raised once the job is written completed),
-        not a count query: on FerretDB a count decodes every matching document, and polling it took a third of
+        not a count query: on FerretDB 1.x a count decoded every matching document, and polling it took a third of
         the server's CPU away from the run being measured."""
         for service in self._services:
             service.check_alive()

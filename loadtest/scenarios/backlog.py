@@ -94,7 +94,7 @@ def mongo_sweep(uri: str, args: argparse.Namespace) -> tuple[dict[int, Figures],
 
 
 def claim_plan(uri: str, database: str) -> Figures:
-    """What the server says about the claim query (FerretDB: whether filter and sort are pushed down)."""
+    """What the server says about the claim query (its plan; FerretDB 1.x also said what it pushed down)."""
     client: MongoClient[dict[str, Any]] = MongoClient(uri)
     try:
         query = {

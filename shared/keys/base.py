@@ -2,8 +2,7 @@
 
 Every docstring here is the contract that each implementation (MongoDB, SQLite) meets and that
 tests/contract/test_key_store.py checks. A key record changes only twice: it is inserted, and it may be
-revoked; when a key was last used is kept apart, so that no write of usage can ever undo a revocation (on a
-server that writes whole documents back, such as the stand-in for MongoDB, it could).
+revoked; when a key was last used is kept apart, so that no write of usage can ever undo a revocation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """KeyStore on MongoDB: `api_keys` (one document per key, `_id` = its prefix, so the insert decides a prefix's
 owner atomically) and `api_key_usage` (`_id` = prefix, `lastUsedAt`), kept apart so that recording use never
-rewrites a key document: on a server that writes whole documents back (the local stand-in, see
-shared/store/mongo_compat) such a write could undo a revocation made at the same moment."""
+rewrites a key document: a revocation then never races with the use that a busy key records on every
+refresh."""
 
 from __future__ import annotations
 
@@ -66,8 +66,7 @@ class MongoKeyStore:
         return self.find(prefix)
 
     def record_use(self, prefixes: Collection[str], at: datetime) -> None:
-        """One upsert per key: few keys are used within one refresh, and the local stand-in answers a bulk of
-        upserts without the counts pymongo reads."""
+        """One upsert per key: few keys are used within one refresh."""
         with translate_errors():
             for prefix in sorted(prefixes):
                 update = {"$max": {"lastUsedAt": at}}

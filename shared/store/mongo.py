@@ -14,9 +14,6 @@ from the records (_repair).
 An executor makes its store calls from one thread per delivery; concurrent starts and finishes become bulk
 writes (group commit), which saves round trips under load. A success does not rewrite its record: the history
 reads the attempt's end from its outcome.
-
-Servers that lack what this path relies on (filters applied through indexes, atomic single-document updates)
-get the compensations of shared/store/mongo_compat; connect() decides.
 """
 
 from __future__ import annotations
@@ -55,6 +52,7 @@ from shared.store.base import (
     TransitionRefused,
     only_answer,
 )
+from shared.store.deadlocks import retry_deadlocks
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -116,13 +114,9 @@ class MongoJobStore:
         self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
 
     @classmethod
-    def connect(
-        cls, uri: str, database: str, *, timeout_ms: int = 5000, accommodate: bool | None = None
-    ) -> MongoJobStore:
-        """A store on `database`. `accommodate` forces the claim and write compensations of
-        shared/store/mongo_compat: True on, False this path alone; None (the default) lets the server's answer
-        decide, asked at the first call (so that a process starts while the database is down). Which query
-        indexes exist is always the server's answer."""
+    def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
+        """A store on `database`; nothing is asked of the server before the first call (so that a process
+        starts while the database is down)."""
         client: MongoClient[Document] = MongoClient(
             uri,
             tz_aware=True,
@@ -133,9 +127,7 @@ class MongoJobStore:
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
         )
-        from shared.store.mongo_compat import AccommodatingStore  # it builds on this module
-
-        return AccommodatingStore(client, database, accommodate=accommodate)
+        return cls(client, database)
 
     def close(self) -> None:
         self._client.close()
@@ -143,11 +135,14 @@ class MongoJobStore:
     def ensure_schema(self) -> None:
         """The unique index (it decides ownership) and every query's index; existing ones are left alone."""
         with translate_errors():
-            self._jobs.create_index(
-                [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
-            )
-            self._drop_global_idempotency_index()
-            self._create_query_indexes()
+            retry_deadlocks(self._create_indexes)
+
+    def _create_indexes(self) -> None:
+        self._jobs.create_index(
+            [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)], unique=True, name="tenant_idempotency_unique"
+        )
+        self._drop_global_idempotency_index()
+        self._create_query_indexes()
 
     def _drop_global_idempotency_index(self) -> None:
         """A database written before idempotency keys were unique per tenant has a unique index on the key
@@ -181,14 +176,8 @@ class MongoJobStore:
         with translate_errors():
             self._db.command("ping")
 
-    def pending_document(self, fields: transitions.Fields) -> Document:
-        """A transition's fields as this store writes them, as they are here: every insert and update of a job
-        (seeders' inserts included) goes through here."""
-        return fields
-
     def _update(self, fields: transitions.Fields) -> Document:
         """A transition's fields as an update document: UNSET fields are removed, the rest set."""
-        fields = self.pending_document(fields)
         update: Document = {"$set": {k: v for k, v in fields.items() if v is not transitions.UNSET}}
         removed = {k: "" for k, v in fields.items() if v is transitions.UNSET}
         if removed:
@@ -196,7 +185,7 @@ class MongoJobStore:
         return update
 
     def create(self, new: NewJob) -> Job:
-        doc = self.pending_document(transitions.new_job(new, new.createdAt or utc_now()))
+        doc = transitions.new_job(new, new.createdAt or utc_now())
         with translate_errors():
             try:
                 result = self._jobs.insert_one(doc)
@@ -346,10 +335,7 @@ class MongoJobStore:
 
     def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
         now = utc_now()
-        docs = [
-            self.pending_document(fields) if run.status is Status.PENDING else dict(fields)
-            for run, fields in ((run, transitions.template_run(template, run, now)) for run in runs)
-        ]
+        docs = [dict(transitions.template_run(template, run, now)) for run in runs]
         if not docs:
             return []
         taken: set[int] = set()
@@ -614,17 +600,17 @@ class MongoJobStore:
         with translate_errors():
             taken = {bulk[k] for k in _insert_new(self._outcomes, [decisions[i] for i in bulk])}
             fields = transitions.attempt_closed(finishes[0].job, Outcome.SUCCEEDED, None, utc_now())  # the same for all
-            groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+            groups: dict[tuple[str, str | None, int], list[int]] = defaultdict(list)
             for i in bulk:
                 if i in taken:  # decided before (the reaper closed it as lost): re-apply that outcome
                     self._close_attempt(finishes[i].job, Outcome.SUCCEEDED, None, decisions[i]["at"], None)
                     continue
                 job = finishes[i].job
-                groups[(job.status.value, job.claimedBy, job.attempts, *self._batch_of(job).items())].append(i)
-            for (status, worker, attempts, *batch), members in groups.items():
+                groups[(job.status.value, job.claimedBy, job.attempts)].append(i)
+            for (status, worker, attempts), members in groups.items():
                 jobs = [finishes[i].job for i in members]
-                guard = {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": status, "claimedBy": worker}
-                guard.update(attempts=attempts, **dict(batch))
+                guard: Document = {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": status}
+                guard.update(claimedBy=worker, attempts=attempts)
                 moved = self._jobs.update_many(guard, self._update(fields)).modified_count == len(members)
                 for i, job in zip(members, jobs, strict=True):
                     if moved:
@@ -633,10 +619,6 @@ class MongoJobStore:
                         doc = self._apply_decision(job, decisions[i])
                         results[i] = job_from_document(doc) if doc else self.get(job.id)
         return results
-
-    def _batch_of(self, job: Job) -> Document:
-        """Equalities beyond worker and attempt that a finish batch's update is narrowed by: none here."""
-        return {}
 
     def _close_attempt(
         self,
@@ -803,8 +785,7 @@ def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document])
 
 def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: datetime) -> Document:
     """An attempt's execution record, with the attempt's first lease, which only _repair reads (the job's lease is
-    the one the reaper reads and extend_leases extends; where updates are not atomic, heartbeats extend the
-    record's too: shared/store/mongo_compat/non_atomic.py)."""
+    the one the reaper reads and extend_leases extends)."""
     return {
         "_id": attempt_record_id(job_id, attempt),
         **transitions.attempt_started(job_id, attempt, worker, now),

@@ -1,13 +1,11 @@
 """The JobStore contract's fixtures: every test runs once per implementation.
 
-`store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database,
-twice: its production path forced on (`mongo`: correct on the stand-in, only slower on big backlogs), and as
-connect() chooses for the server (`mongo-compat`: with the compensations of shared/store/mongo_compat, since the
-local server is the stand-in). Both MongoDB halves are marked `integration`, so `pytest -m "not integration"`
-runs the SQLite half with no server.
+`store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database
+(FerretDB 2 in `make test`: docs/ferretdb.md). The MongoDB half is marked `integration`, so
+`pytest -m "not integration"` runs the SQLite half with no server.
 `harness` adds what a test needs beside the protocol: more store instances on the same data (a second
-process), raw writes that bypass the store (what a non-atomic server can do), injected failures, and a store
-whose database cannot be reached.
+process), raw writes that bypass the store (a state that earlier versions wrote), injected failures, and a
+store whose database cannot be reached.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from tests.support import free_port
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("mongo", id="mongo", marks=pytest.mark.integration),
-    pytest.param("mongo-compat", id="mongo-compat", marks=pytest.mark.integration),
 ]
 
 
@@ -60,13 +57,8 @@ class Harness:
             store.close()
 
     def force_status(self, job_id: str, status: Status) -> None:
-        """Overwrite a job's status behind the store's back (what FerretDB's whole-document write-back does)."""
+        """Overwrite a job's status behind the store's back."""
         raise NotImplementedError
-
-    def age_writes(self, job_type: str, seconds: int) -> None:
-        """Make the pending runs of `job_type` look written `seconds` earlier (with the stand-in's claim planning:
-        their due slots move back, so they sit in slots that have passed, as a backlog does). Nothing to age on
-        SQLite or on MongoDB's production path."""
 
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[None]:
         """While active, the store's next conditional write to a job fails as if the database went away:
@@ -113,22 +105,13 @@ class SqliteHarness(Harness):
 
 
 class MongoHarness(Harness):
-    def __init__(self, uri: str, db: Database[dict[str, object]], *, production: bool) -> None:
-        """production: the production path forced on; otherwise what connect() chooses for this server."""
+    def __init__(self, uri: str, db: Database[dict[str, object]]) -> None:
         self.uri = uri
         self.db = db
-        accommodate = False if production else None
-        super().__init__(
-            "mongo" if production else "mongo-compat",
-            lambda: MongoJobStore.connect(uri, db.name, accommodate=accommodate),
-        )
+        super().__init__("mongo", lambda: MongoJobStore.connect(uri, db.name))
 
     def force_status(self, job_id: str, status: Status) -> None:
         self.db["jobs"].update_one({"_id": ObjectId(job_id)}, {"$set": {"status": status.value}})
-
-    def age_writes(self, job_type: str, seconds: int) -> None:
-        if self.backend == "mongo-compat":
-            self.db["jobs"].update_many({"jobType": job_type, "status": "pending"}, {"$inc": {"dueSlot": -seconds}})
 
     @contextmanager
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -175,16 +158,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     else:
         # Only the mongo halves ask for the servers (started by the session fixtures when MONGO_URI is unset).
         uri, db = request.getfixturevalue("mongo_uri"), request.getfixturevalue("mongo_db")
-        made = MongoHarness(uri, db, production=request.param == "mongo")
-    yield made
-    made.close_all()
-
-
-@pytest.fixture
-def mongo_harness(mongo_uri: str, mongo_db: Database[dict[str, object]]) -> Iterator[Harness]:
-    """Only MongoJobStore with its compensations, for what only a server without atomic updates does
-    (write-backs of stale documents)."""
-    made = MongoHarness(mongo_uri, mongo_db, production=False)
+        made = MongoHarness(uri, db)
     yield made
     made.close_all()
 

@@ -1,4 +1,4 @@
-"""The KeyStore contract (shared/keys/base.py docstrings), run on SQLite and on MongoDB (FerretDB here)."""
+"""The KeyStore contract (shared/keys/base.py docstrings), run on SQLite and on MongoDB."""
 
 from __future__ import annotations
 

@@ -50,9 +50,8 @@ def test_claim_due_filters_by_job_types(store: JobStore, line: dict[str, Job]) -
 
 
 def test_a_claim_for_other_job_types_finds_runs_the_claims_before_it_did_not_look_for(store: JobStore) -> None:
-    # The claimer remembers which slots may hold due runs; that memory says nothing about types it was not
-    # asked for. Claiming "as of" a few seconds ahead puts the claim's slots past the run's (a run written
-    # now sits in the current slot), as a claim a second or two after the write would.
+    # Whatever a claimer keeps between claims says nothing about types it was not asked for. Claiming "as of"
+    # a few seconds ahead, as a claim a second or two after the write would.
     job = store.create(new(jobType="asked-second"))
     ahead = utc_now() + timedelta(seconds=5)
     assert store.claim_due_jobs(ahead, 10, {"asked-first"}) == []
@@ -87,12 +86,8 @@ def test_two_claimers_never_double_start_a_job(harness: Harness) -> None:
     """Two schedulers (separate store instances) claim overlapping batches while each one's executor starts,
     runs and finishes attempt 1 of what it won.
 
-    SQLite: a claim is a real compare-and-set, so no job is won twice and every job completes.
-    FerretDB: an update re-writes whole documents without re-checking its filter, so both claimers may win a
-    job (the documented allowance). What still holds there is that the attempt record absorbs it: every
-    job's attempt 1 is started exactly once across both. Completion is NOT asserted on mongo: the losing
-    claimer's write-back can also put a job that was just begun back to `queued`, and then the attempt is
-    stranded (test_an_attempt_hidden_by_a_write_back_is_still_recovered, a known MongoJobStore defect)."""
+    A claim is a compare-and-set (SQLite: a transaction; MongoDB: a guarded update, atomic per document), so no
+    job is won twice, every job's attempt 1 is started exactly once and every job completes."""
     jobs, batch_size = 120, 7
     ids = {harness.store.create(new(priority=i % 3)).id for i in range(jobs)}
     stores = [harness.open(), harness.open()]
@@ -127,15 +122,14 @@ def test_two_claimers_never_double_start_a_job(harness: Harness) -> None:
     assert max(begun.values()) == 1
     for job_id in ids:
         assert [e.attempt for e in harness.store.list_executions(job_id)] == [1]
-    if harness.backend == "sqlite":
-        assert max(won.values()) == 1
-        assert set(finished) == ids
-        assert {reload(harness.store, job_id).status for job_id in ids} == {Status.COMPLETED}
+    assert max(won.values()) == 1
+    assert set(finished) == ids
+    assert {reload(harness.store, job_id).status for job_id in ids} == {Status.COMPLETED}
 
 
 def test_runs_that_become_due_later_are_claimed_when_due(store: JobStore) -> None:
-    """Future runs sit in later due slots on MongoDB: a claim before they are due takes none, later claims
-    take each one once it is due, however far ahead it was scheduled."""
+    """A claim before future runs are due takes none, later claims take each one once it is due, however far
+    ahead it was scheduled."""
     now = utc_now()
     soon = [store.create(new(jobType="later", scheduledAt=now + timedelta(seconds=s))) for s in (5, 6, 9)]
     far = store.create(new(jobType="later", scheduledAt=now + timedelta(hours=3)))
@@ -170,14 +164,11 @@ def test_a_claim_with_an_earlier_clock_still_takes_jobs_released_since(store: Jo
         store.release_claims([claimed])
 
 
-def test_a_deep_backlog_is_claimed_once_each_in_priority_order_over_many_claims(harness: Harness) -> None:
-    """A backlog in passed slots (MongoDB: read once and kept by the claimer, claimed lane by lane): across
-    many small claims every run is claimed exactly once, higher priorities first; a run cancelled meanwhile is
-    never claimed and one written meanwhile is."""
-    store = harness.store
+def test_a_deep_backlog_is_claimed_once_each_in_priority_order_over_many_claims(store: JobStore) -> None:
+    """Across many small claims of a backlog every run is claimed exactly once, higher priorities first; a run
+    cancelled meanwhile is never claimed and one written meanwhile is."""
     urgent = [store.create(new(jobType="backlog", priority=5)) for _ in range(30)]
     bulk = [store.create(new(jobType="backlog")) for _ in range(370)]
-    harness.age_writes("backlog", seconds=30)
     claims = [store.claim_due_jobs(utc_now(), 20, {"backlog"})]
     cancelled = store.cancel(bulk[-1].id)
     late = store.create(new(jobType="backlog"))

@@ -95,17 +95,20 @@ def test_an_old_sqlite_file_is_rebuilt_with_per_tenant_keys(tmp_path: Path) -> N
 def test_an_old_mongo_database_swaps_the_global_index_for_the_per_tenant_one(
     mongo_uri: str, mongo_db: Database[dict[str, object]]
 ) -> None:
+    """Replicas upgrading at once: on FerretDB 2 one's drop of the old index and the others' index builds can
+    deadlock in PostgreSQL, which the store retries (shared/store/deadlocks.py)."""
     mongo_db["jobs"].create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")  # the old layout
-    stores = [MongoJobStore.connect(mongo_uri, mongo_db.name) for _ in range(2)]
-    old = [stores[0].create(new(f"old-{i}", tenantId="tenant-a")) for i in range(3)]
-    with pytest.raises(DuplicateJob):
-        stores[0].create(new("old-0", tenantId="tenant-b"))
-    outcomes = together([s.ensure_schema for s in stores])  # two replicas upgrading at once
-    assert outcomes == [None, None]
-    indexes = mongo_db["jobs"].index_information()
-    assert "idempotencyKey_unique" not in indexes
-    assert indexes["tenant_idempotency_unique"]["unique"] is True
-    assert indexes["tenant_idempotency_unique"]["key"] == [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)]
-    assert_upgraded(stores[1], old)
-    for s in stores:
-        s.close()
+    stores = [MongoJobStore.connect(mongo_uri, mongo_db.name) for _ in range(4)]
+    try:
+        old = [stores[0].create(new(f"old-{i}", tenantId="tenant-a")) for i in range(3)]
+        with pytest.raises(DuplicateJob):
+            stores[0].create(new("old-0", tenantId="tenant-b"))
+        assert together([s.ensure_schema for s in stores]) == [None] * len(stores)
+        indexes = mongo_db["jobs"].index_information()
+        assert "idempotencyKey_unique" not in indexes
+        assert indexes["tenant_idempotency_unique"]["unique"] is True
+        assert indexes["tenant_idempotency_unique"]["key"] == [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)]
+        assert_upgraded(stores[1], old)
+    finally:
+        for s in stores:
+            s.close()

@@ -1,6 +1,5 @@
-"""The MongoDB store's two paths: the production path writes nothing but the job's own fields, and every query
-index exists where the server uses indexes; connect() adds the compensations of shared/store/mongo_compat exactly
-where the server needs them."""
+"""The MongoDB store writes nothing but the job's own fields, creates every query index (partial ones included),
+and its claim's guard keeps a run rescheduled meanwhile."""
 
 from __future__ import annotations
 
@@ -9,12 +8,10 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
-from pymongo import MongoClient
 from pymongo.database import Database
 
 from shared.model import JOB_FIELDS, Outcome, Status, utc_now
 from shared.store.mongo import OPERATOR_INDEXES, MongoJobStore
-from shared.store.mongo_compat.probe import lacks_pushdown_and_atomic_updates
 from shared.store.transitions import stored_time
 from tests.contract.store_kit import LEASE, claim_one, hint, new, reload, result
 
@@ -45,33 +42,21 @@ def index_names(db: Database[dict[str, Any]]) -> dict[str, set[str]]:
     return {name: set(db[name].index_information()) for name in QUERY_INDEXES}
 
 
-@pytest.mark.parametrize("accommodate", [False, True, None], ids=["production", "compat-forced", "probed"])
-def test_each_path_writes_its_own_fields_and_indexes(
-    accommodate: bool | None, mongo_uri: str, mongo_db: Database[dict[str, Any]]
+def test_the_store_writes_only_job_fields_and_creates_every_index(
+    mongo_uri: str, mongo_db: Database[dict[str, Any]]
 ) -> None:
-    store = MongoJobStore.connect(mongo_uri, mongo_db.name, accommodate=accommodate)
-    client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri)
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name)
     try:
-        server_lacks_pushdown = lacks_pushdown_and_atomic_updates(client)
-        compensating = server_lacks_pushdown if accommodate is None else accommodate
         retried = run_one_job(store)
     finally:
         store.close()
-        client.close()
     extra = {key for doc in mongo_db["jobs"].find() for key in doc} - JOB_FIELDS - {"_id", "kind"}
     pending = mongo_db["jobs"].find_one({"_id": ObjectId(retried)})
     assert pending is not None
     assert pending["status"] == "pending"
+    assert extra == set()
     names = index_names(mongo_db)
-    if compensating:  # due slots and lanes on what is pending
-        assert extra == {"dueSlot", "lane"}
-        assert {"dueSlot", "lane"} <= set(pending)
-    else:
-        assert extra == set()
-    if server_lacks_pushdown:  # whatever was forced: no index would serve a query, partial ones cannot be built
-        assert all(not (names[c] & QUERY_INDEXES[c]) for c in QUERY_INDEXES), names
-    else:
-        assert all(QUERY_INDEXES[c] <= names[c] for c in QUERY_INDEXES), names
+    assert all(QUERY_INDEXES[c] <= names[c] for c in QUERY_INDEXES), names
 
 
 def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed(
@@ -79,7 +64,7 @@ def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed
 ) -> None:
     """The production claim finds due runs, then moves them with one guarded update: a run moved to later in
     between (PATCH /jobs/{id}) must stay pending at its new time, and the claim returns only what it moved."""
-    store = MongoJobStore.connect(mongo_uri, mongo_db.name, accommodate=False)
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name)
     try:
         store.ensure_schema()
         kept, moved = store.create(new(jobType="resched")), store.create(new(jobType="resched"))

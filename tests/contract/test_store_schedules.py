@@ -1,4 +1,4 @@
-"""The store's schedule methods and the schedule engine on top of them, on SQLite and MongoDB (FerretDB).
+"""The store's schedule methods and the schedule engine on top of them, on SQLite and MongoDB.
 
 Races use real threads on separate store instances (as separate leaders or processes would), released
 together by a barrier; nothing sleeps.

@@ -99,12 +99,7 @@ def test_two_leaders_advancing_one_template(harness: Harness) -> None:
     stores = [harness.store, harness.open()]
     outcomes = together([partial(advanced, s, template, target) for s in stores])
     assert reload(harness.store, template).scheduledAt == target
-    if harness.backend == "sqlite":
-        assert sorted(outcomes, key=str) == [False, True], outcomes
-    else:
-        # FerretDB re-writes the document without re-checking the filter, so both leaders may "win". That is
-        # harmless: the run itself is deduplicated by its key (test_concurrent_spawns_of_one_fire_time...).
-        assert True in outcomes, outcomes
+    assert sorted(outcomes, key=str) == [False, True], outcomes
 
 
 def test_dead_letter_template(store: JobStore) -> None:

@@ -1,8 +1,9 @@
-"""deployments/local/stack.sh, prometheus.sh and redis.sh without starting anything (tests/e2e/test_prometheus.py
-runs the first two)."""
+"""The scripts of deployments/local without starting anything (tests/e2e/test_prometheus.py runs stack.sh and
+prometheus.sh, `make test` the servers' scripts)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -15,7 +16,7 @@ from tests.deployments.manifests import LOCAL_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
-SCRIPTS = ("stack.sh", "prometheus.sh", "redis.sh")
+SCRIPTS = ("stack.sh", "prometheus.sh", "redis.sh", "ferretdb.sh", "documentdb.sh")
 
 
 def run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -79,6 +80,7 @@ def test_make_up_and_down_drive_the_stack_script() -> None:
     ("script", "command", "variable"),
     [
         ("ferretdb.sh", "start", "FERRETDB_PORT"),
+        ("documentdb.sh", "start", "POSTGRES_PORT"),
         ("etcd.sh", "start", "ETCD_PORT"),
         ("stack.sh", "up", "STACK_METRICS_PORT"),
     ],
@@ -104,3 +106,16 @@ def test_fixed_ports_lie_outside_the_ephemeral_range() -> None:
     found = {(path.name, int(port)) for path in LOCAL_DIR.glob("*.sh") for port in defaults.findall(path.read_text())}
     assert len(found) >= 6, found
     assert [(name, port) for name, port in found if 32768 <= port <= 60999] == []
+
+
+def test_every_vendored_source_is_the_one_its_checksum_names() -> None:
+    """documentdb.sh builds only tarballs whose sha256 it names, and vendor/README.md records the same."""
+    script = (LOCAL_DIR / "documentdb.sh").read_text()
+    sources = re.findall(r'^  "(\S+\.tar\.gz) ([0-9a-f]{64}) \S+"$', script, re.MULTILINE)
+    readme = (LOCAL_DIR / "vendor" / "README.md").read_text()
+    assert len(sources) == 3, sources
+    for name, digest in sources:
+        assert hashlib.sha256((LOCAL_DIR / "vendor" / name).read_bytes()).hexdigest() == digest, name
+        assert re.search(rf"^\| {re.escape(name)} \|.*\| {digest} \|$", readme, re.MULTILINE), name
+    shipped = {p.name for p in (LOCAL_DIR / "vendor").glob("*.tar.gz")}
+    assert shipped == {name for name, _ in sources}

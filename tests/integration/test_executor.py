@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
-from pymongo.database import Database
 
 from services.executor.worker import Worker
 from services.reaper.sweeper import sweep
@@ -172,21 +171,6 @@ def test_a_cancelled_job_whose_wake_up_is_already_in_kafka_never_runs(
     assert calls == []
     assert mongo_store.get(job.id).status is Status.CANCELLED  # type: ignore[union-attr]
     assert [e.outcome for e in mongo_store.list_executions(job.id)] == [Outcome.CANCELLED]
-
-
-def test_a_cancel_hidden_by_a_racing_write_back_is_restored_and_the_job_never_runs(
-    mongo_store: MongoJobStore, make_worker: MakeWorker, mongo_db: Database[dict[str, object]]
-) -> None:
-    calls: list[str] = []
-    counting = HandlerRegistry()
-    counting.register("noop")(lambda payload, ctx: calls.append(ctx.job_id))
-    job = queued_job(mongo_store, "noop")
-    mongo_store.cancel(job.id)
-    # What FerretDB's non-atomic claim can do: write the whole document back with status queued.
-    mongo_db["jobs"].update_one({"_id": ObjectId(job.id)}, {"$set": {"status": "queued"}})
-    make_worker("noop", counting).process(delivery_for(job))
-    assert calls == []
-    assert mongo_store.get(job.id).status is Status.CANCELLED  # type: ignore[union-attr]
 
 
 def test_the_same_message_to_two_executors_runs_the_attempt_once(

@@ -74,5 +74,5 @@ def test_backlog_growth_and_verdict() -> None:
     assert series(results, "claim_due_ms") == {"1000": 50.0, "100000": 400.0}
     assert series(results, "claim_due_ms", per=500) == {"1000": 0.1, "100000": 0.8}
     assert growth({"1000": 50.0, "100000": 400.0}) == 8.0
-    assert "GROWS" in verdict("ferretdb-postgresql", "claim_due", {"1000": 50.0, "100000": 400.0})
+    assert "GROWS" in verdict("ferretdb-v2.7.0", "claim_due", {"1000": 50.0, "100000": 400.0})
     assert "does not grow" in verdict("sqlite", "claim_due", {"1000": 1.0, "100000": 1.2})

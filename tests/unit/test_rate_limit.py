@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from services.api.rate_limit import TokenBuckets
-from tests.unit.test_due_slots import FakeClock as Clock
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_full_bucket_allows_a_burst_then_refills_at_the_rate() -> None:
