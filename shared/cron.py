@@ -46,10 +46,11 @@ class ScheduleError(ValueError):
     """The schedule cannot be parsed or can never fire; the message says why."""
 
 
-def parse_interval(text: str) -> timedelta:
+def parse_interval(text: str, *, lenient: bool = False) -> timedelta:
+    """An interval; `lenient` for one stored by an earlier version (see parse_duration)."""
     _check_length("interval", text, MAX_INTERVAL_LENGTH)
     try:
-        total = parse_duration(text)
+        total = parse_duration(text, lenient=lenient)
     except ValueError as exc:
         raise ScheduleError(f"invalid interval {text!r}: use a duration such as '30s', '5m' or '1h30m'") from exc
     if total < MIN_INTERVAL:
@@ -111,13 +112,17 @@ class Schedule:
         interval: str | None = None,
         timezone: str | None = None,
         anchor: datetime,
+        lenient: bool = False,
     ) -> Schedule:
-        """Validate a template's schedule. Exactly one of `cron` and `interval` must be given."""
+        """Validate a template's schedule. Exactly one of `cron` and `interval` must be given. `lenient`: a
+        stored schedule, read as the version that stored it did (see parse_duration)."""
         if (cron is None) == (interval is None):
             raise ScheduleError("give exactly one of 'cron' and 'interval'")
         zone = parse_timezone(timezone or "UTC")
         if interval is not None:
-            return cls(cron=None, interval=parse_interval(interval), timezone=zone, anchor=_utc(anchor))
+            return cls(
+                cron=None, interval=parse_interval(interval, lenient=lenient), timezone=zone, anchor=_utc(anchor)
+            )
         assert cron is not None
         seconds_first = _validate_cron(cron)
         schedule = cls(

@@ -51,6 +51,7 @@ class Admission:
             "write": FairShares(write_slots, slots_per_sharer or write_slots),
             "read": FairShares(read_slots, slots_per_sharer or read_slots),
         }
+        self._shared = slots_per_sharer is not None
         # A thread for every admitted call: once admitted, a call never waits again for a thread.
         self._threads = anyio.CapacityLimiter(write_slots + read_slots)
         self._wait_s = wait_s
@@ -66,7 +67,7 @@ class Admission:
         sharer = current_sharer.get()
         deadline = time.monotonic() + self._wait_s
         if not await slots.take(sharer, self._wait_s):
-            own_share = slots.per_sharer if slots.held(sharer) >= slots.per_sharer else None
+            own_share = slots.per_sharer if self._shared and slots.held(sharer) >= slots.per_sharer else None
             raise Overloaded(kind, self._wait_s, own_share)
         # The rest of the same budget is what the call may wait inside the store (its thread copies this context).
         token = WAIT_DEADLINE.set(deadline)

@@ -13,8 +13,6 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-import anyio
-import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -32,6 +30,7 @@ from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits, RequestLimits
 from services.api.listing import Page, page_of, stream_jobs
 from services.api.operator import guarded_browser, operator_routes, page_query
+from services.api.probes import StorePing
 from services.api.request_metrics import RequestMetrics
 from services.api.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.schedules import schedule_routes
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from services.api.auth import ApiAuth
 
 log = logging.getLogger("jobsched.api")
-PROBE_THREADS = 2
 
 
 def create_app(
@@ -79,8 +77,7 @@ def create_app(
         wait_s=limits.store_wait_s,
         slots_per_sharer=limits.store_slots_per_key if auth is not None else None,
     )
-    # The readiness probe's store ping has threads of its own: it never waits behind job traffic's calls.
-    probe_threads = anyio.CapacityLimiter(PROBE_THREADS)
+    store_ping = StorePing(store.ping)
 
     async def create_job(request: Request) -> Response:
         new = await run_in_threadpool(new_job, await read_json(request), known.max_attempts)
@@ -156,7 +153,7 @@ def create_app(
     async def readyz(request: Request) -> Response:
         if not gate.ready:
             return error(503, gate.problem or "store schema not ready yet")
-        await anyio.to_thread.run_sync(store.ping, limiter=probe_threads)  # not admitted: overloaded is still ready
+        await store_ping.check()  # not admitted: an overloaded API is still ready
         return PlainTextResponse("ok")
 
     document = auth.document(openapi_document()) if auth else openapi_document()
@@ -204,9 +201,8 @@ def create_app(
     ]
     if auth is None:
         middleware.append(Middleware(SameOriginOnly, hosts=allowed_hosts))
-    return Starlette(
-        routes=served,
-        exception_handlers=exception_handlers(),
-        lifespan=lifespan,
-        middleware=middleware,
-    )
+    app = Starlette(routes=served, exception_handlers=exception_handlers(), lifespan=lifespan, middleware=middleware)
+    # The router's redirect of `/jobs/` to `/jobs` is an absolute URL built from the Host header, which a shared
+    # cache in front would keep and serve to everyone: a path with a trailing slash is a 404 instead.
+    app.router.redirect_slashes = False
+    return app

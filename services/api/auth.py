@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.api.auth_docs import secured
 from services.api.errors import error
-from services.api.key_cache import KeyCache
+from services.api.key_cache import NOT_VERIFIED, KeyCache
 from services.api.keys import key_routes
 from services.api.rate_limit import TokenBuckets
 from services.api.shares import PUBLIC
@@ -48,7 +48,7 @@ from shared.config import ConfigError, Settings
 from shared.jsonsafe import shorten
 from shared.keys import tokens
 from shared.keys.base import KeyStore, Role
-from shared.store.base import JobStore, StoreUnavailable
+from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.api")
 PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs"})
@@ -83,10 +83,7 @@ class ApiAuth:
         presented, problem = _presented_key(scope)
         if presented is None or problem is not None or not self.cache.fresh:  # not yet loaded: no verdict yet
             return PUBLIC
-        try:
-            verdict = await self.cache.verify_or_look_up(presented)
-        except StoreUnavailable:  # the authentication tries again and answers 503
-            return PUBLIC
+        verdict = await self.cache.verify_or_look_up(presented)
         scope[VERDICT] = verdict  # the authentication goes by it: one digest comparison, one lookup per request
         return verdict.key.prefix if verdict.key is not None else PUBLIC
 
@@ -198,6 +195,9 @@ class Authenticate:
             )
             return
         verdict = scope.get(VERDICT) or await self._auth.cache.verify_or_look_up(presented)
+        if verdict.reason == NOT_VERIFIED:  # a new key that cannot be looked up now: not "invalid", which is final
+            await _refuse(503, "this API key cannot be verified now; retry")(scope, receive, send)
+            return
         if verdict.key is None:
             audit_denied(verdict.reason, 401, None, keyPrefix=tokens.prefix_of(presented), **where)
             metrics.API_AUTH_DENIED.labels(verdict.reason).inc()

@@ -23,6 +23,7 @@ from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, Transit
 log = logging.getLogger("jobsched.api")
 RETRY_AFTER_S = 1
 FILE_METHODS = frozenset({"GET", "HEAD"})
+CONSOLE = "console"  # the name of the console's mount (console/__init__.py)
 CLOSE = {"Connection": "close"}  # the rest of the request is not read: the connection cannot carry another one
 
 
@@ -85,8 +86,9 @@ def allowed(request: Request) -> str:
     for route in request.app.routes:
         match, _ = route.matches(scope)
         if match is not Match.NONE:
-            # A route without methods is a mount of files (the console), which serves reads only.
-            methods |= getattr(route, "methods", None) or FILE_METHODS
+            # The console's mount serves files: reads only.
+            console = getattr(route, "name", None) == CONSOLE
+            methods |= FILE_METHODS if console else (getattr(route, "methods", None) or set())
     return ", ".join(sorted(methods))
 
 

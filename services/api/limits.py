@@ -18,8 +18,8 @@
 - A body must arrive within `body_timeout_s` of the request's headers (408), so a client that sends slowly
   cannot hold a connection and its buffer. Headers have their own deadline in the HTTP server (server.py).
 - A request target (path or query) holding a NUL character (`%00`) is a 400: no text that can be stored holds
-  one (bodies refuse it too), so such an id or filter can match nothing, and a store on PostgreSQL (the
-  stand-in) fails the query instead of finding nothing.
+  one (bodies refuse it too), so such an id or filter can match nothing, and a MongoDB-compatible store on
+  PostgreSQL fails the query instead of finding nothing.
 - A request that carries a body, or a POST/PUT/PATCH/DELETE that declares a Content-Type, must declare JSON
   (415): browsers send other sites' forms and `text/plain` bodies without asking (no CORS preflight), JSON
   only after a preflight this API never grants.

@@ -38,16 +38,19 @@ _WILDCARD_BINDS: Final = frozenset({"0.0.0.0", "::", ""})
 def allowed_hosts(settings: Settings) -> tuple[str, ...]:
     """API_ALLOWED_HOSTS, or the loopback names and the address the API is bound to."""
     if settings.api_allowed_hosts:
-        return tuple(h.lower() for h in settings.api_allowed_hosts)
+        return tuple(h if h == ANY_HOST else host_name(h) for h in settings.api_allowed_hosts)
     bound = settings.api_host.lower()
     return LOOPBACK_NAMES if bound in _WILDCARD_BINDS or bound in LOOPBACK_NAMES else (*LOOPBACK_NAMES, bound)
 
 
 def host_name(host: str) -> str:
-    """The name of a Host header's value, without its port: `[::1]:8080` is `::1`, `Example.com.` `example.com`."""
+    """The name of a Host header's value (or of a configured host), without its port: `[::1]:8080` and `::1` are
+    `::1`, `Example.com.:80` is `example.com`."""
     if host.startswith("["):
         return host[1:].partition("]")[0].lower()
-    return host.rpartition(":")[0].lower().rstrip(".") if ":" in host else host.lower().rstrip(".")
+    if host.count(":") == 1:
+        host = host.rpartition(":")[0]
+    return host.lower().rstrip(".")
 
 
 class SameOriginOnly:
@@ -79,4 +82,8 @@ def _from_another_origin(headers: Headers, host: str | None) -> bool:
     origin = headers.get("origin")
     if origin is None:
         return False
-    return origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower()
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # not a URL (`http://[`): no page of this API's origin sends that
+        return True
+    return origin == "null" or netloc.lower() != (host or "").lower()

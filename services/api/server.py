@@ -8,7 +8,9 @@ reach the app. `jobsched api` and `jobsched dev` both serve this way.
   still sending them then gets 408 and the connection is closed.
 - Reading: a response the client does not read fills the socket's buffers, and then the route's writes wait
   (flow control) while its request keeps its in-flight slot. Once writing has waited `send_timeout_s` without
-  the client taking any of it, the connection is dropped: the route's writes return and the slot is free.
+  the client taking any of what waits, the connection is reset: the route's writes return and the slot is free.
+  A client that reads, however slowly, keeps its connection (writing resumes only once what waits is nearly
+  all gone, which for a large answer read slowly can take longer than the deadline).
 - TCP_NODELAY on every accepted connection: a response goes out as a few writes (head, body, end), and with
   Nagle's algorithm the last small one waits for the client's delayed ACK (40 ms on Linux) on every request
   of a kept-alive connection.
@@ -17,8 +19,11 @@ reach the app. `jobsched api` and `jobsched dev` both serve this way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import socket
 import struct
+import termios
 from typing import Any
 
 import h11
@@ -54,20 +59,38 @@ class _JsonH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         if self._send_deadline is None:
-            self._send_deadline = self.loop.call_later(self.send_timeout_s, self._not_reading)
+            self._arm_send_deadline()
 
     def resume_writing(self) -> None:
         self._cancel_send_deadline()
         super().resume_writing()
 
-    def _not_reading(self) -> None:
+    def _arm_send_deadline(self) -> None:
+        self._send_deadline = self.loop.call_later(self.send_timeout_s, self._check_reading, self._unsent())
+
+    def _check_reading(self, unsent_before: int) -> None:
         self._send_deadline = None
+        if self.transport.is_closing():
+            return
+        if self._unsent() < unsent_before:  # the client took some: it is reading
+            self._arm_send_deadline()
+            return
         # A reset, not a close: a closed socket still holds what the client is not reading and goes on offering
         # it; linger 0 makes the kernel drop it at once.
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
+
+    def _unsent(self) -> int:
+        """What waits for the client: in the transport's buffer, and in the socket's (which the kernel lets the
+        transport refill only once a third of it is free: a slow reader's progress shows there first)."""
+        sock = self.transport.get_extra_info("socket")
+        in_socket = 0
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                in_socket = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        return self.transport.get_write_buffer_size() + in_socket
 
     def _cancel_send_deadline(self) -> None:
         if self._send_deadline is not None:

@@ -16,6 +16,7 @@ import fcntl
 import logging
 import os
 import signal
+import stat
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +65,19 @@ def lock_database(path: Path) -> IO[str]:
     return handle
 
 
+def warn_if_readable_by_others(path: Path) -> None:
+    """A file made by an earlier version (or by hand) that others may read holds every tenant's payloads."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:  # a new file: created readable by its owner only
+        return
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning(
+            "the database file can be read by other users: it holds every tenant's payloads (chmod 600 it)",
+            extra={"action": "database_file_readable", "db": str(path), "mode": oct(mode & 0o777)},
+        )
+
+
 def resume(store: JobStore) -> None:
     """After a restart nothing of the previous process is alive: its in-memory wake-ups are gone and its
     handlers are dead. Re-pend queued jobs and close their attempts now instead of after the timeouts."""
@@ -92,6 +106,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     except ConfigError as exc:
         raise SystemExit(f"jobsched dev: {exc}") from None
     lock = lock_database(path)
+    warn_if_readable_by_others(path)
     limits = ApiLimits.from_settings(settings)
     # Ports first: a taken one ends the start before anything runs a job.
     listener = bind(settings.api_host, settings.api_port, "jobsched dev")

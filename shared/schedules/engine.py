@@ -160,9 +160,9 @@ class ScheduleEngine:
         times = spec.between(start, end, MAX_BACKFILL)
         plan = self._plan(template, overlap or spec.overlap, times)
         self._cancel(plan.cancel)
-        runs = plan.runs()
-        created = sum(created for _, created in self._add(template, spec, runs))
-        return Backfilled(spawned=created, existing=len(runs) - created, skipped=len(times) - len(runs))
+        spawning = plan.runs()
+        created = sum(created for _, created in self._add(template, spec, spawning))
+        return Backfilled(spawned=created, existing=len(spawning) - created, skipped=len(times) - len(spawning))
 
     def pause(self, template: Job, note: str | None, now: datetime) -> Job:
         self._check_template(template)
@@ -180,7 +180,7 @@ class ScheduleEngine:
         (from now, or from the last one handled if that is later). Runs spawned already keep their copy."""
         self._check_template(template)
         merged = template.evolve(**{k: None if v is transitions.UNSET else v for k, v in changes.items()})
-        spec = TemplateSpec.of(merged)  # ScheduleError: 400
+        spec = TemplateSpec.of(merged, lenient=False)  # ScheduleError: 400; what is changed is new input
         next_at = spec.next_fire(now)
         return self._update(template, lambda current: {**changes, **transitions.template_rescheduled(next_at, now)})
 
@@ -215,22 +215,22 @@ class ScheduleEngine:
     def _write_runs(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> int:
         """Insert the runs of the decisions; return how many exist for them now (new or from before)."""
         creating = [d for d in decisions if d.creates_run]
-        for decision, (run, created) in zip(creating, self._add(template, spec, creating), strict=True):
+        for decision, (run_id, created) in zip(creating, self._add(template, spec, creating), strict=True):
             if created:
                 log.info(
                     "run spawned",
                     extra={
                         "action": "cron_run_spawned" if decision.action is Action.SPAWNED else "cron_run_buffered",
                         "jobId": template.id,
-                        "runId": run.id,
+                        "runId": run_id,
                         "tenantId": template.tenantId,
                         "planned": format_time(decision.planned),
                     },
                 )
         return len(creating)
 
-    def _add(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> list[tuple[Job, bool]]:
-        """The decisions' runs, written as one store batch."""
+    def _add(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> list[tuple[str, bool]]:
+        """The decisions' runs, written by one store call: their ids, and whether each is new."""
         runs = []
         for decision in decisions:
             key = run_key(template.idempotencyKey, decision.planned)

@@ -27,9 +27,9 @@ MAX_PREVIEW = 100
 MAX_BACKFILL = 10_000
 
 
-def parse_policy_duration(name: str, text: str) -> timedelta:
+def parse_policy_duration(name: str, text: str, *, lenient: bool = False) -> timedelta:
     try:
-        value = parse_duration(text)
+        value = parse_duration(text, lenient=lenient)
     except ValueError as exc:
         raise ScheduleError(f"{name}: {exc}") from None
     if value <= timedelta(0):
@@ -72,9 +72,11 @@ class TemplateSpec:
         timezone: str | None,
         created_at: datetime,
         policy: TemplatePolicy | None = None,
+        lenient: bool = False,
     ) -> TemplateSpec:
         """Validate a template's schedule and policy; ScheduleError says what is wrong. An interval counts
-        from startAt when given (every 1h from 09:00), else from the template's creation."""
+        from startAt when given (every 1h from 09:00), else from the template's creation. `lenient`: a stored
+        template's durations are read as the version that stored them did (see parse_duration)."""
         policy = policy or TemplatePolicy()
         start_at, end_at = policy.startAt, policy.endAt
         if start_at is not None and end_at is not None and end_at <= start_at:
@@ -89,26 +91,28 @@ class TemplateSpec:
             raise ScheduleError(str(exc)) from None
         window, jitter = policy.catchupWindow, policy.jitter
         return cls(
-            schedule=Schedule.parse(cron=cron, interval=interval, timezone=timezone, anchor=anchor),
+            schedule=Schedule.parse(cron=cron, interval=interval, timezone=timezone, anchor=anchor, lenient=lenient),
             overlap=overlap,
             catchup=catchup,
-            catchup_window=parse_policy_duration("catchupWindow", window) if window else None,
+            catchup_window=parse_policy_duration("catchupWindow", window, lenient=lenient) if window else None,
             start_at=start_at,
             end_at=end_at,
             remaining_runs=policy.remainingRuns,
-            jitter=parse_policy_duration("jitter", jitter) if jitter else None,
+            jitter=parse_policy_duration("jitter", jitter, lenient=lenient) if jitter else None,
             pause_on_failure=bool(policy.pauseOnFailure),
         )
 
     @classmethod
-    def of(cls, template: Job) -> TemplateSpec:
-        """The spec a stored template carries; ScheduleError when it no longer parses."""
+    def of(cls, template: Job, *, lenient: bool = True) -> TemplateSpec:
+        """The spec a stored template carries (read as the version that stored it did, unless not `lenient`: a
+        template about to be changed); ScheduleError when it no longer parses."""
         return cls.build(
             cron=template.cron,
             interval=template.interval,
             timezone=template.timezone,
             created_at=template.createdAt,
             policy=template,
+            lenient=lenient,
         )
 
     # --- fire times -------------------------------------------------------------------------------------

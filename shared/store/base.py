@@ -220,10 +220,10 @@ class JobStore(Protocol):
         """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
         key exists (the same fire time spawned before, a repeated trigger), return that job with False."""
 
-    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
-        """add_run for each of `runs` (a backfill's thousands of fire times), answered in their order, in one
-        call that writes all of them unless the store fails; what a failure left unwritten, a repeated call
-        writes (each run's key is its own)."""
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
+        """add_run for each of `runs` (a backfill's thousands of fire times), answered in their order by the
+        run's id and whether this call created it, in one call that writes all of them unless the store fails;
+        what a failure left unwritten, a repeated call writes (each run's key is its own)."""
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         """The tenant's job with this idempotencyKey, or None."""
@@ -293,3 +293,12 @@ class JobStore(Protocol):
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
         attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
         executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+
+
+def one_run_added(store: JobStore, template: Job, run: RunSpec) -> tuple[Job, bool]:
+    """add_run made of add_runs: one run, read back whole."""
+    [(run_id, created)] = store.add_runs(template, [run])
+    job = store.get(run_id)
+    if job is None:  # removed since: nothing of ours to return
+        raise StoreUnavailable("the run vanished as it was added; retry")
+    return job, created

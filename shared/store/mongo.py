@@ -50,6 +50,7 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    one_run_added,
     only_answer,
 )
 from shared.store.deadlocks import retry_deadlocks
@@ -331,10 +332,11 @@ class MongoJobStore:
     # --- schedules --------------------------------------------------------------------------------------
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
-        return self.add_runs(template, [run])[0]
+        return one_run_added(self, template, run)
 
-    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
         now = utc_now()
+        # The runs share their template's payload object: the driver encodes them in batches as it sends them.
         docs = [dict(transitions.template_run(template, run, now)) for run in runs]
         if not docs:
             return []
@@ -351,11 +353,11 @@ class MongoJobStore:
                 taken = {e["index"] for e in errors}
             except (InvalidDocument, OverflowError) as exc:
                 raise JobRefused(_refusal(exc)) from exc
-            existing = self._jobs_by_key(template.tenantId, [docs[i]["idempotencyKey"] for i in sorted(taken)])
-        added: list[tuple[Job, bool]] = []
+            existing = self._ids_by_key(template.tenantId, [docs[i]["idempotencyKey"] for i in sorted(taken)])
+        added: list[tuple[str, bool]] = []
         for i, doc in enumerate(docs):
             if i not in taken:
-                added.append((job_from_document(doc), True))
+                added.append((str(doc["_id"]), True))
                 continue
             found = existing.get(doc["idempotencyKey"])
             if found is None:  # removed since: nothing of ours to return
@@ -363,11 +365,11 @@ class MongoJobStore:
             added.append((found, False))
         return added
 
-    def _jobs_by_key(self, tenant_id: str, keys: list[str]) -> dict[str, Job]:
+    def _ids_by_key(self, tenant_id: str, keys: list[str]) -> dict[str, str]:
         if not keys:
             return {}
-        found = self._jobs.find({"tenantId": tenant_id, "idempotencyKey": {"$in": keys}})
-        return {d["idempotencyKey"]: job_from_document(d) for d in found}
+        found = self._jobs.find({"tenantId": tenant_id, "idempotencyKey": {"$in": keys}}, {"idempotencyKey": 1})
+        return {d["idempotencyKey"]: str(d["_id"]) for d in found}
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         with translate_errors():

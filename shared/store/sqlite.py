@@ -53,6 +53,7 @@ from shared.store.base import (
     StoreError,
     StoreUnavailable,
     TransitionRefused,
+    one_run_added,
     only_answer,
 )
 from shared.store.group_commit import GroupCommit
@@ -67,6 +68,7 @@ from shared.store.transitions import (
 
 DEFAULT_PATH: Final = "jobsched.db"
 RUNS_PER_TRANSACTION: Final = 500
+TRANSACTION_BYTES: Final = 4 * 1024 * 1024
 T = TypeVar("T")
 
 
@@ -485,30 +487,27 @@ class SqliteJobStore:
     # --- schedules --------------------------------------------------------------------------------------
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
-        return self.add_runs(template, [run])[0]
+        return one_run_added(self, template, run)
 
-    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[Job, bool]]:
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
         now = utc_now()
-        rows = [{"id": str(ObjectId()), **transitions.template_run(template, run, now)} for run in runs]
-        added: list[tuple[sqlite3.Row, bool]] = []
-        # A backfill's thousands of runs are written a few hundred per transaction, so that the executor's
-        # writes go on between them. Each transaction waits its turn as long as the store allows, not within
-        # the caller's deadline for a first turn (the fire times took part of it): once a backfill has begun,
-        # all of it is written, rather than an answer that the store is busy after half of it.
-        for first in range(0, len(rows), RUNS_PER_TRANSACTION):
+        added: list[tuple[str, bool]] = []
+        for batch in _transactions_of(template, runs, now):
+            # Each waits its turn as long as the store allows, not within the caller's deadline for a first
+            # turn (the fire times took part of it): once a backfill has begun, all of it is written, rather
+            # than an answer that the store is busy after half of it.
             with self._write(patient=True) as conn:
-                for fields in rows[first : first + RUNS_PER_TRANSACTION]:
-                    row = _insert_unique(conn, "jobs", fields)
-                    if row is not None:
-                        added.append((row, True))
-                        continue
-                    # This key's run exists (a retry after a crash, another leader's spawn, a repeated trigger).
-                    existing = conn.execute(
-                        "SELECT * FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
-                        (fields["tenantId"], fields["idempotencyKey"]),
-                    ).fetchone()
-                    added.append((existing, False))
-        return [(_to_job(row), created) for row, created in added]
+                for fields in batch:
+                    row = _insert_unique(conn, "jobs", fields, returning="id")
+                    if row is None:  # this key's run exists (a retry after a crash, a leader's spawn, a trigger)
+                        row = conn.execute(
+                            "SELECT id FROM jobs WHERE tenantId = ? AND idempotencyKey = ?",
+                            (fields["tenantId"], fields["idempotencyKey"]),
+                        ).fetchone()
+                        added.append((str(row["id"]), False))
+                    else:
+                        added.append((str(row["id"]), True))
+        return added
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         with self._read() as conn:
@@ -823,6 +822,28 @@ def _runs_after(run: Job | None) -> tuple[str, list[Any]]:
     )
 
 
+def _transactions_of(template: Job, runs: Sequence[RunSpec], now: datetime) -> Iterator[list[transitions.Fields]]:
+    """The runs' rows a transaction's worth at a time (RUNS_PER_TRANSACTION, or TRANSACTION_BYTES of payload),
+    so that a backfill's thousands of runs let the executor's writes through between them and never sit in
+    memory all at once. Runs share their template's payload: it is written to JSON once."""
+    texts: dict[int, str] = {}
+    batch: list[transitions.Fields] = []
+    size = 0
+    for run in runs:
+        fields = {"id": str(ObjectId()), **transitions.template_run(template, run, now)}
+        payload = fields["payload"]
+        if id(payload) not in texts:
+            texts[id(payload)] = _payload_text(payload)
+        fields["payload"] = texts[id(payload)]
+        batch.append(fields)
+        size += len(fields["payload"])
+        if len(batch) == RUNS_PER_TRANSACTION or size >= TRANSACTION_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
 def _insert_unique(
     conn: sqlite3.Connection, table: str, fields: transitions.Fields, returning: str = "*"
 ) -> sqlite3.Row | None:
@@ -887,7 +908,7 @@ def _to_sql(key: str, value: Any) -> Any:
     if isinstance(value, datetime):
         return _to_ms(value)
     if key == "payload":
-        return _payload_text(value)
+        return value if isinstance(value, str) else _payload_text(value)  # a str: written already
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -55,12 +56,28 @@ def test_add_runs_writes_a_batch_and_answers_each_run_in_order(store: JobStore) 
     assert [created for _, created in first] == [True] * 700
     overlapping = store.add_runs(template, [RunSpec(t) for t in hours[500:]])
     assert [created for _, created in overlapping] == [False] * 200 + [True] * 500
-    assert [run.plannedAt for run, _ in overlapping] == hours[500:]
-    assert [run.id for run, _ in overlapping[:200]] == [run.id for run, _ in first[500:]]
-    assert {(run.templateId, run.payload["r"]) for run, _ in first + overlapping} == {(template.id, 2)}
-    stored = store.template_runs(template.id, None, 2000)
-    assert sorted(r.plannedAt for r in stored if r.plannedAt is not None) == hours
+    assert [run_id for run_id, _ in overlapping[:200]] == [run_id for run_id, _ in first[500:]]
+    stored = {r.id: r for r in store.template_runs(template.id, None, 2000)}
+    assert sorted(r.plannedAt for r in stored.values() if r.plannedAt is not None) == hours
+    assert [stored[run_id].plannedAt for run_id, _ in overlapping] == hours[500:]
+    assert {(r.templateId, r.payload["r"]) for r in stored.values()} == {(template.id, 2)}
     assert store.add_runs(template, []) == []
+
+
+def test_add_runs_of_large_payloads_never_holds_them_all_at_once(store: JobStore) -> None:
+    """A backfill of thousands of runs of a template with a payload near the limit: what the call holds in
+    memory stays a transaction's worth (MongoDB's driver: a message of at most 48 MB), not runs x payload."""
+    payload = {"blob": "x" * 200_000}
+    template = store.create(new("large", cron="0 * * * *", payload=payload))
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    tracemalloc.start()
+    try:
+        added = store.add_runs(template, [RunSpec(start + timedelta(hours=h)) for h in range(800)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [created for _, created in added] == [True] * 800
+    assert peak < 64 * 1024 * 1024, f"{peak / 1e6:.0f} MB held for 800 runs of 200 KB (160 MB of payloads)"
 
 
 def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> None:

@@ -10,6 +10,7 @@ health probes never count."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -87,24 +88,24 @@ def _ready(http: httpx.Client, exited: int | None) -> bool:
         return False
 
 
-def seed_listing(api: Api, key: str | None, tenant: str) -> None:
-    """LISTED_JOBS future jobs of `tenant` with large payloads: its listing is far larger than socket buffers."""
+def seed_listing(api: Api, key: str | None, tenant: str, jobs: int = LISTED_JOBS, size: int = PAYLOAD_BYTES) -> None:
+    """Future jobs of `tenant` with large payloads: by default its listing is far larger than socket buffers."""
     with api.client(key) as http:
-        for i in range(LISTED_JOBS):
+        for i in range(jobs):
             body = {
                 "idempotencyKey": f"big-{i}",
                 "tenantId": tenant,
                 "jobType": "noop",
-                "payload": {"filler": "x" * PAYLOAD_BYTES},
+                "payload": {"filler": "x" * size},
                 "scheduledAt": "2099-01-01T00:00:00Z",
             }
             assert http.post("/jobs", json=body).status_code == 201
 
 
-def open_unread_listing(port: int, key: str | None, tenant: str) -> socket.socket:
-    """A connection that asks for the tenant's whole listing and never reads it."""
+def open_unread_listing(port: int, key: str | None, tenant: str, window: int = SMALL_WINDOW) -> socket.socket:
+    """A connection that asks for the tenant's whole listing and does not read it (yet)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_WINDOW)  # before connecting: a small window
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)  # before connecting: the window it offers
     sock.connect(("127.0.0.1", port))
     auth = f"Authorization: Bearer {key}\r\n" if key else ""
     request = f"GET /jobs?tenantId={tenant}&limit=5000 HTTP/1.1\r\nHost: localhost\r\n{auth}\r\n"
@@ -142,10 +143,10 @@ def test_one_tenants_unread_listings_and_trickled_bodies_leave_the_api_to_the_ot
         RATE_LIMIT="0",
     )
     reader_a, writer_a, writer_b = api.key("tenant-a", Role.READER), api.key("tenant-a"), api.key("tenant-b")
-    seed_listing(api, writer_a, "tenant-a")
-    for key in (reader_a, writer_b):
+    for key in (reader_a, writer_a, writer_b):  # the keys work (made after the API started): only shares remain
         with api.client(key) as http:
-            assert http.get("/jobs", params={"limit": "1"}).status_code == 200
+            wait_until(lambda: http.get("/jobs", params={"limit": "1"}).status_code == 200, 30, "the key to work")
+    seed_listing(api, writer_a, "tenant-a")
     with ExitStack() as held, api.client(reader_a) as a_reads, api.client(writer_a) as a_writes:
         # 24 connections of tenant A, as many as the API serves at once: more than enough to starve everyone.
         for _ in range(12):
@@ -180,6 +181,27 @@ def test_a_client_that_stops_reading_is_cut_off_and_its_place_given_back(start_a
         wait_until(lambda: http.get(listing).status_code == 200, 30, "the server to cut the reader off")
         with pytest.raises(ConnectionResetError):  # reset, not ended: the client knows it was cut off
             read_to_the_end(unread)
+
+
+def test_a_client_that_reads_slowly_keeps_its_connection(tmp_path: Path) -> None:
+    """Writing waits longer than the send deadline for a slow reader to take each large job (the server resumes
+    writing only once what waits is nearly gone), but the client takes some of it every time: it is reading,
+    and gets the whole answer. (The answer is larger than the socket buffers, so writing does wait.)"""
+    dev = Dev(tmp_path)
+    process = dev.start(API_SEND_TIMEOUT="100ms")
+    try:
+        seed_listing(Api(dev.port, None), None, "tenant-a", jobs=24, size=250_000)
+        with open_unread_listing(dev.port, None, "tenant-a", window=65536) as slow:
+            received = b""
+            while not received.endswith(b"\r\n0\r\n\r\n"):  # the chunked answer's last chunk
+                chunk = slow.recv(65536)
+                assert chunk, "the server ended the answer before its last chunk"
+                received += chunk
+                time.sleep(0.03)  # about 2 MB/s: a 250 KB job takes longer than the deadline to be read
+    finally:
+        process.stop()
+        dev.http.close()
+    assert received.count(b'"filler"') == 24
 
 
 def read_to_the_end(sock: socket.socket) -> None:

@@ -32,3 +32,13 @@ def test_ctrl_c_waits_for_the_handler_in_flight(dev: Dev) -> None:
     dev.start()
     assert dev.http.get(f"/jobs/{job_id}").json()["status"] == "completed"
     assert [e["outcome"] for e in dev.http.get(f"/jobs/{job_id}/executions").json()] == ["succeeded"]
+
+
+def test_a_new_database_file_is_private_and_an_existing_readable_one_is_warned_about(dev: Dev) -> None:
+    first = dev.start()
+    first.terminate()
+    assert dev.db.stat().st_mode & 0o777 == 0o600  # every tenant's payloads: the owner's only
+    dev.db.chmod(0o644)  # as earlier versions left it
+    again = dev.start()
+    wait_until(lambda: "database_file_readable" in again.log_text(), 30, "the warning about the readable file")
+    assert dev.db.stat().st_mode & 0o777 == 0o644  # the operator's mode is kept; the log says what to do

@@ -202,3 +202,12 @@ def test_the_consoles_files_name_the_methods_they_take(api: TestClient, path: st
     assert refused.status_code == 405
     assert refused.headers["allow"] == "GET, HEAD"
     assert refused.json() == {"error": "method OPTIONS not allowed"}
+
+
+@pytest.mark.parametrize("path", ["/jobs/", "/docs/", "/healthz/", "/overview/", "/openapi.json/"])
+def test_a_trailing_slash_is_not_redirected_to_the_host_a_client_named(api: TestClient, path: str) -> None:
+    """The router's slash redirect is an absolute URL made from the Host header: a shared cache in front would
+    keep it and send everyone to that host."""
+    answer = api.get(path, headers={"Host": "localhost"}, follow_redirects=False)
+    assert answer.status_code == 404
+    assert "location" not in answer.headers

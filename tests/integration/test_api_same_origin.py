@@ -58,6 +58,9 @@ def test_loopback_names_are_served(api: TestClient, job_id: str, host: str) -> N
         {"Sec-Fetch-Site": "same-site", "Origin": "http://other.localhost:8080"},
         {"Origin": "https://attacker.example"},  # a browser that sends no Sec-Fetch-Site
         {"Origin": "null"},  # a sandboxed page or a file
+        {"Origin": "http://localhost:9999"},  # this host, another port: another origin
+        {"Origin": "http://["},  # not a URL at all
+        {"Origin": "http://a]b"},
     ],
 )
 def test_a_change_asked_by_another_origins_page_is_refused(
@@ -91,9 +94,9 @@ def test_the_allowed_hosts_are_the_loopback_names_and_the_bound_address_unless_c
     assert allowed_hosts(Settings.from_env({})) == ("localhost", "127.0.0.1", "::1")
     assert allowed_hosts(Settings.from_env({"API_HOST": "10.1.2.3", "AUTH": "off"}))[-1] == "10.1.2.3"
     assert allowed_hosts(Settings.from_env({"API_HOST": "0.0.0.0", "AUTH": "off"})) == ("localhost", "127.0.0.1", "::1")
-    configured = Settings.from_env({"API_ALLOWED_HOSTS": "jobs.internal, Jobs.Example"})
-    assert allowed_hosts(configured) == ("jobs.internal", "jobs.example")
-    assert [host_name(h) for h in ("[::1]:80", "a.b:1", "A.B.", "x")] == ["::1", "a.b", "a.b", "x"]
+    configured = Settings.from_env({"API_ALLOWED_HOSTS": "jobs.internal, Jobs.Example, [fd00::1]:8080, x.y.:80, *"})
+    assert allowed_hosts(configured) == ("jobs.internal", "jobs.example", "fd00::1", "x.y", "*")
+    assert [host_name(h) for h in ("[::1]:80", "a.b:1", "A.B.", "x", "::1")] == ["::1", "a.b", "a.b", "x", "::1"]
 
 
 def test_a_configured_host_is_served_and_star_serves_any(api_store: JobStore) -> None:

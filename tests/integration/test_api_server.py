@@ -47,8 +47,8 @@ def test_every_accepted_connection_has_nagles_algorithm_off(port: int) -> None:
         accepted.close()
 
 
-def test_the_listening_socket_is_declared_tcp(port: int) -> None:
-    """asyncio turns Nagle's algorithm off only on sockets declared IPPROTO_TCP; the listener passes that on."""
+def test_the_listening_socket_is_declared_tcp() -> None:
+    """asyncio turns Nagle's algorithm off only on sockets declared IPPROTO_TCP; accepted ones inherit that."""
     listener = bind("127.0.0.1", 0, "test")
     try:
         assert listener.proto == socket.IPPROTO_TCP
@@ -74,10 +74,17 @@ def server_side_of(client: socket.socket) -> socket.socket:
     """The server's socket of this connection, found among this process's open files (the server runs here)."""
     wanted = (client.getpeername(), client.getsockname())
     for name in os.listdir("/proc/self/fd"):
+        try:
+            copy = os.dup(int(name))
+        except OSError:  # closed meanwhile
+            continue
+        try:
+            candidate = socket.socket(fileno=copy)
+        except OSError:  # not a socket
+            os.close(copy)
+            continue
         with suppress(OSError):
-            candidate = socket.socket(fileno=os.dup(int(name)))
-            with suppress(OSError):
-                if (candidate.getsockname(), candidate.getpeername()) == wanted:
-                    return candidate
-            candidate.close()
+            if (candidate.getsockname(), candidate.getpeername()) == wanted:
+                return candidate
+        candidate.close()
     raise AssertionError("no socket of this process is the server's side of the connection")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -130,6 +131,6 @@ def test_interval_forms(text: str, expected: timedelta) -> None:
         {},
     ],
 )
-def test_invalid_schedules_are_rejected(kwargs: dict[str, str]) -> None:
+def test_invalid_schedules_are_rejected(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ScheduleError):
         Schedule.parse(anchor=ANCHOR, **kwargs)

@@ -15,6 +15,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.errors import CONSOLE
+
 STATIC_DIR = Path(__file__).parent / "static"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -53,5 +55,5 @@ def console_routes() -> list[BaseRoute]:
     """/ui/ and its assets, and /ui redirecting to /ui/."""
     return [
         Route("/ui", _to_console, methods=["GET", "HEAD"]),
-        Mount("/ui", app=_WithHeaders(StaticFiles(directory=STATIC_DIR, html=True)), name="console"),
+        Mount("/ui", app=_WithHeaders(StaticFiles(directory=STATIC_DIR, html=True)), name=CONSOLE),
     ]
