@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
@@ -25,7 +24,7 @@ from services.api.bodies import list_limit, path_job_id, read_json
 from services.api.console import console_routes
 from services.api.docs import DOCS_HTML, openapi_document
 from services.api.errors import ApiError, SafeJSONResponse, error, exception_handlers
-from services.api.intake import new_job
+from services.api.intake import new_job_of
 from services.api.job_types import KnownTypes
 from services.api.limits import ApiLimits, RequestLimits
 from services.api.listing import Page, page_of, stream_jobs
@@ -80,7 +79,7 @@ def create_app(
     store_ping = StorePing(store.ping)
 
     async def create_job(request: Request) -> Response:
-        new = await run_in_threadpool(new_job, await read_json(request), known.max_attempts)
+        new = await new_job_of(await read_json(request), len(await request.body()), known.max_attempts)
         if not await known.accepts(new.jobType):
             names = ", ".join(known.names())
             raise ApiError(400, f"jobType: unknown jobType {shorten(new.jobType)!r}; known types: {names}")
