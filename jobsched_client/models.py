@@ -81,6 +81,7 @@ class Execution:
     finished_at: datetime | None
     duration_ms: float | None
     error: str | None
+    traceback: str | None = None  # a handler that raised: where, as Python printed it
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -95,6 +96,7 @@ class Execution:
             finished_at=parse_time(body.get("finishedAt")),
             duration_ms=body.get("durationMs"),
             error=body.get("error"),
+            traceback=body.get("traceback"),
             raw=body,
         )
 

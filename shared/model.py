@@ -185,6 +185,7 @@ class Execution:
     finishedAt: datetime | None = None
     durationMs: float | None = None
     error: str | None = None
+    traceback: str | None = None  # a handler that raised: where, as Python prints it (bounded)
 
     def to_wire(self) -> dict[str, Any]:
         return _wire(self)

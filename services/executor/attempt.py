@@ -9,15 +9,17 @@ import math
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Final, NamedTuple, cast
 
 from shared.handlers.registry import HandlerContext, HandlerFn, Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
 
 log = logging.getLogger("jobsched.executor")
+MAX_TRACEBACK_CHARS: Final = 8000
 
 
 class Cancellation:
@@ -51,6 +53,18 @@ class Cancellation:
         hook()
 
 
+class Ending(NamedTuple):
+    """How an attempt's handler call ended: the outcome, the one-line error (lastError) and, for a handler that
+    raised, where (its traceback, bounded)."""
+
+    outcome: Outcome
+    error: str | None = None
+    traceback: str | None = None
+
+
+SUCCEEDED = Ending(Outcome.SUCCEEDED)
+
+
 def run_handler(
     handler: HandlerFn,
     is_async: bool,
@@ -58,46 +72,43 @@ def run_handler(
     ctx: HandlerContext,
     timeout_s: float,
     cancellation: Cancellation,
-) -> tuple[Outcome, str | None]:
-    """The attempt's outcome and error text. Never raises: a handler's failure is the attempt's, not ours.
+) -> Ending:
+    """How the attempt ended. Never raises: a handler's failure is the attempt's, not ours.
 
     Async handlers are cancelled at the deadline or on a cancellation request. A plain function cannot be
     interrupted in Python, so it runs on a handler thread of its own, sees the request in `ctx.cancelled`, and
     is abandoned at the deadline: its eventual result is ignored. Once cancellation was requested, any end but
     a success is `cancelled`; a handler that ignored the request and succeeded has its success recorded."""
     if is_async:
-        outcome, error = _run_async(handler, payload, ctx, timeout_s, cancellation)
+        ending = _run_async(handler, payload, ctx, timeout_s, cancellation)
     else:
-        outcome, error = _run_sync(handler, payload, ctx, timeout_s)
-    return settled(outcome, error, cancellation)
+        ending = _run_sync(handler, payload, ctx, timeout_s)
+    return settled(ending, cancellation)
 
 
-def settled(outcome: Outcome, error: str | None, cancellation: Cancellation) -> tuple[Outcome, str | None]:
+def settled(ending: Ending, cancellation: Cancellation) -> Ending:
     """Once cancellation was requested, any end but a success is `cancelled`."""
-    if cancellation.requested and outcome is not Outcome.SUCCEEDED:
-        return Outcome.CANCELLED, "cancelled while running" + (
-            f" ({error})" if error and outcome is not Outcome.CANCELLED else ""
-        )
-    return outcome, error
+    if cancellation.requested and ending.outcome is not Outcome.SUCCEEDED:
+        cause = f" ({ending.error})" if ending.error and ending.outcome is not Outcome.CANCELLED else ""
+        return Ending(Outcome.CANCELLED, "cancelled while running" + cause, ending.traceback)
+    return ending
 
 
-def timed_out(timeout_s: float) -> tuple[Outcome, str]:
-    return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
+def timed_out(timeout_s: float) -> Ending:
+    return Ending(Outcome.TIMEOUT, f"timed out after {timeout_s:g}s")
 
 
-def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> tuple[Outcome, str | None]:
-    """A plain handler's call on the current thread: its outcome before any deadline or cancellation."""
+def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> Ending:
+    """A plain handler's call on the current thread: how it ended before any deadline or cancellation."""
     try:
         handler(payload, ctx)
     except BaseException as exc:
-        return Outcome.FAILED, describe(exc)
-    return Outcome.SUCCEEDED, None
+        return failed(exc)
+    return SUCCEEDED
 
 
-def _run_sync(
-    handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float
-) -> tuple[Outcome, str | None]:
-    box: list[tuple[Outcome, str | None]] = []
+def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float) -> Ending:
+    box: list[Ending] = []
     # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
     # condition, a lock and a list of waiters, each built anew per call).
     done = threading.Lock()
@@ -307,7 +318,7 @@ class Task:
 
 def _run_async(
     handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, cancellation: Cancellation
-) -> tuple[Outcome, str | None]:
+) -> Ending:
     async def bounded() -> None:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(cast(Awaitable[Any], handler(payload, ctx)))
@@ -322,15 +333,28 @@ def _run_async(
     try:
         asyncio.run(bounded())
     except TimeoutError:
-        return Outcome.TIMEOUT, f"timed out after {timeout_s:g}s"
-    except asyncio.CancelledError:
-        return (Outcome.CANCELLED, None) if cancellation.requested else (Outcome.FAILED, "CancelledError")
+        return timed_out(timeout_s)
+    except asyncio.CancelledError as exc:
+        return Ending(Outcome.CANCELLED) if cancellation.requested else failed(exc)
     except BaseException as exc:
-        return Outcome.FAILED, describe(exc)
-    return Outcome.SUCCEEDED, None
+        return failed(exc)
+    return SUCCEEDED
+
+
+def failed(exc: BaseException) -> Ending:
+    return Ending(Outcome.FAILED, describe(exc), traceback_of(exc))
 
 
 def describe(exc: BaseException) -> str:
     """The error text of an attempt, storable in any store (a handler's message may hold any characters)."""
     text = str(exc)
     return storable_text(f"{type(exc).__name__}: {text}"[:2000] if text else type(exc).__name__)
+
+
+def traceback_of(exc: BaseException) -> str:
+    """Where a handler's exception was raised, as Python prints it, storable in any store: its last
+    MAX_TRACEBACK_CHARS (the innermost frames and the error itself are at the end)."""
+    text = "".join(traceback.format_exception(exc))
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "…\n" + text[-MAX_TRACEBACK_CHARS:]
+    return storable_text(text)

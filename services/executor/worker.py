@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
-from services.executor.attempt import Cancellation, Deadlines, call_plain, run_handler, settled, timed_out
+from services.executor.attempt import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.handlers.registry import HandlerContext, HandlerRegistry, JobLogger
@@ -250,12 +250,12 @@ class Worker:
         attempt = self._begin(job)
         try:
             handler = self._handler
-            outcome, error = run_handler(
+            ending = run_handler(
                 handler.fn, handler.is_async, job.payload, attempt.ctx, attempt.timeout_s, attempt.cancellation
             )
         finally:
             self._leave(job)
-        return self._result(attempt, outcome, error)
+        return self._result(attempt, ending)
 
     def run_inline(
         self, job: Job, deadlines: Deadlines, on_expiry: Callable[[AttemptResult], None]
@@ -270,7 +270,7 @@ class Worker:
 
         def expire() -> None:
             self._leave(job)
-            on_expiry(self._result(attempt, *settled(*timed_out(attempt.timeout_s), attempt.cancellation)))
+            on_expiry(self._result(attempt, settled(timed_out(attempt.timeout_s), attempt.cancellation)))
 
         try:
             watched = deadlines.watch(attempt.timeout_s, expire)
@@ -278,14 +278,14 @@ class Worker:
             self._leave(job)
             raise
         try:
-            outcome, error = call_plain(handler.fn, job.payload, attempt.ctx)
+            ending = call_plain(handler.fn, job.payload, attempt.ctx)
         finally:
             in_time = deadlines.returned(watched)
             if in_time:
                 self._leave(job)
         if not in_time:
             return None
-        return self._result(attempt, *settled(outcome, error, attempt.cancellation))
+        return self._result(attempt, settled(ending, attempt.cancellation))
 
     def _begin(self, job: Job) -> _Attempt:
         timeout_s = job.timeoutSeconds or self._handler.defaults.timeout_s or self._default_timeout.total_seconds()
@@ -318,14 +318,15 @@ class Worker:
         with self._lock:
             self._running.pop(job.id, None)
 
-    def _result(self, attempt: _Attempt, outcome: Outcome, error: str | None) -> AttemptResult:
+    def _result(self, attempt: _Attempt, ending: Ending) -> AttemptResult:
         finished = utc_now()
         self._handler_seconds.observe((finished - attempt.started).total_seconds())
         return AttemptResult(
-            outcome=outcome,
+            outcome=ending.outcome,
             startedAt=attempt.started,
             finishedAt=finished,
-            error=error,
+            error=ending.error,
+            traceback=ending.traceback,
             backoff=self._handler.defaults.backoff,
         )
 
@@ -363,6 +364,7 @@ class Worker:
                     "attempt": job.next_attempt,
                     "status": updated.status.value,
                     "durationMs": duration_ms,
+                    **({"error": result.error} if result.error else {}),
                 },
             )
         if updated.status is Status.DLQ:

@@ -72,7 +72,8 @@ class AttemptResult:
     outcome: Outcome  # SUCCEEDED, FAILED or TIMEOUT
     startedAt: datetime
     finishedAt: datetime
-    error: str | None = None
+    error: str | None = None  # one line: the job's lastError
+    traceback: str | None = None  # where a handler raised, kept on the attempt's record
     backoff: Backoff = DEFAULT_BACKOFF  # the job type's, for the retry's time
 
 

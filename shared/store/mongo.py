@@ -595,7 +595,14 @@ class MongoJobStore:
                 bulk.append(i)
             else:
                 results[i] = _caught(
-                    self._close_attempt, r.job, res.outcome, res.error, res.finishedAt, res.startedAt, res.backoff
+                    self._close_attempt,
+                    r.job,
+                    res.outcome,
+                    res.error,
+                    res.finishedAt,
+                    res.startedAt,
+                    res.backoff,
+                    res.traceback,
                 )
         done = {i: finishes[i].result for i in bulk}
         decisions = {i: _decision(finishes[i].job, r.outcome, None, r.finishedAt, r.startedAt) for i, r in done.items()}
@@ -630,12 +637,13 @@ class MongoJobStore:
         at: datetime,
         started: datetime | None,
         backoff: Backoff = DEFAULT_BACKOFF,
+        traceback: str | None = None,
     ) -> Job | None:
         """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
         then complete its record and move the job. Those two writes are repeated by every later closer with
         the decided outcome, so a failure between the writes is healed by the next sweep instead of stranding
         the job. Returns the moved job only to the closer that decided."""
-        decided = _decision(job, outcome, error, at, started)
+        decided = _decision(job, outcome, error, at, started, traceback)
         with translate_errors():
             try:
                 self._outcomes.insert_one(decided)
@@ -653,10 +661,8 @@ class MongoJobStore:
     def _apply_decision(self, job: Job, decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Document | None:
         """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
         outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
-        self._executions.update_one(
-            {"_id": decided["_id"]},
-            self._update(transitions.attempt_result(outcome, error, at, decided.get("startedAt"))),
-        )
+        record = transitions.attempt_result(outcome, error, at, decided.get("startedAt"), decided.get("traceback"))
+        self._executions.update_one({"_id": decided["_id"]}, self._update(record))
         guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}}
         if outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
             # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
@@ -689,7 +695,11 @@ class MongoJobStore:
             outcome = decided.get(doc["_id"])
             if outcome is not None and doc.get("finishedAt") is None:
                 result = transitions.attempt_result(
-                    Outcome(outcome["outcome"]), outcome.get("error"), outcome["at"], outcome.get("startedAt")
+                    Outcome(outcome["outcome"]),
+                    outcome.get("error"),
+                    outcome["at"],
+                    outcome.get("startedAt"),
+                    outcome.get("traceback"),
                 )
                 doc = {**doc, **result}
             executions.append(_to_execution(doc))
@@ -759,9 +769,11 @@ def _runs_after(run: Job) -> Document:
     }
 
 
-def _decision(job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None) -> Document:
+def _decision(
+    job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None, traceback: str | None = None
+) -> Document:
     """The attempt-outcome document whose insert decides how attempt `job.next_attempt` ended."""
-    return {
+    decided = {
         "_id": attempt_record_id(job.id, job.next_attempt),
         "jobId": job.id,
         "outcome": outcome.value,
@@ -769,6 +781,9 @@ def _decision(job: Job, outcome: Outcome, error: str | None, at: datetime, start
         "at": at,
         "startedAt": started,
     }
+    if traceback is not None:
+        decided["traceback"] = traceback
+    return decided
 
 
 def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document]) -> set[int]:

@@ -162,7 +162,8 @@ _SCHEMA: Final = (
         startedAt   INTEGER,
         finishedAt  INTEGER,
         durationMs  REAL,
-        error       TEXT
+        error       TEXT,
+        traceback   TEXT                            -- a handler that raised: where (bounded)
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
@@ -170,7 +171,7 @@ _SCHEMA: Final = (
 
 _JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
-    {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error"}
+    {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
 )
 _TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
@@ -185,6 +186,7 @@ _ADDED_COLUMNS: Final = {
     ),
     **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
 }
+_ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT"}
 _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
@@ -361,13 +363,11 @@ class SqliteJobStore:
         with self._write() as conn:
             _drop_global_idempotency_key(conn)
             conn.execute(_SCHEMA[0])
-            present = {str(r["name"]) for r in conn.execute("PRAGMA table_info(jobs)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in present:
-                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+            _add_missing_columns(conn, "jobs", _ADDED_COLUMNS)
             _drop_changed_indexes(conn)
             for statement in _SCHEMA[1:]:
                 conn.execute(statement)
+            _add_missing_columns(conn, "executions", _ADDED_EXECUTION_COLUMNS)
 
     def ping(self) -> None:
         with self._read() as conn:
@@ -589,6 +589,7 @@ class SqliteJobStore:
                         r.result.finishedAt,
                         r.result.startedAt,
                         r.result.backoff,
+                        r.result.traceback,
                     ),
                 )
                 for r in finishes
@@ -662,6 +663,14 @@ class SqliteJobStore:
                     raise
         finally:
             self._writer.release()
+
+
+def _add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """The columns added since a file was written (its rows read them as NULL)."""
+    present = {str(r["name"]) for r in conn.execute(f"PRAGMA table_info({table})")}
+    for column, kind in columns.items():
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def _drop_changed_indexes(conn: sqlite3.Connection) -> None:
@@ -770,12 +779,13 @@ def _close_attempt(
     at: datetime,
     started: datetime | None,
     backoff: Backoff = DEFAULT_BACKOFF,
+    traceback: str | None = None,
 ) -> Job | None:
     """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
     reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
     record_id = attempt_record_id(job.id, job.next_attempt)
     record_set, record_params = _assignments(
-        transitions.attempt_result(outcome, error, at, started), _EXECUTION_COLUMNS
+        transitions.attempt_result(outcome, error, at, started, traceback), _EXECUTION_COLUMNS
     )
     # One statement decides and closes the record, the write lock keeping its condition true until COMMIT: the
     # record still open, and the job still in this attempt (else record and job stay as they are). It returns

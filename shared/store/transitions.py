@@ -248,9 +248,13 @@ def attempt_cancelled(job: Job, now: datetime) -> Fields:
     return {"jobId": job.id, "attempt": job.next_attempt, "outcome": Outcome.CANCELLED.value, "finishedAt": now}
 
 
-def attempt_result(outcome: Outcome, error: str | None, at: datetime, started: datetime | None) -> Fields:
+def attempt_result(
+    outcome: Outcome, error: str | None, at: datetime, started: datetime | None, traceback: str | None = None
+) -> Fields:
     """The fields that complete an attempt's record with its one outcome."""
     record: Fields = {"outcome": outcome.value, "finishedAt": at, "error": error}
+    if traceback is not None:
+        record["traceback"] = traceback
     if started is not None:
         record["durationMs"] = round((at - started).total_seconds() * 1000, 3)
     return record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
@@ -134,6 +135,20 @@ def test_failures_retry_with_backoff_then_dead_letter(store: JobStore) -> None:
         (f"{job.id}:1", Outcome.FAILED, "boom"),
         (f"{job.id}:2", Outcome.TIMEOUT, None),
     ]
+
+
+def test_a_failed_attempt_keeps_its_traceback_and_the_job_its_one_line_error(store: JobStore) -> None:
+    job = running(store, maxAttempts=2)
+    trace = 'Traceback (most recent call last):\n  File "myapp/jobs.py", line 12, in send\nKeyError: \'to\'\n'
+    retried = store.finish_attempt(job, replace(result(Outcome.FAILED, "KeyError: 'to'"), traceback=trace))
+    assert retried is not None
+    assert retried.lastError == "KeyError: 'to'"
+    again = start(store, claim_one(store, job, retried.scheduledAt), "w1", utc_now() + LEASE)
+    assert store.finish_attempt(again, result(Outcome.SUCCEEDED)) is not None
+    records = store.list_executions(job.id)
+    assert [(r.outcome, r.traceback) for r in records] == [(Outcome.FAILED, trace), (Outcome.SUCCEEDED, None)]
+    assert records[0].to_wire()["traceback"] == trace
+    assert "traceback" not in records[1].to_wire()
 
 
 def test_an_attempt_has_one_outcome_and_late_results_change_nothing(store: JobStore) -> None:

@@ -186,6 +186,14 @@ def test_the_job_page_shows_fields_payload_and_attempts_and_redrives(dev: Dev, t
     expect(attempt).to_contain_text("failed")
     expect(attempt).to_contain_text("dev-flaky")
     expect(attempt).to_contain_text(dead["lastError"])
+    [record] = dev.http.get(f"/jobs/{dead['id']}/executions").json()
+    where = 'shared/handlers/builtin.py", line '  # the file and line the handler raised at
+    assert where in record["traceback"]
+    assert record["traceback"].endswith(f"HandlerError: {dead['lastError'].split(': ', 1)[1]}\n")
+    traceback = attempt.locator("details.traceback")
+    expect(traceback.locator("pre")).not_to_be_visible()  # folded: the one-line error is what a reader sees first
+    traceback.locator("summary").click()
+    expect(traceback.locator("pre")).to_contain_text(where)
     screenshot(page, "job")
 
     page.locator("#redrive").click()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -105,8 +106,9 @@ def test_log_message_and_slow_succeed(mongo_store: MongoJobStore, make_worker: M
 
 
 def test_failure_goes_back_to_pending_with_backoff_and_last_error(
-    mongo_store: MongoJobStore, make_worker: MakeWorker
+    mongo_store: MongoJobStore, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="jobsched.executor")
     job = queued_job(mongo_store, "log-message", {})
     before = datetime.now(UTC)
     make_worker("log-message").process(delivery_for(job))
@@ -119,6 +121,10 @@ def test_failure_goes_back_to_pending_with_backoff_and_last_error(
     assert before + timedelta(seconds=2) <= retried.scheduledAt <= datetime.now(UTC) + timedelta(seconds=2)
     [execution] = mongo_store.list_executions(job.id)
     assert execution.outcome is Outcome.FAILED
+    assert execution.traceback is not None
+    assert 'shared/handlers/builtin.py", line ' in execution.traceback
+    [line] = [r for r in caplog.records if getattr(r, "action", None) == "attempt_failed"]
+    assert getattr(line, "error", None) == retried.lastError  # its type and message, as lastError has them
 
 
 def test_flaky_always_failing_ends_in_dlq_with_a_jobs_dlq_message(

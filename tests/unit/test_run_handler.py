@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.executor.attempt import Cancellation, HandlerThreads, Task, run_handler
+from services.executor.attempt import Cancellation, Ending, HandlerThreads, Task, run_handler
 from shared.handlers.registry import HandlerContext, JobLogger, Payload
 from shared.model import Outcome
 from tests.support import wait_until
@@ -37,7 +37,7 @@ def test_calls_that_return_in_time_are_served_by_the_threads_already_there() -> 
     for _ in range(5):
         wait_until(lambda: HandlerThreads._busy == 0, 10, "the previous call's thread free again")
         started.append(HandlerThreads._threads)
-        assert run_handler(handler, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.SUCCEEDED, None)
+        assert run_handler(handler, False, {}, CTX, 5, NOT_CANCELLED) == Ending(Outcome.SUCCEEDED)
     assert len(set(started[1:])) == 1  # no thread started once one was there
     assert threading.current_thread() not in seen  # never on the caller's own thread
 
@@ -73,8 +73,11 @@ def test_a_failure_is_the_attempts_and_the_thread_serves_the_next_call() -> None
     def failing(payload: Payload, ctx: HandlerContext) -> None:
         raise ValueError("no")
 
-    assert run_handler(failing, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.FAILED, "ValueError: no")
-    assert run_handler(lambda payload, ctx: None, False, {}, CTX, 5, NOT_CANCELLED) == (Outcome.SUCCEEDED, None)
+    ending = run_handler(failing, False, {}, CTX, 5, NOT_CANCELLED)
+    assert (ending.outcome, ending.error) == (Outcome.FAILED, "ValueError: no")
+    assert ending.traceback is not None
+    assert ending.traceback.endswith("ValueError: no\n")
+    assert run_handler(lambda payload, ctx: None, False, {}, CTX, 5, NOT_CANCELLED) == Ending(Outcome.SUCCEEDED)
 
 
 def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() -> None:
@@ -85,7 +88,7 @@ def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() 
         hung.append(threading.current_thread())
         release.wait(30)
 
-    assert run_handler(hangs, False, {}, CTX, 0.2, NOT_CANCELLED) == (Outcome.TIMEOUT, "timed out after 0.2s")
+    assert run_handler(hangs, False, {}, CTX, 0.2, NOT_CANCELLED) == Ending(Outcome.TIMEOUT, "timed out after 0.2s")
     later: list[threading.Thread] = []
     assert (
         run_handler(lambda p, c: later.append(threading.current_thread()), False, {}, CTX, 5, NOT_CANCELLED)[0]

@@ -180,6 +180,9 @@ function timeline(attempts) {
         a.durationMs !== undefined ? ` · took ${duration(a.durationMs)}` : "",
       ),
       a.error ? h("div", { class: "error-text" }, a.error) : null,
+      a.traceback
+        ? h("details", { class: "traceback" }, h("summary", {}, "Traceback"), h("pre", {}, a.traceback))
+        : null,
     ),
   );
   return h(
