@@ -301,6 +301,8 @@ class Worker:
             scheduled_at=job.scheduledAt,
             logger=JobLogger(handler_log, ids),
             cancelled=cancellation.event,
+            planned_at=job.plannedAt,
+            template_id=job.templateId,
         )
         if job.cancelRequested:  # asked for between the claim and the start
             cancellation.request()

@@ -44,12 +44,17 @@ class HandlerContext:
 
     job_id: str
     job_type: str
-    attempt: int
+    attempt: int  # this attempt's number, from 1
     deadline: datetime
     tenant_id: str
+    # When this attempt was due: the job's scheduledAt, which a retry moves to the end of its backoff.
     scheduled_at: datetime
     logger: logging.LoggerAdapter[logging.Logger]
     cancelled: threading.Event
+    # A run of a recurring template: the fire time it runs for (the night a nightly report covers, whatever
+    # retries or catch-up moved its start to) and the template's id; None for a one-off job.
+    planned_at: datetime | None = None
+    template_id: str | None = None
 
 
 HandlerFn = Callable[[Payload, HandlerContext], Any] | Callable[[Payload, HandlerContext], Awaitable[Any]]

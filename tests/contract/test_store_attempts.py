@@ -139,7 +139,7 @@ def test_failures_retry_with_backoff_then_dead_letter(store: JobStore) -> None:
 
 def test_a_failed_attempt_keeps_its_traceback_and_the_job_its_one_line_error(store: JobStore) -> None:
     job = running(store, maxAttempts=2)
-    trace = 'Traceback (most recent call last):\n  File "myapp/jobs.py", line 12, in send\nKeyError: \'to\'\n'
+    trace = "Traceback (most recent call last):\n  File \"myapp/jobs.py\", line 12, in send\nKeyError: 'to'\n"
     retried = store.finish_attempt(job, replace(result(Outcome.FAILED, "KeyError: 'to'"), traceback=trace))
     assert retried is not None
     assert retried.lastError == "KeyError: 'to'"

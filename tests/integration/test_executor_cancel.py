@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
 from shared.handlers.registry import HandlerContext, HandlerError, HandlerRegistry, Payload
 from shared.model import Job, Outcome, Status
-from shared.store.base import JobStore, NewJob
+from shared.store.base import JobStore, NewJob, RunSpec
 from tests.support import wait_until
 
 LEASE = timedelta(minutes=5)
@@ -61,6 +62,12 @@ class Handlers:
         @register("slow-retry", backoff=Backoff(base_s=100, cap_s=1000))
         def slow_retry(payload: Payload, ctx: HandlerContext) -> None:
             raise HandlerError("try again later")
+
+        @register("fails-once", backoff=Backoff(base_s=0.05, cap_s=0.05))
+        def fails_once(payload: Payload, ctx: HandlerContext) -> None:
+            self._started(ctx)
+            if ctx.attempt == 1:
+                raise HandlerError("the first try failed")
 
     def _started(self, ctx: HandlerContext) -> None:
         self.contexts.append(ctx)
@@ -120,6 +127,11 @@ def dispatch(store: JobStore, bus: MemoryBus, job_type: str, **fields: Any) -> J
     return queued
 
 
+def claim_when_due(store: JobStore, job: Job) -> Job | None:
+    claimed = [j for j in store.claim_due_jobs(datetime.now(UTC), 100, {job.jobType}) if j.id == job.id]
+    return claimed[0] if claimed else None
+
+
 def final(store: JobStore, job: Job) -> Job:
     def done() -> Job | None:
         current = store.get(job.id)
@@ -176,6 +188,39 @@ def test_the_context_carries_the_jobs_ids_and_a_bound_logger(
     assert (ctx.tenant_id, ctx.scheduled_at, ctx.attempt, ctx.job_type) == ("tenant-c", job.scheduledAt, 1, "careful")
     [record] = [r for r in caplog.records if getattr(r, "action", None) == "test_handler_started"]
     assert (record.jobId, record.tenantId, record.attempt, record.jobType) == (job.id, "tenant-c", 1, "careful")  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("run_executors")
+def test_a_template_runs_context_says_which_fire_time_it_runs_for_also_when_retried(
+    api_store: JobStore, bus: MemoryBus, handlers: Handlers
+) -> None:
+    """A nightly report retried the next morning still knows which night it covers: planned_at stays the fire
+    time while scheduled_at moves with the retry's backoff."""
+    template = api_store.create(
+        NewJob(
+            idempotencyKey=f"nightly-{ObjectId()}",
+            tenantId="tenant-c",
+            jobType="fails-once",
+            scheduledAt=datetime(2030, 1, 1, 2, tzinfo=UTC),
+            cron="0 2 * * *",
+        )
+    )
+    night = datetime(2026, 1, 1, 2, tzinfo=UTC)
+    run, _ = api_store.add_run(template, RunSpec(night, scheduledAt=datetime.now(UTC) - timedelta(seconds=1)))
+    for attempt in (1, 2):  # as the scheduler would: claimed once due (the retry after its backoff), dispatched
+        claimed = wait_until(partial(claim_when_due, api_store, run), 30, f"attempt {attempt} to be claimed")
+        assert not bus.publish_wakeups([Wakeup(jobId=claimed.id, jobType="fails-once", priority=0, attempt=attempt)])
+        handlers.wait_started(run.id)
+        handlers.started.pop(run.id)
+    assert final(api_store, run).status is Status.COMPLETED
+    first, retry = [c for c in handlers.contexts if c.job_id == run.id]
+    assert (first.planned_at, first.template_id, first.scheduled_at) == (night, template.id, run.scheduledAt)
+    assert (retry.planned_at, retry.template_id, retry.attempt) == (night, template.id, 2)
+    assert retry.scheduled_at > first.scheduled_at  # the retry's due time, after its backoff
+    one_off = dispatch(api_store, bus, "fails-once", maxAttempts=1)
+    handlers.wait_started(one_off.id)
+    ctx = next(c for c in handlers.contexts if c.job_id == one_off.id)
+    assert (ctx.planned_at, ctx.template_id) == (None, None)
 
 
 @pytest.mark.usefixtures("run_executors")

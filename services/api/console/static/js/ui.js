@@ -57,7 +57,8 @@ export function table(headers, rows, { caption, stack = false } = {}) {
 export function time(iso) {
   if (!iso) return "";
   const moment = new Date(iso);
-  return h("time", { datetime: iso, title: `${iso} (UTC)` }, moment.toISOString().replace("T", " ").slice(0, 19));
+  // Said on the page, not only in a tooltip: beside a schedule's "03:30 (Europe/Berlin)" a bare time reads as local.
+  return h("time", { datetime: iso, title: iso }, `${moment.toISOString().replace("T", " ").slice(0, 19)} UTC`);
 }
 
 export function duration(ms) {

@@ -57,7 +57,7 @@ function groupSection(group, index, tenant, refresh) {
         : null,
     ),
   );
-  const headers = ["Job", "Tenant", "Type", "Attempts", "Dead-lettered"];
+  const headers = ["Job", "Tenant", "Type", "Failures", "Dead-lettered"];
   const section = h(
     "section",
     { class: "group panel", "aria-labelledby": titleId, dataset: { error: group.error } },

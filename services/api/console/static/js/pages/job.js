@@ -157,7 +157,7 @@ function runsSection(job, runs) {
     { "aria-labelledby": "runs-title" },
     h("h2", { id: "runs-title" }, "Runs (newest first)"),
     h("p", {}, link(`#/jobs?${new URLSearchParams({ tenantId: job.tenantId, templateId: job.id })}`, "Every run of this template")),
-    runs.length ? table(["Run", "Planned for", "Status", "Attempts"], rows) : h("p", { class: "muted" }, "No runs yet."),
+    runs.length ? table(["Run", "Planned for", "Status", "Failures"], rows) : h("p", { class: "muted" }, "No runs yet."),
   );
 }
 

@@ -57,7 +57,7 @@ export async function render(view, { params }) {
       ? h("p", {}, "Runs of template ", link(`#/jobs/${filters.templateId}`, h("code", {}, filters.templateId)), " · ", link(pageHref({ ...filters, templateId: "" }, {}), "all jobs"))
       : "",
     page.length
-      ? table(["Id", "Key", "Type", "Status", "Created", "Scheduled", "Attempts", "Last error"], body)
+      ? table(["Id", "Key", "Type", "Status", "Created", "Scheduled", "Failures", "Last error"], body)
       : h("p", { class: "muted", id: "empty" }, "No jobs match these filters."),
     pager,
   );
