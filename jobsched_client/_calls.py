@@ -3,6 +3,7 @@ the answer), and the retry rule, so the two clients differ only in how they send
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -134,7 +135,7 @@ def create(
     body: dict[str, Any] = {
         "idempotencyKey": options.get("idempotency_key") or f"{job_type}-{uuid.uuid4().hex}",
         "jobType": job_type,
-        "payload": payload or {},
+        "payload": json_payload(payload or {}),
         "tenantId": options.get("tenant_id") or default_tenant,
         "cron": cron,
         "interval": interval,
@@ -147,6 +148,17 @@ def create(
     if not recurring:
         body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))
     return Call("POST", "/jobs", _job, body={k: v for k, v in body.items() if v is not None})
+
+
+def json_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, checked to be JSON before it is sent: a value JSON has no form for (a datetime, a set, an
+    object) is named here, rather than as the HTTP library's TypeError from deep inside the send."""
+    try:
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        hint = " (send a time as its RFC 3339 text: value.isoformat())" if "datetime" in str(exc) else ""
+        raise ValueError(f"the payload is not JSON: {exc}{hint}") from None
+    return payload
 
 
 def get(job_id: str) -> Call[Job]:

@@ -73,6 +73,7 @@ class Settings:
     # How long after its last announcement a type stays known (its jobs accepted, waiting for an executor).
     job_type_retention: timedelta = timedelta(days=7)
     log_level: str = "INFO"
+    log_format: str = "auto"  # json | text | auto: text on a terminal, JSON otherwise
     # API authentication: "required" or "off"; "" (not set) is off, refused on a non-loopback API_HOST.
     auth: str = ""
     auth_bootstrap_key: str = field(default="", repr=False)  # an admin key taken from a secret
@@ -126,6 +127,7 @@ class Settings:
             job_types=reader.names("JOB_TYPES"),
             job_type_retention=reader.duration("JOB_TYPE_RETENTION", cls.job_type_retention),
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
+            log_format=reader.choice("LOG_FORMAT", cls.log_format, ("auto", "json", "text")),
             auth=reader.choice("AUTH", cls.auth, ("required", "off")),
             auth_bootstrap_key=reader.text("AUTH_BOOTSTRAP_KEY", cls.auth_bootstrap_key),
             auth_bootstrap_key_file=reader.text("AUTH_BOOTSTRAP_KEY_FILE", cls.auth_bootstrap_key_file),

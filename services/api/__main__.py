@@ -22,13 +22,13 @@ from shared.store.type_registries import type_registry_of
 @one_line_errors("jobsched api")
 def main() -> None:
     settings = Settings.from_env()
-    configure_logging("api", settings.log_level)
+    configure_logging("api", settings.log_level, settings.log_format)
     timeout_ms = int(settings.mongo_timeout.total_seconds() * 1000)
     auth = api_auth(
         settings, lambda: MongoKeyStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=timeout_ms)
     )
     limits = ApiLimits.from_settings(settings)
-    listener = bind(settings.api_host, settings.api_port, "jobsched api")
+    listener = bind(settings.api_host, settings.api_port, "API")
     serve_metrics(settings.metrics_host, settings.metrics_port)
     store = connect_store(settings)
     nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None

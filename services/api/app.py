@@ -56,13 +56,15 @@ def create_app(
     due_within: timedelta = timedelta(0),
     known_types: KnownTypes | None = None,
     allowed_hosts: Collection[str] = LOOPBACK_NAMES,
+    on_ready: Callable[[], None] | None = None,
 ) -> Starlette:
     """The API; with `auth` (AUTH=required) every route but the public ones needs a key, and the routes see
     the store only through the tenant guard of the request's key. `on_due_job` (a scheduler nudge) is called
     after a one-off job due within `due_within` from now (the scheduler's claim lookahead) was stored, so
     that it is claimed without waiting for the next tick. `known_types` says which job types it accepts (by
     default: this process's handlers and what executors announced in the store). Without `auth`, only requests
-    for `allowed_hosts` are served and writes from other web origins are refused (same_origin.py)."""
+    for `allowed_hosts` are served and writes from other web origins are refused (same_origin.py). `on_ready` is
+    called once the app has started, as the server begins to answer."""
     limits = limits or ApiLimits()
     browser = browser_for(store)
     known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
@@ -169,6 +171,8 @@ def create_app(
         if auth is not None:
             auth.start()
         known.start()
+        if on_ready is not None:
+            on_ready()
         yield
         await known.stop()
         await gate.stop()

@@ -65,6 +65,15 @@ def lock_database(path: Path) -> IO[str]:
     return handle
 
 
+def announce_ready(settings: Settings, path: Path) -> None:
+    host = f"[{settings.api_host}]" if ":" in settings.api_host else settings.api_host
+    api = f"http://{host}:{settings.api_port}"
+    log.info(
+        f"jobsched dev ready: API {api}, console {api}/ui/",
+        extra={"action": "dev_ready", "api": api, "console": f"{api}/ui/", "db": str(path)},
+    )
+
+
 def warn_if_readable_by_others(path: Path) -> None:
     """A file made by an earlier version (or by hand) that others may read holds every tenant's payloads."""
     try:
@@ -99,18 +108,18 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     args = parser.parse_args()
     load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
     settings = Settings.from_env()
-    configure_logging("dev", settings.log_level)
+    configure_logging("dev", settings.log_level, settings.log_format)
     path = Path(os.environ.get("JOBSCHED_DB", DEFAULT_DB)).resolve()
     try:
         auth = api_auth(settings, lambda: SqliteKeyStore(path))  # keys live in the same file as the jobs
     except ConfigError as exc:
         raise SystemExit(f"jobsched dev: {exc}") from None
+    limits = ApiLimits.from_settings(settings)
+    # Ports first: a taken one ends the start before anything runs a job, or leaves a lock file behind.
+    listener = bind(settings.api_host, settings.api_port, "API")
+    serve_metrics(settings.metrics_host, settings.metrics_port)
     lock = lock_database(path)
     warn_if_readable_by_others(path)
-    limits = ApiLimits.from_settings(settings)
-    # Ports first: a taken one ends the start before anything runs a job.
-    listener = bind(settings.api_host, settings.api_port, "jobsched dev")
-    serve_metrics(settings.metrics_host, settings.metrics_port)
     store = SqliteJobStore(str(path))
     store.ensure_schema()
     resume(store)
@@ -177,10 +186,6 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     )
     for thread in threads:
         thread.start()
-    log.info(
-        "jobsched dev ready",
-        extra={"action": "dev_ready", "api": f"http://{settings.api_host}:{settings.api_port}", "db": str(path)},
-    )
     known_types = KnownTypes(
         job_type_registry, local=registry, configured=settings.job_types, retention=settings.job_type_retention
     )
@@ -192,6 +197,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
         due_within=settings.claim_lookahead,
         known_types=known_types,
         allowed_hosts=allowed_hosts(settings),
+        on_ready=lambda: announce_ready(settings, path),
     )
     server = make_server(app, settings.api_host, settings.api_port, limits)
 

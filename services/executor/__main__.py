@@ -44,7 +44,7 @@ def main() -> None:
         )
         raise SystemExit(2)
     settings = Settings.from_env()
-    configure_logging(f"executor-{args.job_type}", settings.log_level)
+    configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     store = connect_store(settings)
     bus = connect_bus(settings)

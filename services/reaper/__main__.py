@@ -16,7 +16,7 @@ from shared.store.type_registries import type_registry_of
 @one_line_errors("jobsched reaper")
 def main() -> None:
     settings = Settings.from_env()
-    configure_logging("reaper", settings.log_level)
+    configure_logging("reaper", settings.log_level, settings.log_format)
     store = connect_store(settings)
     stop = threading.Event()
 

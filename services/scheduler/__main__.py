@@ -23,7 +23,7 @@ from shared.store.type_registries import type_registry_of
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
-    configure_logging("scheduler", settings.log_level)
+    configure_logging("scheduler", settings.log_level, settings.log_format)
     node_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     store = connect_store(settings)
     bus = connect_bus(settings)

@@ -36,7 +36,9 @@ def load_handlers(registry: HandlerRegistry, modules: Iterable[str], *, use_entr
             try:
                 importlib.import_module(name)
             except Exception as exc:
-                raise PluginError(f"handler module {name!r} failed to load: {_describe(exc)}") from exc
+                raise PluginError(
+                    f"handler module {name!r} failed to load: {_describe(exc)}{_hint(name, exc)}"
+                ) from exc
             loaded.append(name)
         if use_entry_points:
             for point in entry_points(group=ENTRY_POINT_GROUP):
@@ -74,6 +76,17 @@ def load_handlers_or_exit(
 def _exit(program: str, message: str) -> NoReturn:
     print(f"{program}: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def _hint(module: str, exc: BaseException) -> str:
+    """What to check when the module's own package is not found: where Python looks for it."""
+    package = module.partition(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != package:
+        return ""
+    return (
+        f" (is the folder that holds {package}/ on PYTHONPATH, e.g. PYTHONPATH=/path/to/src, or is {package}"
+        " installed in this environment?)"
+    )
 
 
 def _describe(exc: BaseException) -> str:

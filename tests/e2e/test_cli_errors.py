@@ -50,7 +50,8 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         ("services.executor", ["--zzz"], {}, 2, "unrecognized arguments"),
         ("services.dev", [], {"SCHEDULER_TICK": "often"}, 2, "SCHEDULER_TICK"),
         ("services.api", [], {"API_PORT": "eighty"}, 2, "API_PORT"),
-        ("services.cli", ["nothing"], {}, 2, "usage: jobsched"),
+        ("services.cli", ["nothing"], {}, 2, "jobsched: unknown command 'nothing'; one of: api"),
+        ("services.cli", [], {}, 2, "see jobsched --help"),
     ],
 )
 def test_a_bad_argument_setting_or_dependency_is_one_line_and_a_non_zero_exit(
@@ -75,3 +76,12 @@ def test_seed_finds_a_running_local_stack_by_its_env_file(
     assert f"using the local stack's settings from {stack / 'env'}" in done.stderr
     assert "inserted 6" in done.stdout  # 3 one-off jobs and the 3 templates
     assert mongo_db["jobs"].count_documents({"idempotencyKey": {"$regex": "^seed-stack-"}}) == 6
+
+
+def test_jobsched_help_lists_every_command_and_succeeds(tmp_path: Path) -> None:
+    from services.cli import SERVICES
+
+    done = run("services.cli", "--help", STACK_DIR=str(tmp_path / "no-stack"))
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert sorted(listed) == sorted(SERVICES)

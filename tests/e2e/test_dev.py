@@ -7,7 +7,8 @@ from tests.support import wait_until
 
 
 def test_a_job_completes_with_no_server_installed(dev: Dev) -> None:
-    dev.start()
+    process = dev.start()
+    assert f"console {dev.base_url}/ui/" in process.log_text()  # where to look, once the API answers
     job_id = dev.create("hello", "log-message", {"message": "hello from jobsched dev"})
     wait_until(lambda: dev.http.get(f"/jobs/{job_id}").json()["status"] == "completed", 30, "the job to complete")
     [execution] = dev.http.get(f"/jobs/{job_id}/executions").json()

@@ -254,3 +254,5 @@ def test_a_taken_port_ends_the_start_with_one_line_naming_its_holder(
     assert len(lines) == 1, done.stderr
     assert f"port {port} on 127.0.0.1 is in use by pid {os.getpid()} (" in lines[0]
     assert variable in lines[0]
+    assert lines[0].count(f"jobsched {service}") == 1, "the command is named once"
+    assert not (tmp_path / "x.db.lock").exists(), "a start that failed left the database's lock file"

@@ -86,8 +86,18 @@ def test_a_name_registered_twice_names_both_modules(registry: HandlerRegistry, p
 
 
 def test_a_module_that_does_not_exist(registry: HandlerRegistry) -> None:
-    with pytest.raises(PluginError, match="handler module 'no_such_plugin' failed to load: ModuleNotFoundError"):
-        load_handlers(registry, ["no_such_plugin"], use_entry_points=False)
+    with pytest.raises(PluginError, match=r"handler module 'no_such_plugin\.jobs' failed to load: ModuleNotFound") as e:
+        load_handlers(registry, ["no_such_plugin.jobs"], use_entry_points=False)
+    assert "is the folder that holds no_such_plugin/ on PYTHONPATH" in str(e.value)
+
+
+def test_a_dependency_the_module_misses_is_not_mistaken_for_a_path_problem(
+    registry: HandlerRegistry, plugin_dir: Path
+) -> None:
+    (plugin_dir / "needs_more.py").write_text("import no_such_dependency\n")
+    with pytest.raises(PluginError, match="No module named 'no_such_dependency'") as refused:
+        load_handlers(registry, ["needs_more"], use_entry_points=False)
+    assert "PYTHONPATH" not in str(refused.value)
 
 
 def test_bad_registrations_are_refused_at_once(registry: HandlerRegistry) -> None:
