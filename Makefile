@@ -5,7 +5,7 @@ SERVERS := deployments/local/servers.sh
 STACK := deployments/local/stack.sh
 PYTEST_ARGS ?=
 
-.PHONY: help install dev test test-fast lint servers-up servers-down up down
+.PHONY: help install dev dist test test-fast lint servers-up servers-down up down
 
 help:
 	@echo "make dev          the whole product in one process (SQLite, no server needed) on 127.0.0.1:8080"
@@ -15,6 +15,7 @@ help:
 	@echo "make up / down    the distributed stack as real processes (servers, API, 2 schedulers, executors, reaper)"
 	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB 2, for running pytest by hand"
 	@echo "make install      create .venv with the locked dependencies (uv)"
+	@echo "make dist         the wheel and its locked runtime requirements in dist/, to install without dev tools"
 
 # Bytecode is compiled at install, as the container image does (UV_COMPILE_BYTECODE): a process start then
 # loads it rather than compiling every module from source (PYTHONDONTWRITEBYTECODE keeps Python from caching it).
@@ -25,6 +26,14 @@ install:
 
 dev: install
 	.venv/bin/jobsched dev
+
+# What a production install takes (docs/operations.md): the wheel, and the lock's runtime requirements only.
+DIST ?= dist
+dist:
+	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
+	rm -rf $(DIST)
+	uv build --wheel --out-dir $(DIST) -q
+	uv export --frozen --no-dev --no-emit-project --no-hashes -q -o $(DIST)/requirements.txt
 
 test: install
 	@bash deployments/local/test-tools.sh

@@ -1,4 +1,4 @@
-"""The `jobsched` command: `jobsched <service> [args]` runs one service's entry point."""
+"""The `jobsched` command: `jobsched <command> [args]` runs one command's entry point (`module:function`)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,21 @@ import importlib
 import sys
 
 SERVICES = {
-    "api": "services.api.__main__",
-    "scheduler": "services.scheduler.__main__",
-    "executor": "services.executor.__main__",
-    "reaper": "services.reaper.__main__",
-    "dev": "services.dev.__main__",
-    "keys": "services.keys_cli",
+    "standalone": "services.embedded.commands:standalone_main",
+    "dev": "services.embedded.commands:dev_main",
+    "backup": "services.embedded.backup:backup_main",
+    "restore": "services.embedded.backup:restore_main",
+    "api": "services.api.__main__:main",
+    "scheduler": "services.scheduler.__main__:main",
+    "executor": "services.executor.__main__:main",
+    "reaper": "services.reaper.__main__:main",
+    "keys": "services.keys_cli:main",
 }
 SUMMARIES = {
-    "dev": "the whole product in one process on a SQLite file (API and console on 127.0.0.1:8080)",
+    "standalone": "the whole product as one service on a SQLite file (--db, an absolute path; API on 127.0.0.1:8080)",
+    "dev": "the same for development, on ./jobsched.db",
+    "backup": "copy a standalone or dev database file while it runs (SQLite's online backup)",
+    "restore": "put a backup in place of a stopped standalone or dev database file",
     "api": "the HTTP API and console (distributed mode, MongoDB)",
     "scheduler": "claims due jobs and fires schedules; one leader at a time, elected through etcd",
     "executor": "runs the handlers of one job type (--type NAME)",
@@ -43,7 +49,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"jobsched: {given}one of: {', '.join(SERVICES)} (see jobsched --help)", file=sys.stderr)
         raise SystemExit(2)
     sys.argv = [f"jobsched {args[0]}", *args[1:]]
-    importlib.import_module(SERVICES[args[0]]).main()
+    module, function = SERVICES[args[0]].split(":")
+    getattr(importlib.import_module(module), function)()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ from tests.e2e.devmode import Dev
 def dev(tmp_path: Path) -> Iterator[Dev]:
     made = Dev(tmp_path)
     yield made
-    for process in made.runs:
-        process.stop()
-    made.http.close()
+    made.close()
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Dev]:
+    made = Dev(tmp_path, standalone=True)
+    yield made
+    made.close()

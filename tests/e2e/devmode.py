@@ -1,4 +1,5 @@
-"""`jobsched dev` as a real process, for the tests that need the whole product without a server."""
+"""`jobsched dev` (or `jobsched standalone`) as a real process, for the tests that need the whole product without
+a server."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ NO_SERVERS = {"MONGO_URI": "mongodb://127.0.0.1:1/", "KAFKA_BROKERS": "127.0.0.1
 
 
 class Dev:
-    def __init__(self, tmp_path: Path) -> None:
+    """`jobsched dev` on `tmp_path/jobsched.db`; with `standalone`, `jobsched standalone --db` that file."""
+
+    def __init__(self, tmp_path: Path, *, standalone: bool = False) -> None:
         self.db = tmp_path / "jobsched.db"
+        self.standalone = standalone
         self.port = free_port()
         self.tmp_path = tmp_path
         self.runs: list[ServiceProcess] = []
@@ -28,17 +32,20 @@ class Dev:
 
     def start(self, *args: str, **settings: str) -> ServiceProcess:
         """Start `jobsched dev` (with `args`, and `settings` over the defaults) and wait until it is ready."""
-        env = {
-            **NO_SERVERS,
-            "JOBSCHED_DB": str(self.db),
-            "API_PORT": str(self.port),
-            "SCHEDULER_TICK": "100ms",
-            **settings,
-        }
-        process = ServiceProcess("dev", env, self.tmp_path, f"dev-{len(self.runs)}", args=list(args))
+        env = {**NO_SERVERS, "API_PORT": str(self.port), "SCHEDULER_TICK": "100ms", **settings}
+        if self.standalone:
+            service, args = "embedded", ("--db", str(self.db), *args)
+        else:
+            service, env = "dev", {"JOBSCHED_DB": str(self.db), **env}
+        process = ServiceProcess(service, env, self.tmp_path, f"{service}-{len(self.runs)}", args=list(args))
         self.runs.append(process)
         wait_until(lambda: self._ready(process), 60, "jobsched dev to answer /readyz")
         return process
+
+    def close(self) -> None:
+        for process in self.runs:
+            process.stop()
+        self.http.close()
 
     def _ready(self, process: ServiceProcess) -> bool:
         assert process.process.poll() is None, process.log_text()[-3000:]

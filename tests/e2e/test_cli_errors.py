@@ -50,7 +50,10 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         ("services.executor", ["--zzz"], {}, 2, "unrecognized arguments"),
         ("services.dev", [], {"SCHEDULER_TICK": "often"}, 2, "SCHEDULER_TICK"),
         ("services.api", [], {"API_PORT": "eighty"}, 2, "API_PORT"),
-        ("services.cli", ["nothing"], {}, 2, "jobsched: unknown command 'nothing'; one of: api"),
+        ("services.embedded", ["--db", "jobs.db"], {}, 2, "the database path must be absolute, not 'jobs.db'"),
+        ("services.cli", ["backup", "/nonexistent/b.db", "--db", "/nonexistent/j.db"], {}, 1, "does not exist"),
+        ("services.cli", ["restore", "/nonexistent/b.db", "--db", "/nonexistent/j.db"], {}, 1, "does not exist"),
+        ("services.cli", ["nothing"], {}, 2, "jobsched: unknown command 'nothing'; one of: standalone, dev"),
         ("services.cli", [], {}, 2, "see jobsched --help"),
     ],
 )

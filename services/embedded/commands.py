@@ -1,0 +1,90 @@
+"""`jobsched standalone` (the embedded mode as a service) and `jobsched dev` (the developer's shortcut).
+
+Both run `Embedded` in the foreground until SIGINT or SIGTERM, which stop accepting work, let in-flight
+handlers finish and exit. They differ in where the data goes:
+- `standalone` keeps it at an absolute path: `--db`, else JOBSCHED_DB, else `$STATE_DIRECTORY/jobsched.db`
+  (systemd's StateDirectory=), else /var/lib/jobsched/jobsched.db. A relative path is refused: a service's
+  working directory is wherever its supervisor started it, and a job store that moves with it is lost.
+- `dev` keeps it in the working directory (`./jobsched.db`, or JOBSCHED_DB, relative or not).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from services.embedded.node import DatabaseInUse, Embedded
+from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
+from shared.cli import OneLineParser, one_line_errors
+from shared.config import ConfigError, Settings
+from shared.handlers import registry
+from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
+from shared.logging import configure_logging
+
+log = logging.getLogger("jobsched.embedded")
+DB_VARIABLE = "JOBSCHED_DB"
+DEV_DB = "jobsched.db"
+SERVICE_DB = Path("/var/lib/jobsched/jobsched.db")
+
+
+def service_database(given: str | None, environ: Mapping[str, str]) -> Path:
+    """Where `jobsched standalone` keeps its data; ConfigError for a relative path."""
+    if given is None:
+        given = environ.get(DB_VARIABLE)
+    if given is None:
+        state = environ.get("STATE_DIRECTORY", "").split(":")[0]
+        return Path(state) / "jobsched.db" if state else SERVICE_DB
+    if not Path(given).is_absolute():
+        raise ConfigError(
+            f"the database path must be absolute, not {given!r} (--db or {DB_VARIABLE}; "
+            "`jobsched dev` takes a relative one)"
+        )
+    return Path(given)
+
+
+def dev_database(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get(DB_VARIABLE) or DEV_DB).resolve()
+
+
+def announce_ready(prog: str, node: Embedded) -> None:
+    log.info(
+        f"{prog} ready: API {node.url}, console {node.url}/ui/",
+        extra={"action": "embedded_ready", "api": node.url, "console": f"{node.url}/ui/", "db": str(node.path)},
+    )
+
+
+def run(prog: str, name: str, *, service: bool, make_dispatcher: DispatcherFactory) -> None:
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--handlers", default=None, help=f"comma-separated handler modules to load (or {HANDLERS_VARIABLE})"
+    )
+    if service:
+        parser.add_argument(
+            "--db", default=None, help=f"the SQLite file, an absolute path (or {DB_VARIABLE}; default {SERVICE_DB})"
+        )
+    args = parser.parse_args()
+    load_handlers_or_exit(registry, args.handlers, os.environ, prog)
+    settings = Settings.from_env()
+    configure_logging(name, settings.log_level, settings.log_format)
+    path = service_database(args.db, os.environ) if service else dev_database(os.environ)
+    node = Embedded(
+        path,
+        settings=settings,
+        metrics=True,
+        make_dispatcher=make_dispatcher,
+        on_ready=lambda node: announce_ready(prog, node),
+        name=name,
+    )
+    node.serve()
+
+
+@one_line_errors("jobsched standalone", DatabaseInUse)
+def standalone_main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
+    run("jobsched standalone", "standalone", service=True, make_dispatcher=make_dispatcher)
+
+
+@one_line_errors("jobsched dev", DatabaseInUse)
+def dev_main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
+    run("jobsched dev", "dev", service=False, make_dispatcher=make_dispatcher)
