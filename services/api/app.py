@@ -37,7 +37,7 @@ from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES
 from shared.handlers import registry
 from shared.jsonsafe import shorten
-from shared.model import Status, utc_now
+from shared.model import TERMINAL, Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore
 from shared.store.browse import JobQuery, browser_for
 from shared.store.type_registries import type_registry_of
@@ -91,6 +91,12 @@ def create_app(
         except DuplicateJob as exc:
             # The existing job's id lets a client that retried a create it could not see succeed fetch it.
             message = f"a job with idempotencyKey {shorten(exc.idempotency_key)!r} already exists"
+            holder = await admission.read(store.get, exc.existing_id) if exc.existing_id else None
+            if holder is not None and holder.status in TERMINAL:
+                message += (
+                    f" ({'template' if holder.is_template else 'job'} {holder.id}, {holder.status.value}:"
+                    f" POST /jobs/{holder.id}/delete frees the key)"
+                )
             return SafeJSONResponse({"error": message, "jobId": exc.existing_id}, status_code=409)
         if on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + due_within:
             on_due_job()
@@ -140,6 +146,23 @@ def create_app(
         executions = await admission.read(store.list_executions, job_id)
         return SafeJSONResponse([e.to_wire() for e in executions])
 
+    async def delete_job(request: Request) -> Response:
+        deleted = await admission.write(store.delete, path_job_id(request))
+        job = deleted.job
+        log.info(
+            "job deleted",
+            extra={"action": "job_deleted", "jobId": job.id, "tenantId": job.tenantId, "runsDeleted": deleted.runs},
+        )
+        return SafeJSONResponse(
+            {
+                "id": job.id,
+                "idempotencyKey": job.idempotencyKey,
+                "status": job.status.value,
+                "deleted": True,
+                "runsDeleted": deleted.runs,
+            }
+        )
+
     async def retry_job(request: Request) -> Response:
         job = await admission.write(store.redrive, path_job_id(request))
         log.info("job re-driven", extra={"action": "job_redriven", "jobId": job.id, "tenantId": job.tenantId})
@@ -186,6 +209,7 @@ def create_app(
         Route("/jobs/{job_id}", cancel_job, methods=["DELETE"]),
         Route("/jobs/{job_id}/executions", list_executions, methods=["GET"]),
         Route("/jobs/{job_id}/retry", retry_job, methods=["POST"]),
+        Route("/jobs/{job_id}/delete", delete_job, methods=["POST"]),
         Route("/job-types", list_job_types, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

@@ -21,6 +21,17 @@ _JOB_TYPE: dict[str, Any] = {
         "lastSeenAt": {"type": ["string", "null"], "description": "Last announcement; null if never announced"},
     },
 }
+_DELETED: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "idempotencyKey", "status", "deleted", "runsDeleted"],
+    "properties": {
+        "id": {"type": "string"},
+        "idempotencyKey": {"type": "string", "description": "Free again in the job's tenant"},
+        "status": {"type": "string", "description": "The status the job had"},
+        "deleted": {"type": "boolean", "const": True},
+        "runsDeleted": {"type": "integer", "description": "A template's runs deleted with it"},
+    },
+}
 
 
 def _schemas() -> dict[str, Any]:
@@ -136,6 +147,21 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Re-drive a dlq job: back to pending, due now, with a fresh attempt budget",
                     "parameters": [job_id],
                     "responses": {"200": _json("Job", "Pending again"), **_errors(400, 404, 409, 503)},
+                },
+            },
+            "/jobs/{id}/delete": {
+                "post": {
+                    "summary": "Delete a finished job (completed, dlq or cancelled) and its attempt records, freeing"
+                    " its idempotency key; a finished template goes with all of its runs (409 while one has not"
+                    " finished)",
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": {
+                            "description": "Deleted",
+                            "content": {"application/json": {"schema": _DELETED}},
+                        },
+                        **_errors(400, 404, 409, 503),
+                    },
                 },
             },
             "/job-types": {

@@ -65,6 +65,25 @@ class TransitionRefused(StoreError):
         self.job = job
 
 
+class ActiveRuns(TransitionRefused):
+    """A template cannot be deleted while a run of it has not finished."""
+
+    def __init__(self, template: Job, active: int) -> None:
+        StoreError.__init__(
+            self,
+            f"cannot delete template {template.id}: {active} of its runs have not finished (cancel or await them)",
+        )
+        self.job = template
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What `delete` removed: the job as it was, and for a template how many runs went with it."""
+
+    job: Job
+    runs: int = 0
+
+
 @dataclass(frozen=True)
 class AttemptResult:
     """What an executor reports for the attempt it ran."""
@@ -198,6 +217,13 @@ class JobStore(Protocol):
     def redrive(self, job_id: str) -> Job:
         """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
         Raise JobNotFound, or TransitionRefused for any other status."""
+
+    def delete(self, job_id: str) -> Deleted:
+        """Remove a finished job (completed, dlq or cancelled) with its attempt records, so that its idempotency
+        key can be used again; a finished template goes with every run of it (their keys derive from the
+        template's). Raise JobNotFound, TransitionRefused for a job not finished, ActiveRuns for a template
+        with a run not finished (nothing is removed then). The removal is conditional on the status read, so a
+        job re-driven or re-started meanwhile is refused, not removed."""
 
     # --- the scheduler ------------------------------------------------------------------------------------
 

@@ -34,13 +34,25 @@ from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError,
 
 from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.jsonsafe import shorten
-from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, job_from_fields, utc_now
+from shared.model import (
+    EXECUTION_FIELDS,
+    JOB_FIELDS,
+    TERMINAL,
+    Execution,
+    Job,
+    Outcome,
+    Status,
+    job_from_fields,
+    utc_now,
+)
 from shared.store import transitions
 from shared.store.base import (
+    ActiveRuns,
     AttemptFinish,
     AttemptResult,
     AttemptStart,
     AttemptTaken,
+    Deleted,
     DuplicateJob,
     JobNotFound,
     JobRefused,
@@ -61,6 +73,7 @@ from shared.store.transitions import attempt_record_id as attempt_record_id
 
 Document = dict[str, Any]
 T = TypeVar("T")
+DELETE_CHUNK = 1000  # ids per $in of a template's deletion
 log = logging.getLogger("jobsched.store")
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
 DUPLICATE_KEY = 11000
@@ -720,6 +733,38 @@ class MongoJobStore:
         if doc is None:
             raise TransitionRefused(self.get(job_id) or job, "retry")
         return job_from_document(doc)
+
+    def delete(self, job_id: str) -> Deleted:
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        transitions.check_deletable(job)
+        finished = {"$in": [s.value for s in TERMINAL]}
+        runs: list[ObjectId] = []
+        with translate_errors():
+            if job.is_template:
+                # A finished template spawns no more runs, and its status never changes again: its runs first,
+                # so that a crash in between leaves the template to delete again, never runs without it.
+                found = list(self._jobs.find({"templateId": job.id}, {"status": 1}))
+                active = sum(Status(d["status"]) not in TERMINAL for d in found)
+                if active:
+                    raise ActiveRuns(job, active)
+                runs = [d["_id"] for d in found]
+                for start in range(0, len(runs), DELETE_CHUNK):
+                    self._jobs.delete_many({"_id": {"$in": runs[start : start + DELETE_CHUNK]}, "status": finished})
+                # A run re-driven meanwhile is not finished and stays, with its records.
+                kept = {d["_id"] for d in self._jobs.find({"_id": {"$in": runs}}, {"_id": 1})}
+                runs = [r for r in runs if r not in kept]
+            if self._jobs.delete_one({"_id": ObjectId(job.id), "status": finished}).deleted_count == 0:
+                raise TransitionRefused(self.get(job_id) or job, "delete")
+            # Records last: a crash before this leaves records no job points to, never a job without them.
+            ids = [job.id, *(str(r) for r in runs)]
+            for start in range(0, len(ids), DELETE_CHUNK):
+                chunk = ids[start : start + DELETE_CHUNK]
+                self._executions.delete_many({"jobId": {"$in": chunk}})
+                self._outcomes.delete_many({"jobId": {"$in": chunk}})
+                self._cancel_requests.delete_many({"_id": {"$in": chunk}})
+        return Deleted(job, len(runs))
 
     # --- reaper -----------------------------------------------------------------------------------------
 

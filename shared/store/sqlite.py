@@ -41,10 +41,12 @@ from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, 
 from shared.store import transitions
 from shared.store.base import (
     WAIT_DEADLINE,
+    ActiveRuns,
     AttemptFinish,
     AttemptResult,
     AttemptStart,
     AttemptTaken,
+    Deleted,
     DuplicateJob,
     JobNotFound,
     NewJob,
@@ -610,6 +612,24 @@ class SqliteJobStore:
             row = _update_job(conn, job.id, transitions.redriven(job, utc_now()), "status = ? AND attempts = ?", guard)
         assert row is not None, "the write lock was held since the job was read"
         return _to_job(row)
+
+    def delete(self, job_id: str) -> Deleted:
+        with self._write() as conn:  # the write lock: nothing changes between the checks and the removal
+            job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+            if job is None:
+                raise JobNotFound(job_id)
+            transitions.check_deletable(job)
+            runs: list[str] = []
+            if job.is_template:
+                rows = conn.execute("SELECT id, status FROM jobs WHERE templateId = ?", (job.id,)).fetchall()
+                active = sum(Status(r[1]) not in TERMINAL for r in rows)
+                if active:
+                    raise ActiveRuns(job, active)
+                runs = [str(r[0]) for r in rows]
+            for chunk in _chunks([job.id, *runs]):
+                conn.execute(f"DELETE FROM executions WHERE jobId IN ({_marks(chunk)})", chunk)
+                conn.execute(f"DELETE FROM jobs WHERE id IN ({_marks(chunk)})", chunk)
+        return Deleted(job, len(runs))
 
     # --- reaper -----------------------------------------------------------------------------------------
 

@@ -224,6 +224,12 @@ def check_startable(job: Job, job_type: str) -> None:
         raise TransitionRefused(job, "start")
 
 
+def check_deletable(job: Job) -> None:
+    """Only a finished job is deleted: one underway still has an owner, or will have."""
+    if job.status not in TERMINAL:
+        raise TransitionRefused(job, "delete")
+
+
 def check_redrivable(job: Job) -> None:
     if job.status is not Status.DLQ or job.is_template:
         raise TransitionRefused(job, "retry")

@@ -342,6 +342,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",
+        "/jobs/{id}/delete",
         "/jobs/{id}/pause",
         "/jobs/{id}/resume",
         "/jobs/{id}/trigger",
