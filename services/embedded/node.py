@@ -179,12 +179,14 @@ class Embedded:
 
     def stop(self) -> None:
         """Stop accepting requests, let in-flight handlers finish, close the file. Safe to call twice."""
+        # A start that failed before anything ran (a taken port, a locked file) ends with its one error line.
+        was_running = bool(self._threads)
         if self._server is not None:
             self._server.should_exit = True
         if self._server_thread is not None and self._server_thread is not threading.current_thread():
             self._server_thread.join()
         self._server_thread = None
-        if self._threads:
+        if was_running:
             log.info("shutting down: finishing in-flight jobs", extra={"action": "embedded_stopping"})
         if self._stop_scheduler is not None:
             self._stop_scheduler()
@@ -194,7 +196,8 @@ class Embedded:
         self._threads = []
         while self._closers:
             self._closers.pop()()
-        log.info("stopped", extra={"action": "embedded_stopped"})
+        if was_running:
+            log.info("stopped", extra={"action": "embedded_stopped"})
 
     def __enter__(self) -> Embedded:
         self.start()
