@@ -22,16 +22,18 @@ from jobsched_client.errors import (
     Unavailable,
     WaitTimeout,
 )
-from jobsched_client.models import TERMINAL_STATUSES, Execution, Job, JobType
+from jobsched_client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, JobType
 from jobsched_client.sync import Client
 
 __all__ = [
     "TERMINAL_STATUSES",
     "AsyncClient",
+    "Backfilled",
     "BadRequest",
     "Client",
     "Conflict",
     "ConnectionFailed",
+    "Deleted",
     "DuplicateJob",
     "Execution",
     "Job",

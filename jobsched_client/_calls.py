@@ -13,8 +13,8 @@ from typing import Any, Generic, NoReturn, TypedDict, TypeVar
 
 import httpx
 
-from jobsched_client.errors import ConnectionFailed, JobschedError, error_for
-from jobsched_client.models import TERMINAL_STATUSES, Execution, Job, JobType
+from jobsched_client.errors import Conflict, ConnectionFailed, JobschedError, error_for
+from jobsched_client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, JobType, parse_time
 
 T = TypeVar("T")
 
@@ -107,11 +107,10 @@ def _jobs(body: Any) -> list[Job]:
     return [Job.from_wire(item) for item in body]
 
 
-class CreateOptions(TypedDict, total=False):
-    """The optional arguments of `create`, shared by both clients."""
+class JobOptions(TypedDict, total=False):
+    """The optional arguments of `upsert` (and of `create`, with its idempotency_key), shared by both clients."""
 
     tenant_id: str | None  # default: the client's tenant_id
-    idempotency_key: str | None  # default: generated
     scheduled_at: datetime | str | None  # default: now (one-off jobs only)
     cron: str | None
     interval: str | None
@@ -122,6 +121,10 @@ class CreateOptions(TypedDict, total=False):
     # A template's schedule policy, keyed as the API spells it: overlap, catchup, catchupWindow, startAt, endAt,
     # remainingRuns, jitter, pauseOnFailure (the API checks it, and refuses it on a one-off job).
     policy: Mapping[str, Any] | None
+
+
+class CreateOptions(JobOptions, total=False):
+    idempotency_key: str | None  # default: generated
 
 
 def create(
@@ -159,6 +162,130 @@ def json_payload(payload: dict[str, Any]) -> dict[str, Any]:
         hint = " (send a time as its RFC 3339 text: value.isoformat())" if "datetime" in str(exc) else ""
         raise ValueError(f"the payload is not JSON: {exc}{hint}") from None
     return payload
+
+
+class UpdateOptions(TypedDict, total=False):
+    """The fields of `update`: a field left out keeps its value; None clears it where the API allows (a
+    template's timezone, timeoutSeconds, maxAttempts: its default) and is a 400 elsewhere."""
+
+    scheduled_at: datetime | str | None  # a pending one-off job's
+    cron: str | None
+    interval: str | None
+    timezone: str | None
+    payload: dict[str, Any] | None
+    priority: int | None
+    max_attempts: int | None
+    timeout_seconds: float | None
+    policy: Mapping[str, Any] | None  # as in CreateOptions; None for a bound (endAt, remainingRuns...) clears it
+
+
+_WIRE_NAMES = {"scheduled_at": "scheduledAt", "max_attempts": "maxAttempts", "timeout_seconds": "timeoutSeconds"}
+
+
+def update(job_id: str, options: UpdateOptions) -> Call[Job]:
+    """PATCH: a template's schedule, payload, limits and policy, or a pending one-off job's scheduledAt,
+    priority and payload. A template's next fire time is computed again from now."""
+    fields: dict[str, Any] = dict(options)
+    body: dict[str, Any] = dict(fields.pop("policy", None) or {})
+    for name, value in fields.items():
+        if name == "scheduled_at" and value is not None:
+            value = format_time(value)
+        elif name == "payload" and value is not None:
+            value = json_payload(value)
+        body[_WIRE_NAMES.get(name, name)] = value
+    return patch(job_id, body)
+
+
+def patch(job_id: str, body: dict[str, Any]) -> Call[Job]:
+    return Call("PATCH", f"/jobs/{job_id}", _job, body=body)
+
+
+# A one-off job's fields that a PATCH can change; the rest are fixed once it is created.
+_RUN_FIELDS = frozenset({"scheduledAt", "priority", "payload"})
+_IDENTITY = frozenset({"idempotencyKey", "jobType", "tenantId"})
+
+
+def upsert_changes(existing: Job, wanted: dict[str, Any], scheduled_given: bool) -> dict[str, Any]:
+    """The PATCH body that makes `existing` (the job holding the idempotency key) what the create body
+    `wanted` declares: only the fields that differ, so that declaring the same schedule again changes nothing
+    (a PATCH would compute the next fire time again). Conflict when a PATCH cannot do it."""
+    held = f"idempotency key {existing.idempotency_key!r} is held by job {existing.id}"
+    recurring = "cron" in wanted or "interval" in wanted
+    if existing.job_type != wanted["jobType"]:
+        raise Conflict(f"{held} of type {existing.job_type!r}, not {wanted['jobType']!r}", 409)
+    if recurring != bool(existing.cron or existing.interval):
+        kind = "a recurring template" if recurring else "a one-off job"
+        raise Conflict(f"{held}, which is not {kind}", 409)
+    if existing.finished:
+        raise Conflict(f"{held}, which is {existing.status}: delete it to use the key again", 409)
+    if not recurring and existing.status != "pending":
+        raise Conflict(f"{held}, which is {existing.status}: only a pending job can be changed", 409)
+    changes = {
+        name: value
+        for name, value in wanted.items()
+        if name not in _IDENTITY and not _same(name, existing.raw.get(name), value)
+    }
+    if not recurring:
+        if not scheduled_given:
+            changes.pop("scheduledAt", None)
+        if fixed := sorted(set(changes) - _RUN_FIELDS):
+            raise Conflict(f"{held}: {', '.join(fixed)} of a one-off job cannot be changed", 409)
+    return changes
+
+
+def _same(name: str, stored: Any, wanted: Any) -> bool:
+    if name == "scheduledAt":
+        return parse_time(stored) == parse_time(wanted)
+    return bool(stored == wanted)
+
+
+def pause(job_id: str, note: str | None) -> Call[Job]:
+    return Call("POST", f"/jobs/{job_id}/pause", _job, body={"note": note} if note is not None else {})
+
+
+def resume(job_id: str) -> Call[Job]:
+    return Call("POST", f"/jobs/{job_id}/resume", _job, body={})
+
+
+def trigger(job_id: str, payload: dict[str, Any] | None, overlap: str | None, idempotency_key: str | None) -> Call[Job]:
+    """One run of a template now. The request key is generated when not given, so a resent trigger makes
+    one run, not two."""
+    body = {
+        "payload": json_payload(payload) if payload is not None else None,
+        "overlap": overlap,
+        "idempotencyKey": idempotency_key or uuid.uuid4().hex,
+    }
+    return Call("POST", f"/jobs/{job_id}/trigger", _job, body={k: v for k, v in body.items() if v is not None})
+
+
+def backfill(job_id: str, start: datetime | str, end: datetime | str, overlap: str | None) -> Call[Backfilled]:
+    """The runs of every fire time in [start, end); a backfill sent again spawns nothing twice."""
+    body = {"from": format_time(start), "to": format_time(end), "overlap": overlap}
+    return Call(
+        "POST", f"/jobs/{job_id}/backfill", Backfilled.from_wire, body={k: v for k, v in body.items() if v is not None}
+    )
+
+
+def runs(job_id: str, limit: int | None) -> Call[list[Job]]:
+    return Call("GET", f"/jobs/{job_id}/runs", _jobs, params={"limit": str(limit)} if limit is not None else None)
+
+
+def upcoming(job_id: str, count: int | None) -> Call[list[datetime]]:
+    return Call("GET", f"/jobs/{job_id}/upcoming", _times, params={"count": str(count)} if count is not None else None)
+
+
+def preview(cron: str | None, interval: str | None, timezone: str | None, count: int | None) -> Call[list[datetime]]:
+    params = {"cron": cron, "interval": interval, "timezone": timezone, "count": str(count) if count else None}
+    return Call("GET", "/schedules/preview", _times, params={k: v for k, v in params.items() if v is not None})
+
+
+def delete(job_id: str) -> Call[Deleted]:
+    # Not resent: a delete that landed before its answer was lost would be answered 404 the second time.
+    return Call("POST", f"/jobs/{job_id}/delete", Deleted.from_wire, resendable=False)
+
+
+def _times(body: Any) -> list[datetime]:
+    return [moment for moment in map(parse_time, body) if moment is not None]
 
 
 def get(job_id: str) -> Call[Job]:

@@ -6,15 +6,16 @@ import asyncio
 import builtins
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from jobsched_client import _calls
-from jobsched_client._calls import Call, CreateOptions, Exchange, Retries, RetryIn
+from jobsched_client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
 from jobsched_client.errors import DuplicateJob, WaitTimeout
-from jobsched_client.models import Execution, Job, JobType
+from jobsched_client.models import Backfilled, Deleted, Execution, Job, JobType
 
 T = TypeVar("T")
 
@@ -63,6 +64,70 @@ class AsyncClient:
             if exchange.retried and duplicate.job_id:
                 return await self.get(duplicate.job_id)
             raise
+
+    async def upsert(
+        self,
+        job_type: str,
+        idempotency_key: str,
+        payload: dict[str, Any] | None = None,
+        **options: Unpack[JobOptions],
+    ) -> Job:
+        """See Client.upsert."""
+        call = _calls.create(
+            job_type, payload, self.tenant_id, CreateOptions(**options, idempotency_key=idempotency_key)
+        )
+        try:
+            return await self._send(Exchange(call, self._retries))
+        except DuplicateJob as duplicate:
+            if not duplicate.job_id:
+                raise
+            existing = await self.get(duplicate.job_id)
+        assert call.body is not None
+        changes = _calls.upsert_changes(existing, call.body, options.get("scheduled_at") is not None)
+        return await self._call(_calls.patch(existing.id, changes)) if changes else existing
+
+    async def update(self, job_id: str, **options: Unpack[UpdateOptions]) -> Job:
+        return await self._call(_calls.update(job_id, options))
+
+    async def pause(self, job_id: str, note: str | None = None) -> Job:
+        return await self._call(_calls.pause(job_id, note))
+
+    async def resume(self, job_id: str) -> Job:
+        return await self._call(_calls.resume(job_id))
+
+    async def trigger(
+        self,
+        job_id: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        overlap: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        return await self._call(_calls.trigger(job_id, payload, overlap, idempotency_key))
+
+    async def backfill(
+        self, job_id: str, start: datetime | str, end: datetime | str, *, overlap: str | None = None
+    ) -> Backfilled:
+        return await self._call(_calls.backfill(job_id, start, end, overlap))
+
+    async def runs(self, job_id: str, *, limit: int | None = None) -> builtins.list[Job]:
+        return await self._call(_calls.runs(job_id, limit))
+
+    async def upcoming(self, job_id: str, count: int | None = None) -> builtins.list[datetime]:
+        return await self._call(_calls.upcoming(job_id, count))
+
+    async def preview(
+        self,
+        *,
+        cron: str | None = None,
+        interval: str | None = None,
+        timezone: str | None = None,
+        count: int | None = None,
+    ) -> builtins.list[datetime]:
+        return await self._call(_calls.preview(cron, interval, timezone, count))
+
+    async def delete(self, job_id: str) -> Deleted:
+        return await self._call(_calls.delete(job_id))
 
     async def get(self, job_id: str) -> Job:
         return await self._call(_calls.get(job_id))

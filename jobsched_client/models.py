@@ -118,3 +118,36 @@ class JobType:
             last_seen_at=parse_time(body.get("lastSeenAt")),
             raw=body,
         )
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    """What a backfill did: runs spawned, runs that existed already for their fire time, fire times skipped by
+    the overlap policy."""
+
+    spawned: int
+    existing: int
+    skipped: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Backfilled:
+        return cls(spawned=int(body["spawned"]), existing=int(body["existing"]), skipped=int(body["skipped"]))
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A deleted job or template (with `runs_deleted` runs): its idempotency key is free again."""
+
+    id: str
+    idempotency_key: str
+    status: str
+    runs_deleted: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Deleted:
+        return cls(
+            id=str(body["id"]),
+            idempotency_key=str(body["idempotencyKey"]),
+            status=str(body["status"]),
+            runs_deleted=int(body.get("runsDeleted", 0)),
+        )

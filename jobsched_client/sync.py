@@ -5,15 +5,16 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from jobsched_client import _calls
-from jobsched_client._calls import Call, CreateOptions, Exchange, Retries, RetryIn
+from jobsched_client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
 from jobsched_client.errors import DuplicateJob, WaitTimeout
-from jobsched_client.models import Execution, Job, JobType
+from jobsched_client.models import Backfilled, Deleted, Execution, Job, JobType
 
 T = TypeVar("T")
 
@@ -60,6 +61,86 @@ class Client:
             if exchange.retried and duplicate.job_id:  # an earlier try of this very call landed
                 return self.get(duplicate.job_id)
             raise
+
+    def upsert(
+        self,
+        job_type: str,
+        idempotency_key: str,
+        payload: dict[str, Any] | None = None,
+        **options: Unpack[JobOptions],
+    ) -> Job:
+        """Create the job or template `idempotency_key` names, or make the one that holds the key what this
+        call declares: the fields given here that differ are PATCHed (left-out fields keep their values; nothing
+        is sent when nothing differs, so a deploy that declares the same schedule again changes nothing).
+        Conflict when the key's holder is of another type or kind, finished (delete it first) or, for a one-off
+        job, no longer pending."""
+        call = _calls.create(
+            job_type, payload, self.tenant_id, CreateOptions(**options, idempotency_key=idempotency_key)
+        )
+        try:
+            return self._send(Exchange(call, self._retries))
+        except DuplicateJob as duplicate:
+            if not duplicate.job_id:
+                raise
+            existing = self.get(duplicate.job_id)
+        assert call.body is not None
+        changes = _calls.upsert_changes(existing, call.body, options.get("scheduled_at") is not None)
+        return self._call(_calls.patch(existing.id, changes)) if changes else existing
+
+    def update(self, job_id: str, **options: Unpack[UpdateOptions]) -> Job:
+        """Change a template (schedule, payload, limits, policy) or a pending one-off job (scheduled_at,
+        priority, payload); see UpdateOptions."""
+        return self._call(_calls.update(job_id, options))
+
+    def pause(self, job_id: str, note: str | None = None) -> Job:
+        """Stop a template firing until resume; `note` says why (its pauseNote). Triggers still run."""
+        return self._call(_calls.pause(job_id, note))
+
+    def resume(self, job_id: str) -> Job:
+        """Let a paused template fire again, from its first fire time after now (the missed ones do not run)."""
+        return self._call(_calls.resume(job_id))
+
+    def trigger(
+        self,
+        job_id: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        overlap: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """One run of a template now (with its payload unless `payload`), returned. The same `idempotency_key`
+        again gives the same run."""
+        return self._call(_calls.trigger(job_id, payload, overlap, idempotency_key))
+
+    def backfill(
+        self, job_id: str, start: datetime | str, end: datetime | str, *, overlap: str | None = None
+    ) -> Backfilled:
+        """A run for each fire time of a template in [start, end); sending it again spawns nothing twice."""
+        return self._call(_calls.backfill(job_id, start, end, overlap))
+
+    def runs(self, job_id: str, *, limit: int | None = None) -> builtins.list[Job]:
+        """A template's runs, newest first."""
+        return self._call(_calls.runs(job_id, limit))
+
+    def upcoming(self, job_id: str, count: int | None = None) -> builtins.list[datetime]:
+        """A template's next fire times (UTC); empty while it is paused or once it has ended."""
+        return self._call(_calls.upcoming(job_id, count))
+
+    def preview(
+        self,
+        *,
+        cron: str | None = None,
+        interval: str | None = None,
+        timezone: str | None = None,
+        count: int | None = None,
+    ) -> builtins.list[datetime]:
+        """The next fire times of a schedule, before creating it (BadRequest names what is wrong with it)."""
+        return self._call(_calls.preview(cron, interval, timezone, count))
+
+    def delete(self, job_id: str) -> Deleted:
+        """Remove a finished job, or a finished template with all its runs, and their attempt records; the
+        idempotency key is free again. Conflict while the job (or a run) is unfinished."""
+        return self._call(_calls.delete(job_id))
 
     def get(self, job_id: str) -> Job:
         return self._call(_calls.get(job_id))
