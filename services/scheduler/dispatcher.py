@@ -68,6 +68,7 @@ class Dispatcher:
         self._lookahead = lookahead
         self._clock = clock
         self._next_unknown_check = 0.0
+        self._ticked_types: frozenset[str] = frozenset()
         self._schedules = ScheduleEngine(store)
 
     @classmethod
@@ -81,11 +82,15 @@ class Dispatcher:
         """The types claimed now."""
         return self._served.live() if self._served is not None else self._job_types
 
+    def gained_types(self) -> bool:
+        """Whether a type the last tick did not claim has a live executor now (announced types only)."""
+        return self._served is not None and bool(self._served.live() - self._ticked_types)
+
     def tick(self, term: Term) -> TickResult:
         result = TickResult()
         now = self._clock()
         result.spawned = self.spawn_template_runs(now)
-        job_types = self.job_types()
+        job_types = self._ticked_types = self.job_types()
         while job_types and term.trusted():
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)

@@ -13,6 +13,7 @@ import threading
 import time
 
 from services.scheduler.dispatcher import Dispatcher
+from services.scheduler.served_types import REFRESH_S
 from shared import metrics
 from shared.bus.base import Bus
 from shared.election.base import Elector, Term
@@ -104,7 +105,18 @@ class Scheduler:
                 term.lost.wait(max(0.0, next_tick - time.monotonic()))
                 continue
             next_tick = max(next_tick + self._tick_s, started)
-            if self._wake.wait(max(0.0, next_tick - time.monotonic())):
+            if self._woken_before(next_tick):
                 self.stop.wait(max(0.0, started + NUDGE_MIN_GAP_S - time.monotonic()))
                 next_tick = time.monotonic()
             self._wake.clear()
+
+    def _woken_before(self, next_tick: float) -> bool:
+        """Wait for the next tick; True when something asks for one sooner: a nudge, a stop, the term's loss,
+        or an executor of a type the last tick did not claim (its jobs may be due: with a long period they
+        would otherwise wait for the next tick, not the REFRESH_S a new executor is promised)."""
+        while (left := next_tick - time.monotonic()) > 0:
+            if self._wake.wait(min(left, REFRESH_S)):
+                return True
+            if self._dispatcher.gained_types():
+                return True
+        return False

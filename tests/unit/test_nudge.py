@@ -9,12 +9,14 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.leader import Scheduler
+from services.scheduler.served_types import REFRESH_S, ServedTypes
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.config import ConfigError, Settings
@@ -23,6 +25,8 @@ from shared.model import utc_now
 from shared.nudge import NudgeListener, NudgeSender, parse_address
 from shared.store.base import NewJob
 from shared.store.sqlite import SqliteJobStore
+from shared.store.type_registries import type_registry_of
+from shared.type_defaults import BUILTIN_DEFAULTS
 from tests.support import wait_until
 
 LONG_TICK_S = 60.0
@@ -138,3 +142,29 @@ def test_addresses_parse_and_bad_ones_name_their_variable() -> None:
     for bad in ("nohost", "a:0", "a:70000", ":80", "a:b"):
         with pytest.raises(ConfigError, match="NUDGE_TARGETS"):
             Settings.from_env({"NUDGE_TARGETS": bad})
+
+
+def test_a_type_whose_executor_appears_after_a_tick_is_claimed_without_waiting_for_the_next(tmp_path: Path) -> None:
+    store = SqliteJobStore(tmp_path / "jobs.db")
+    store.ensure_schema()
+    registry = type_registry_of(store)
+    bus = MemoryBus()
+    wakeups = bus.subscribe("mail")
+    served = ServedTypes(registry, ["mail"], retention=timedelta(days=1))
+    scheduler = Scheduler(
+        SingleNodeElector(), Dispatcher(store, bus, served, batch=500), bus, ["mail"], tick_s=LONG_TICK_S
+    )
+    job_id = store.create(NewJob(idempotencyKey="m", tenantId="t", jobType="mail", scheduledAt=utc_now())).id
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    try:
+        assert wakeups.poll(1.5) is None  # the term's first tick ran and left it: no executor serves mail yet
+        now = utc_now()
+        registry.announce("executor-1", {"mail": BUILTIN_DEFAULTS}, now, now + timedelta(minutes=1))
+        delivery = wakeups.poll(5 * REFRESH_S)  # within the promised staleness, not the minute-long tick
+        assert delivery is not None
+        assert Wakeup.decode(delivery.value).jobId == job_id
+    finally:
+        scheduler.request_stop()
+        thread.join(10)
+        store.close()
