@@ -275,7 +275,7 @@ def upcoming(job_id: str, count: int | None) -> Call[list[datetime]]:
 
 
 def preview(cron: str | None, interval: str | None, timezone: str | None, count: int | None) -> Call[list[datetime]]:
-    params = {"cron": cron, "interval": interval, "timezone": timezone, "count": str(count) if count else None}
+    params = {"cron": cron, "interval": interval, "timezone": timezone, "count": None if count is None else str(count)}
     return Call("GET", "/schedules/preview", _times, params={k: v for k, v in params.items() if v is not None})
 
 

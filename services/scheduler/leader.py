@@ -117,6 +117,7 @@ class Scheduler:
         while (left := next_tick - time.monotonic()) > 0:
             if self._wake.wait(min(left, REFRESH_S)):
                 return True
-            if self._dispatcher.gained_types():
+            # Only a wait cut short looks (never with a period up to REFRESH_S): the tick itself reads the types.
+            if left > REFRESH_S and self._dispatcher.gained_types():
                 return True
         return False

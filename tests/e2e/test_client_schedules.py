@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched_client import AsyncClient, Backfilled, Client, Conflict, DuplicateJob
+from jobsched_client import AsyncClient, Backfilled, BadRequest, Client, Conflict, DuplicateJob
 from tests.e2e.devmode import Dev
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -46,6 +46,8 @@ def test_a_deploy_script_declares_a_schedule_and_operates_it(dev: Dev) -> None:
         previewed = client.preview(cron="30 4 * * *", timezone="Europe/Berlin", count=3)
         assert previewed[0] == fire
         assert [t.astimezone(BERLIN).time().isoformat() for t in previewed] == ["04:30:00"] * 3
+        with pytest.raises(BadRequest, match="count must be from 1 to"):
+            client.preview(cron="30 4 * * *", count=0)  # sent as given: the API names the range
 
         paused = client.pause(first.id, "warehouse migration")
         assert (paused.raw["paused"], paused.raw["pauseNote"]) == (True, "warehouse migration")
