@@ -21,8 +21,8 @@ help:
 # loads it rather than compiling every module from source (PYTHONDONTWRITEBYTECODE keeps Python from caching it).
 install:
 	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
-	uv sync --frozen --compile-bytecode
-	@.venv/bin/python -m compileall -q -j 0 services shared seed loadtest jobsched_client examples >/dev/null
+	uv sync --frozen --extra server --compile-bytecode
+	@.venv/bin/python -m compileall -q -j 0 services shared seed loadtest jobsched examples >/dev/null
 
 dev: install
 	.venv/bin/jobsched dev
@@ -33,7 +33,7 @@ dist:
 	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
 	rm -rf $(DIST)
 	uv build --wheel --out-dir $(DIST) -q
-	uv export --frozen --no-dev --no-emit-project --no-hashes -q -o $(DIST)/requirements.txt
+	uv export --frozen --no-dev --extra server --no-emit-project --no-hashes -q -o $(DIST)/requirements.txt
 
 test: install
 	@bash deployments/local/test-tools.sh

@@ -1,49 +1,11 @@
-"""A Python client for the jobsched API, blocking (Client) and asyncio (AsyncClient).
+"""The client's import path of the first releases: deprecated, use `jobsched` (`from jobsched import Client`)."""
 
-from jobsched_client import Client
+import warnings
 
-with Client("http://127.0.0.1:8080", tenant_id="tenant-a") as client:
-    job = client.create("send-email", {"to": "a@example.com"})
-    done = client.wait(job.id)
-"""
+from jobsched.client import *  # noqa: F403
+from jobsched.client import ServedType as JobType
+from jobsched.client import __all__ as _all
 
-from jobsched_client._calls import Retries
-from jobsched_client.aio import AsyncClient
-from jobsched_client.errors import (
-    BadRequest,
-    Conflict,
-    ConnectionFailed,
-    DuplicateJob,
-    JobschedError,
-    NotFound,
-    PayloadTooLarge,
-    ServerError,
-    Unauthorized,
-    Unavailable,
-    WaitTimeout,
-)
-from jobsched_client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, JobType
-from jobsched_client.sync import Client
+warnings.warn("jobsched_client is deprecated: import from jobsched instead", DeprecationWarning, stacklevel=2)
 
-__all__ = [
-    "TERMINAL_STATUSES",
-    "AsyncClient",
-    "Backfilled",
-    "BadRequest",
-    "Client",
-    "Conflict",
-    "ConnectionFailed",
-    "Deleted",
-    "DuplicateJob",
-    "Execution",
-    "Job",
-    "JobType",
-    "JobschedError",
-    "NotFound",
-    "PayloadTooLarge",
-    "Retries",
-    "ServerError",
-    "Unauthorized",
-    "Unavailable",
-    "WaitTimeout",
-]
+__all__ = [*_all, "JobType"]

@@ -1,4 +1,5 @@
-"""The `jobsched` command: `jobsched <command> [args]` runs one command's entry point (`module:function`)."""
+"""The `jobsched` command: `jobsched <command> [args]` runs one command's entry point (`module:function`,
+the module relative to this package, so that it is found wherever the package is installed)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,16 @@ import importlib
 import sys
 
 SERVICES = {
-    "standalone": "services.embedded.commands:standalone_main",
-    "dev": "services.embedded.commands:dev_main",
-    "backup": "services.embedded.backup:backup_main",
-    "restore": "services.embedded.backup:restore_main",
-    "api": "services.api.__main__:main",
-    "scheduler": "services.scheduler.__main__:main",
-    "executor": "services.executor.__main__:main",
-    "reaper": "services.reaper.__main__:main",
-    "keys": "services.keys_cli:main",
+    "standalone": ".embedded.commands:standalone_main",
+    "dev": ".embedded.commands:dev_main",
+    "backup": ".embedded.backup:backup_main",
+    "restore": ".embedded.backup:restore_main",
+    "api": ".api.__main__:main",
+    "scheduler": ".scheduler.__main__:main",
+    "executor": ".executor.__main__:main",
+    "reaper": ".reaper.__main__:main",
+    "keys": ".keys_cli:main",
+    "seed": "seed",
 }
 SUMMARIES = {
     "standalone": "the whole product as one service on a SQLite file (--db, an absolute path; API on 127.0.0.1:8080)",
@@ -26,6 +28,7 @@ SUMMARIES = {
     "executor": "runs the handlers of one job type (--type NAME)",
     "reaper": "returns jobs a crashed executor or scheduler left behind",
     "keys": "create, list and revoke API keys (AUTH=required)",
+    "seed": "insert a realistic mix of demo jobs (--count N; --sqlite PATH for an embedded file)",
 }
 HELP = "\n".join(
     [
@@ -49,8 +52,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"jobsched: {given}one of: {', '.join(SERVICES)} (see jobsched --help)", file=sys.stderr)
         raise SystemExit(2)
     sys.argv = [f"jobsched {args[0]}", *args[1:]]
+    if args[0] == "seed":
+        run_seed()
+        return
     module, function = SERVICES[args[0]].split(":")
-    getattr(importlib.import_module(module), function)()
+    getattr(importlib.import_module(module, __package__), function)()
+
+
+def run_seed() -> None:
+    # Its own top-level package, not a service: imported by name, like any other import here.
+    from seed.__main__ import main as seed_main
+
+    seed_main()
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ class Settings:
     job_types: tuple[str, ...] = ()
     # How long after its last announcement a type stays known (its jobs accepted, waiting for an executor).
     job_type_retention: timedelta = timedelta(days=7)
+    # The contract's demo types (flaky, slow) beside noop and log-message; off where nobody needs them.
+    demo_job_types: bool = True
     log_level: str = "INFO"
     log_format: str = "auto"  # json | text | auto: text on a terminal, JSON otherwise
     # API authentication: "required" or "off"; "" (not set) is off, refused on a non-loopback API_HOST.
@@ -126,6 +128,7 @@ class Settings:
             executor_heartbeat=reader.duration("EXECUTOR_HEARTBEAT", cls.executor_heartbeat),
             job_types=reader.names("JOB_TYPES"),
             job_type_retention=reader.duration("JOB_TYPE_RETENTION", cls.job_type_retention),
+            demo_job_types=reader.choice("DEMO_JOB_TYPES", "true", ("true", "false")) == "true",
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
             log_format=reader.choice("LOG_FORMAT", cls.log_format, ("auto", "json", "text")),
             auth=reader.choice("AUTH", cls.auth, ("required", "off")),

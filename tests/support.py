@@ -53,10 +53,17 @@ def scrape(port: int, metric: str) -> float | None:
 
 
 class ServiceProcess:
-    """One product binary (`python -m services.<name>`) run as a real process with its own env."""
+    """One product binary (`python -m services.<name>`, or the `command` given) run as a real process with its own
+    env."""
 
     def __init__(
-        self, service: str, env: dict[str, str], log_dir: Path, name: str | None = None, args: list[str] | None = None
+        self,
+        service: str,
+        env: dict[str, str],
+        log_dir: Path,
+        name: str | None = None,
+        args: list[str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.name = name or service
         self.metrics_port = free_port()
@@ -64,7 +71,7 @@ class ServiceProcess:
         full_env = {**os.environ, **env, "METRICS_PORT": str(self.metrics_port), "LOG_LEVEL": "INFO"}
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", f"services.{service}", *(args or [])],
+            [*(command or [sys.executable, "-m", f"services.{service}"]), *(args or [])],
             env=full_env,
             cwd=REPO_ROOT,
             stdout=self._log,

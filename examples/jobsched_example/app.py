@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from jobsched_client import Client, Job
-from jobsched_example.handlers import OUTPUT_DIR_VARIABLE
+from jobsched import Client, Job
+from jobsched_example.handlers import OUTPUT_DIR_VARIABLE, Notify, WriteFile, notify, write_file
 
 
 class Endpoint:
@@ -61,11 +61,11 @@ def run(base_url: str, files: int, notifications: int, timeout: float) -> bool:
             jobs: list[Job] = []
             for i in range(files):
                 text = f"report {i} of run {run_id}\n" * 3
-                payload = {"name": f"report-{run_id}-{i}.txt", "text": text}
-                jobs.append(client.create("example.write-file", payload, idempotency_key=f"file-{run_id}-{i}"))
+                report = WriteFile(name=f"report-{run_id}-{i}.txt", text=text)
+                jobs.append(client.enqueue(write_file, report, idempotency_key=f"file-{run_id}-{i}"))
             for i in range(notifications):
-                payload = {"url": endpoint.url, "message": f"hello {i} from run {run_id}"}
-                jobs.append(client.create("example.notify", payload, idempotency_key=f"notify-{run_id}-{i}"))
+                message = Notify(url=endpoint.url, message=f"hello {i} from run {run_id}")
+                jobs.append(client.enqueue(notify, message, idempotency_key=f"notify-{run_id}-{i}"))
             finished = [client.wait(job.id, timeout=timeout) for job in jobs]
     finally:
         endpoint.close()

@@ -10,7 +10,7 @@ from services.api.same_origin import allowed_hosts
 from services.api.server import bind, make_server
 from shared.cli import one_line_errors
 from shared.config import Settings
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
@@ -33,7 +33,10 @@ def main() -> None:
     store = connect_store(settings)
     nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
     known = KnownTypes(
-        type_registry_of(store), local=registry, configured=settings.job_types, retention=settings.job_type_retention
+        type_registry_of(store),
+        local=builtin_types(demo=settings.demo_job_types),
+        configured=settings.job_types,
+        retention=settings.job_type_retention,
     )
     app = create_app(
         store,

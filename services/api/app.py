@@ -35,11 +35,12 @@ from services.api.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.schedules import schedule_routes
 from services.api.schema_gate import SchemaGate
 from services.api.schemas import STATUS_VALUES
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound, JobStore
-from shared.store.browse import JobQuery, browser_for
+from shared.store.browse import JobQuery
+from shared.store.browsers import browser_for
 from shared.store.type_registries import type_registry_of
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def create_app(
     called once the app has started, as the server begins to answer."""
     limits = limits or ApiLimits()
     browser = browser_for(store)
-    known = known_types or KnownTypes(type_registry_of(store), local=registry)  # the registry is not per tenant
+    known = known_types or KnownTypes(type_registry_of(store), local=builtin_types(demo=True))
     if auth is not None:
         store = auth.guard(store)
         browser = guarded_browser(browser)

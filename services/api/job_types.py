@@ -14,11 +14,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from shared.handlers.registry import HandlerRegistry
+from jobsched.handlers import JobTypes
+from jobsched.type_defaults import TypeDefaults
 from shared.model import utc_now
 from shared.store.base import StoreError
 from shared.store.job_types import JobTypeInfo, JobTypeRegistry
-from shared.type_defaults import TypeDefaults
 
 log = logging.getLogger("jobsched.api")
 REFRESH_S = 2.0
@@ -29,7 +29,7 @@ class KnownTypes:
         self,
         registry: JobTypeRegistry,
         *,
-        local: HandlerRegistry,
+        local: JobTypes,
         configured: Collection[str] = (),
         retention: timedelta = timedelta(days=7),
     ) -> None:
@@ -65,7 +65,10 @@ class KnownTypes:
     def defaults(self, name: str) -> TypeDefaults | None:
         """The type's registered defaults: as its executors last announced them, else this process's own."""
         announced = self._announced.get(name)
-        return announced.defaults if announced is not None else self._local.defaults(name)
+        if announced is not None:
+            return announced.defaults
+        local = self._local.get(name)
+        return local.defaults if local is not None else None
 
     def max_attempts(self, name: str) -> int | None:
         """The type's default attempt budget, for a job or template that gives none (None: the global 3)."""

@@ -19,7 +19,7 @@ from services.embedded.node import DatabaseInUse, Embedded
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.logging import configure_logging
 
@@ -65,13 +65,15 @@ def run(prog: str, name: str, *, service: bool, make_dispatcher: DispatcherFacto
             "--db", default=None, help=f"the SQLite file, an absolute path (or {DB_VARIABLE}; default {SERVICE_DB})"
         )
     args = parser.parse_args()
-    load_handlers_or_exit(registry, args.handlers, os.environ, prog)
     settings = Settings.from_env()
+    handlers = builtin_types(demo=settings.demo_job_types)
+    load_handlers_or_exit(handlers, args.handlers, os.environ, prog)
     configure_logging(name, settings.log_level, settings.log_format)
     path = service_database(args.db, os.environ) if service else dev_database(os.environ)
     node = Embedded(
         path,
         settings=settings,
+        handlers=handlers,
         metrics=True,
         make_dispatcher=make_dispatcher,
         on_ready=lambda node: announce_ready(prog, node),

@@ -7,7 +7,7 @@ use `Embedded`:
 
     node = Embedded("/var/lib/myapp/jobs.db", port=0)   # port 0: any free port
     node.start()                                         # returns once the API answers
-    ... jobsched_client.Client(node.url) ...
+    ... jobsched.client.Client(node.url) ...
     node.stop()                                          # in-flight handlers finish first
 
 A restart resumes every job from the file. One process per file: a second one on the same file is refused
@@ -33,6 +33,7 @@ from typing import IO
 
 import uvicorn
 
+from jobsched.handlers import JobTypes
 from services.api.app import create_app
 from services.api.auth import api_auth
 from services.api.job_types import KnownTypes
@@ -49,14 +50,12 @@ from services.scheduler.served_types import ServedTypes
 from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
-from shared.handlers import registry as process_registry
-from shared.handlers.registry import HandlerRegistry
+from shared.handlers.builtin import builtin_types
 from shared.keys.sqlite import SqliteKeyStore
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
 from shared.store.sqlite import SqliteJobStore
 from shared.store.type_registries import type_registry_of
-from shared.type_defaults import BUILTIN_DEFAULTS
 
 log = logging.getLogger("jobsched.embedded")
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -107,8 +106,8 @@ class Embedded:
     """The whole product on the SQLite file `db` (an absolute path), in this process.
 
     `settings` default to the environment's (docs/configuration.md); `host` and `port` override its API_HOST
-    and API_PORT (port 0 takes a free one: see `url`). `handlers` is the registry whose job types get an
-    executor each (the process's, with the built-ins). The metrics port is served only with `metrics=True`: an
+    and API_PORT (port 0 takes a free one: see `url`). `handlers` are the job types that get an executor
+    each (default: the built-ins, see DEMO_JOB_TYPES). The metrics port is served only with `metrics=True`: an
     application that embeds jobsched usually has its own. `make_dispatcher` is how the benchmarks' baseline
     swaps in the original claims (loadtest/reference.py). `name` prefixes the executors' worker ids (seen in
     attempt records)."""
@@ -120,7 +119,7 @@ class Embedded:
         settings: Settings | None = None,
         host: str | None = None,
         port: int | None = None,
-        handlers: HandlerRegistry = process_registry,
+        handlers: JobTypes | None = None,
         metrics: bool = False,
         make_dispatcher: DispatcherFactory = Dispatcher.from_settings,
         on_ready: Callable[[Embedded], None] | None = None,
@@ -136,7 +135,7 @@ class Embedded:
             api_host=settings.api_host if host is None else host,
             api_port=settings.api_port if port is None else port,
         )
-        self._handlers = handlers
+        self._handlers = handlers if handlers is not None else builtin_types(demo=settings.demo_job_types)
         self._metrics = metrics
         self._make_dispatcher = make_dispatcher
         self._on_ready = on_ready
@@ -259,7 +258,7 @@ class Embedded:
             announcer = TypeAnnouncer(
                 job_type_registry,
                 f"{self._name}-{job_type}",
-                {job_type: self._handlers.defaults(job_type) or BUILTIN_DEFAULTS},
+                {job_type: self._handlers[job_type].defaults},
                 settings.executor_heartbeat,
             )
             # Before the scheduler's first tick: its view of the live types is re-read only every second, and a

@@ -16,7 +16,7 @@ from services.executor.worker import Worker
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
@@ -36,6 +36,8 @@ def main() -> None:
         "--handlers", default=None, help=f"comma-separated handler modules to load (or {HANDLERS_VARIABLE})"
     )
     args = parser.parse_args()
+    settings = Settings.from_env()
+    registry = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
     if not args.job_type or args.job_type not in registry:
         print(
@@ -43,7 +45,6 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
-    settings = Settings.from_env()
     configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     store = connect_store(settings)

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, NamedTuple, cast
 
-from shared.handlers.registry import HandlerContext, HandlerFn, Payload
+from jobsched.handlers import HandlerContext, HandlerFn
+from jobsched.payloads import Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
 

@@ -21,10 +21,11 @@ from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
+from jobsched.handlers import HandlerContext, JobLogger, JobTypes
+from jobsched.type_defaults import TypeDefaults
 from services.executor.attempt import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
-from shared.handlers.registry import HandlerContext, HandlerRegistry, JobLogger
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.store.base import (
     AttemptFinish,
@@ -39,7 +40,6 @@ from shared.store.base import (
     TransitionRefused,
 )
 from shared.store.group_commit import GroupCommit
-from shared.type_defaults import TypeDefaults
 
 log = logging.getLogger("jobsched.executor")
 handler_log = logging.getLogger("jobsched.handler")  # what handlers log through ctx.logger
@@ -62,7 +62,7 @@ class Worker:
         self,
         store: JobStore,
         bus: Bus,
-        registry: HandlerRegistry,
+        registry: JobTypes,
         job_type: str,
         worker_id: str,
         *,
@@ -71,10 +71,11 @@ class Worker:
     ) -> None:
         self._store = store
         self._bus = bus
-        handler = registry.handler(job_type)
+        handler = registry.get(job_type)
         if handler is None:
             raise ValueError(f"no handler for job type {job_type!r}; known types: {', '.join(registry.names())}")
         self._handler = handler
+        self._handler_fn = handler.fn  # built once: it converts the payload where the handler takes a class
         self._job_type = job_type
         self.worker_id = worker_id
         self._default_timeout = default_timeout
@@ -251,7 +252,7 @@ class Worker:
         try:
             handler = self._handler
             ending = run_handler(
-                handler.fn, handler.is_async, job.payload, attempt.ctx, attempt.timeout_s, attempt.cancellation
+                self._handler_fn, handler.is_async, job.payload, attempt.ctx, attempt.timeout_s, attempt.cancellation
             )
         finally:
             self._leave(job)
@@ -278,7 +279,7 @@ class Worker:
             self._leave(job)
             raise
         try:
-            ending = call_plain(handler.fn, job.payload, attempt.ctx)
+            ending = call_plain(self._handler_fn, job.payload, attempt.ctx)
         finally:
             in_time = deadlines.returned(watched)
             if in_time:

@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared import metrics
-from shared.backoff import DEFAULT_BACKOFF, Backoff
 from shared.config import Settings
 from shared.model import utc_now
 from shared.store.base import JobStore, StoreError

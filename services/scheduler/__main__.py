@@ -11,7 +11,7 @@ from services.scheduler.served_types import ServedTypes
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeListener
@@ -31,7 +31,7 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
         settings.etcd_endpoints, settings.election_key, node_id, ttl_s=int(settings.lease_ttl.total_seconds())
     )
     # The types this process knows of; what is claimed is what live executors announce (ServedTypes).
-    job_types = sorted({*registry.names(), *settings.job_types})
+    job_types = sorted({*builtin_types(demo=settings.demo_job_types).names(), *settings.job_types})
     served = ServedTypes(type_registry_of(store), job_types, retention=settings.job_type_retention)
     dispatcher = make_dispatcher(store, bus, served, settings)
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())

@@ -1,13 +1,21 @@
-"""The process-wide handler registry, with the built-ins registered.
+"""The job types a process serves: the built-ins, and the user's collections loaded by name (plugins.py).
 
-A handler module: `from shared.handlers import registry` and `@registry.register("send-email")`.
+`registry` is the process-wide registry of the first releases, which handler modules written against it
+register into (`from shared.handlers import registry`); deprecated in favour of `jobsched.JobTypes`.
 """
 
-from shared.backoff import Backoff
-from shared.handlers.builtin import register_builtins
-from shared.handlers.registry import HandlerContext, HandlerError, HandlerRegistry, Payload
+from shared.handlers.registry import HandlerRegistry, moved_names
 
 registry = HandlerRegistry()
-register_builtins(registry)
 
-__all__ = ["Backoff", "HandlerContext", "HandlerError", "HandlerRegistry", "Payload", "registry"]
+__getattr__ = moved_names(
+    __name__,
+    {
+        "Backoff": "jobsched.Backoff",
+        "HandlerContext": "jobsched.HandlerContext",
+        "HandlerError": "jobsched.HandlerError",
+        "Payload": "jobsched.Payload",
+    },
+)
+
+__all__ = ["HandlerRegistry", "registry"]

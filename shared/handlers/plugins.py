@@ -1,10 +1,11 @@
-"""Loading the user's handler modules: named by JOBSCHED_HANDLERS (or an executor's `--handlers`), and by
-installed distributions' entry points in the group `jobsched.handlers`.
+"""Loading the user's job types: named by JOBSCHED_HANDLERS (or an executor's `--handlers`), and by installed
+distributions' entry points in the group `jobsched.handlers`.
 
-An entry point names a module whose import registers its handlers (`send_email = myapp.handlers`), or a
-function that takes the registry (`myapp.handlers:register`). Everything loads into the registry together or
-not at all; a module that fails to import, or registers a name that exists, is a PluginError naming the
-module and the cause, and the binaries exit with status 2 on it.
+A name is `module:attribute`, naming a JobTypes (or one JobType), or a module, whose JobTypes collections are
+all loaded (`myapp.jobs:jobs`, `myapp.jobs`). Modules written for the first releases register into the
+deprecated process-wide registry while they are imported, and an entry point may still name a function that
+takes that registry. Everything loads together or not at all; a module that fails to import, or a name that
+is taken, is a PluginError naming the module and the cause, and the binaries exit with status 2 on it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import NoReturn
 
-from shared.config import comma_list
-from shared.handlers.registry import HandlerRegistry
+from jobsched.handlers import JobType, JobTypes
+from shared.config import Settings, comma_list
+from shared.handlers import registry as legacy_registry
+from shared.handlers.builtin import builtin_types
 
 ENTRY_POINT_GROUP = "jobsched.handlers"
 HANDLERS_VARIABLE = "JOBSCHED_HANDLERS"
@@ -28,13 +31,15 @@ class PluginError(Exception):
     """A handler module could not be loaded; the message names the module and the cause."""
 
 
-def load_handlers(registry: HandlerRegistry, modules: Iterable[str], *, use_entry_points: bool = True) -> list[str]:
-    """Import `modules`, then the entry points' targets, into `registry`; the sources loaded, in order."""
+def load_handlers(types: JobTypes, names: Iterable[str], *, use_entry_points: bool = True) -> list[str]:
+    """Load the collections `names` name, then the entry points', into `types`; the sources loaded, in order."""
     loaded: list[str] = []
-    with registry.loading():
-        for name in modules:
+    found = JobTypes()
+    with legacy_registry.loading():
+        for name in names:
             try:
-                importlib.import_module(name)
+                _collect(found, _resolve(name))
+                JobTypes(types).include([*found, *legacy_registry.with_staged()])  # a taken name, named here
             except Exception as exc:
                 raise PluginError(
                     f"handler module {name!r} failed to load: {_describe(exc)}{_hint(name, exc)}"
@@ -42,33 +47,53 @@ def load_handlers(registry: HandlerRegistry, modules: Iterable[str], *, use_entr
             loaded.append(name)
         if use_entry_points:
             for point in entry_points(group=ENTRY_POINT_GROUP):
-                loaded.append(_load_entry_point(registry, point))
+                loaded.append(_load_entry_point(types, found, point))
+    found.include(legacy_registry)
+    types.include(found)
     return loaded
 
 
-def _load_entry_point(registry: HandlerRegistry, point: EntryPoint) -> str:
+def _resolve(name: str) -> object:
+    module_name, _, attribute = name.partition(":")
+    target: object = importlib.import_module(module_name)
+    for part in filter(None, attribute.split(".")):
+        target = getattr(target, part)
+    return target
+
+
+def _collect(found: JobTypes, target: object) -> None:
+    """What a name points at: a JobTypes, a JobType, a module (its JobTypes), or a function taking the registry."""
+    if isinstance(target, JobTypes):
+        found.include(target)
+    elif isinstance(target, JobType):
+        found.include([target])
+    elif isinstance(target, ModuleType):
+        for collection in {id(v): v for v in vars(target).values() if isinstance(v, JobTypes)}.values():
+            found.include(collection)
+    elif callable(target):
+        target(legacy_registry)
+    else:
+        raise TypeError(f"{target!r} is neither a JobTypes, a JobType, a module nor a function taking the registry")
+
+
+def _load_entry_point(types: JobTypes, found: JobTypes, point: EntryPoint) -> str:
     where = f"entry point {point.name!r} = {point.value!r}"
     if point.dist is not None:
         where += f" of {point.dist.name} {point.dist.version}"
     try:
-        target = point.load()
-        if not isinstance(target, ModuleType):
-            if not callable(target):
-                raise TypeError(f"{point.value} is neither a module nor a function taking the registry")
-            target(registry)
+        _collect(found, point.load())
+        JobTypes(types).include([*found, *legacy_registry.with_staged()])
     except Exception as exc:
         raise PluginError(f"handler {where} failed to load: {_describe(exc)}") from exc
     return point.value
 
 
-def load_handlers_or_exit(
-    registry: HandlerRegistry, option: str | None, env: Mapping[str, str], program: str
-) -> list[str]:
+def load_handlers_or_exit(types: JobTypes, option: str | None, env: Mapping[str, str], program: str) -> list[str]:
     """What every binary that runs handlers does at start: `option` (a `--handlers` value) or else
     JOBSCHED_HANDLERS, then the entry points; on failure, the message on stderr and exit status 2."""
     modules = comma_list(option if option is not None else env.get(HANDLERS_VARIABLE))
     try:
-        return load_handlers(registry, modules)
+        return load_handlers(types, modules)
     except PluginError as exc:
         _exit(program, str(exc))
 
@@ -98,10 +123,9 @@ def main() -> None:
     """`python -m shared.handlers.plugins`: the job types this environment's executors would run (the
     built-ins and every plug-in's), one line, space-separated; what deployments/local/stack.sh starts
     executors for. Exits 2 like the executors when a plug-in does not load."""
-    from shared.handlers import registry  # the process-wide registry, built-ins included
-
-    load_handlers_or_exit(registry, None, os.environ, "python -m shared.handlers.plugins")
-    print(*registry.names())
+    types = builtin_types(demo=Settings.from_env().demo_job_types)
+    load_handlers_or_exit(types, None, os.environ, "python -m shared.handlers.plugins")
+    print(*types.names())
 
 
 if __name__ == "__main__":

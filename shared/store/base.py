@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from shared.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.

@@ -3,7 +3,7 @@
 Every query here is bounded by an index or a limit, so the console stays cheap on a large store: pages walk
 an index from a cursor (never an offset), counts read index entries only, and the last hour's figures range
 over the entries of that hour. The implementations (browse_sqlite.py, browse_mongo.py) read their store's
-connection; `browser_for` picks the one that fits a store.
+connection; `shared.store.browsers.browser_for` picks the one that fits a store.
 """
 
 from __future__ import annotations
@@ -163,22 +163,3 @@ class JobBrowser(Protocol):
 
     def dead_letters(self, tenant_id: str | None, error: str, limit: int) -> list[Job]:
         """Up to `limit` dead-lettered jobs whose lastError is `error`, most recently dead-lettered first."""
-
-
-def browser_for(store: object) -> JobBrowser:
-    """The browser that reads `store`'s data through its own connection."""
-    # Imported here: the implementations import this module's types, and the embedded mode does not load the
-    # MongoDB driver.
-    from shared.store.sqlite import SqliteJobStore
-
-    if isinstance(store, SqliteJobStore):
-        from shared.store.browse_sqlite import SqliteBrowser
-
-        return SqliteBrowser(store)
-    from shared.store.mongo import MongoJobStore
-
-    if isinstance(store, MongoJobStore):
-        from shared.store.browse_mongo import MongoBrowser
-
-        return MongoBrowser(store)
-    raise TypeError(f"no job browser for {type(store).__name__}")

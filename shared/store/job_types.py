@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from jobsched.type_defaults import TypeDefaults
 from shared.model import format_time
-from shared.type_defaults import TypeDefaults
 
 
 @dataclass(frozen=True)

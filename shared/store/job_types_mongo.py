@@ -12,11 +12,11 @@ from typing import Any
 from pymongo import UpdateOne
 from pymongo.collection import Collection
 
+from jobsched.type_defaults import TypeDefaults
 from shared.model import Status
 from shared.store.job_types import Announcement, JobTypeInfo, summarize
 from shared.store.mongo import MongoJobStore, translate_errors
 from shared.store.transitions import KIND_RUN
-from shared.type_defaults import TypeDefaults
 
 Document = dict[str, Any]
 COLLECTION = "job_type_announcements"

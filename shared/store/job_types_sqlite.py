@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
+from jobsched.type_defaults import TypeDefaults
 from shared.model import Status
 from shared.store.job_types import Announcement, JobTypeInfo, summarize
 from shared.store.sqlite import SqliteJobStore, _from_ms, _to_ms
 from shared.store.transitions import KIND_RUN
-from shared.type_defaults import TypeDefaults
 
 _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
     jobType     TEXT NOT NULL,

@@ -32,7 +32,7 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
-from shared.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.jsonsafe import shorten
 from shared.model import (
     EXECUTION_FIELDS,

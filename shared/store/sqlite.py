@@ -36,7 +36,7 @@ from typing import Any, Final, TypeVar
 
 from bson import ObjectId
 
-from shared.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import transitions
 from shared.store.base import (

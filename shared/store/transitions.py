@@ -13,7 +13,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from shared.backoff import DEFAULT_BACKOFF, Backoff, retry_delay
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff, retry_delay
 from shared.model import CANCELLABLE, JOB_FIELDS, TERMINAL, Job, Outcome, Status, run_key
 from shared.store.base import NewJob, RunSpec, TransitionRefused
 

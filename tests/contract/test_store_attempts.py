@@ -9,7 +9,7 @@ from functools import partial
 import pytest
 from bson import ObjectId
 
-from shared.backoff import retry_delay
+from jobsched.backoff import retry_delay
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import (
     AttemptTaken,

@@ -10,7 +10,8 @@ import pytest
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore, RunSpec
-from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts, browser_for
+from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts
+from shared.store.browsers import browser_for
 from tests.contract.store_kit import new, result, running
 
 

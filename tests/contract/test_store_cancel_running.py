@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.backoff import Backoff
+from jobsched.backoff import Backoff
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import JobStore
 from tests.contract.conftest import Harness

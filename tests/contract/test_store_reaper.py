@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo.errors import AutoReconnect
 
-from shared.backoff import retry_delay
+from jobsched.backoff import retry_delay
 from shared.model import Outcome, Status, utc_now
 from shared.store.base import (
     AttemptTaken,

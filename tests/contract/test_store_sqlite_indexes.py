@@ -8,7 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from shared.model import Status, utc_now
-from shared.store.browse import JobQuery, browser_for
+from shared.store.browse import JobQuery
+from shared.store.browsers import browser_for
 from shared.store.sqlite import SqliteJobStore
 from tests.contract.store_kit import new
 

@@ -7,12 +7,12 @@ from datetime import timedelta
 
 from bson import ObjectId
 
-from shared.backoff import Backoff
+from jobsched.backoff import Backoff
+from jobsched.type_defaults import TypeDefaults
 from shared.model import utc_now
 from shared.store.base import NewJob
 from shared.store.job_types import JobTypeRegistry
 from shared.store.type_registries import type_registry_of
-from shared.type_defaults import TypeDefaults
 from tests.contract.conftest import Harness
 
 BEAT = timedelta(seconds=3)

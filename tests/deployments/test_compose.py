@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from services.api.auth import api_auth
 from shared.config import Settings
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import (
     COMPOSE_FILE,
@@ -27,6 +28,9 @@ from tests.deployments.manifests import (
     known_env_names,
     load_yaml,
 )
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +91,7 @@ def test_schema_check_rejects_a_misspelt_key(tmp_path: Path) -> None:
 def test_one_executor_service_per_registered_job_type() -> None:
     executors = by_command("executor")
     types = sorted(s["command"][2] for s in executors.values())
-    assert types == registry.names()
+    assert types == BUILTIN_TYPES.names()
     for name, service in executors.items():
         job_type = service["command"][2]
         assert service["command"] == ["executor", "--type", job_type]
@@ -105,7 +109,7 @@ def test_the_stack_has_every_component() -> None:
     assert SERVICES["grafana"]["image"].startswith("grafana/grafana:")
     seed = SERVICES["seed"]
     assert seed["profiles"] == ["tools"]
-    assert seed["entrypoint"] == ["python", "-m", "seed"]
+    assert seed["entrypoint"] == ["jobsched", "seed"]
     assert (REPO_ROOT / "seed" / "__main__.py").exists()
 
 
@@ -244,13 +248,26 @@ def test_dockerfile_builds_one_slim_non_root_image_from_the_lock() -> None:
         assert name in known_env_names() or name.startswith("PYTHON") or name == "PATH", name
 
 
+def wheel_packages() -> set[str]:
+    """The packages the wheel's build hook places (read from its source: the hook runs only inside a build)."""
+    hook = ast.parse((REPO_ROOT / "deployments" / "packaging" / "hatch_build.py").read_text())
+    names = {"PUBLIC_PACKAGES", "SERVER_PACKAGES"}
+    found = [
+        ast.literal_eval(node.value)
+        for node in hook.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+    ]
+    assert len(found) == 2
+    return {package for packages in found for package in packages}
+
+
 def test_build_context_admits_everything_the_project_install_needs() -> None:
     patterns = [p for p in (DOCKER_DIR / "Dockerfile.dockerignore").read_text().splitlines() if p and p[0] != "#"]
     admitted = {p[1:] for p in patterns if p.startswith("!")}
     assert patterns[0] == "*", "an allowlist: everything else stays out of the build context"
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    packages = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
-    needed = {*packages, "pyproject.toml", "uv.lock", pyproject["project"]["readme"]}
+    hook = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["hooks"]["custom"]["path"]
+    needed = {*wheel_packages(), str(Path(hook).parent), "pyproject.toml", "uv.lock", pyproject["project"]["readme"]}
     assert needed <= admitted, f"not in the build context: {sorted(needed - admitted)}"
     copied = [a.split()[:-1] for i, a in dockerfile_instructions() if i == "COPY" and "--from" not in a]
     for sources in copied:

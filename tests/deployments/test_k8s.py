@@ -13,9 +13,12 @@ from services.api.auth import api_auth
 from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.config import Settings
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import K8S_DIR, Doc, known_env_names, load_yaml, load_yaml_documents
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+
 
 pytestmark = pytest.mark.unit
 
@@ -77,7 +80,7 @@ def test_one_executor_deployment_per_registered_job_type() -> None:
         assert len(args) == 3, name
         assert name == f"executor-{args[2]}"
         found[args[2]] = name
-    assert sorted(found) == registry.names()
+    assert sorted(found) == BUILTIN_TYPES.names()
 
 
 def test_every_service_runs() -> None:
@@ -170,7 +173,7 @@ def test_one_scaled_object_per_executor_on_its_own_lag() -> None:
         spec = scaled["spec"]
         # More consumers than partitions would sit idle: each partition has one reader per group.
         assert 1 == spec["minReplicaCount"] <= spec["maxReplicaCount"] <= SETTINGS.kafka_partitions
-    assert sorted(targets) == registry.names()
+    assert sorted(targets) == BUILTIN_TYPES.names()
     assert sorted(targets.values()) == sorted(executors())
 
 

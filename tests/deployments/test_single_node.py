@@ -7,16 +7,15 @@ from __future__ import annotations
 import configparser
 import os
 import shlex
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 
 from shared.model import format_time, utc_now
+from tests.deployments.installs import Dist, new_venv, run, uv
 from tests.deployments.manifests import REPO_ROOT, config_env_names
 from tests.support import free_port, wait_until
 
@@ -37,29 +36,17 @@ def unit_environment() -> dict[str, str]:
     return dict(item.split("=", 1) for item in shlex.split(unit()["Service"]["Environment"]))
 
 
-def run(*command: str | Path, cwd: Path = REPO_ROOT) -> str:
-    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=300, cwd=cwd)
-    assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(tmp_path_factory: pytest.TempPathFactory, dist: Dist) -> Path:
     """The virtual environment a production install makes; its bin directory."""
     root = tmp_path_factory.mktemp("install")
-    uv = shutil.which("uv")
-    assert uv, "uv is installed by `make install`"
-    run("make", "-s", "dist", f"DIST={root / 'dist'}")
-    run(uv, "venv", "-q", root / "venv", "--python", sys.executable)
-    python = root / "venv" / "bin" / "python"
-    wheels = list((root / "dist").glob("jobsched-*.whl"))
-    assert len(wheels) == 1
-    run(uv, "pip", "install", "-q", "--python", python, "-r", root / "dist" / "requirements.txt", wheels[0])
+    python = new_venv(root / "venv")
+    run(uv(), "pip", "install", "-q", "--python", python, "-r", dist.requirements, dist.wheel)
     return root / "venv" / "bin"
 
 
 def test_the_install_has_no_development_tool(installed: Path) -> None:
-    listed = run(shutil.which("uv") or "uv", "pip", "list", "--python", installed / "python").lower()
+    listed = run(uv(), "pip", "list", "--python", installed / "python").lower()
     assert "starlette" in listed  # the listing is the install's
     assert [name for name in DEV_ONLY if f"\n{name} " in listed] == []
 

@@ -12,9 +12,12 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from tests.deployments.manifests import LOCAL_DIR
 from tests.support import free_port
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+
 
 STACK_TIMEOUT_S = 240
 
@@ -25,7 +28,7 @@ def stack_env(root: Path, run_id: str, api_port: int) -> dict[str, str]:
         **os.environ,
         "STACK_DIR": str(root / "stack"),
         "API_PORT": str(api_port),
-        "STACK_METRICS_PORT": str(port_block(4 + len(registry.names()))),
+        "STACK_METRICS_PORT": str(port_block(4 + len(BUILTIN_TYPES.names()))),
         "MONGO_DB": f"e2e_{run_id}",
         "KAFKA_TOPIC_PREFIX": f"e2e-{run_id}-",
         "KAFKA_PARTITIONS": "2",

@@ -1,4 +1,4 @@
-"""jobsched_client (sync and async) against a running `jobsched dev`: every call, the typed errors, and the
+"""jobsched.client (sync and async) against a running `jobsched dev`: every call, the typed errors, and the
 retries on a real 503 (the store locked by another process), on refused connections and on a lost response."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobsched_client import (
+from jobsched.client import (
     AsyncClient,
     BadRequest,
     Client,

@@ -1,4 +1,4 @@
-"""jobsched_client's schedule calls against a running `jobsched dev`, as a deploy script uses them: upsert by
+"""jobsched.client's schedule calls against a running `jobsched dev`, as a deploy script uses them: upsert by
 key (twice: one template, changed in place only when the declaration changed), update, pause, resume, trigger,
 backfill, runs, upcoming, preview, and delete (the key of a deleted template can be used again)."""
 
@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched_client import AsyncClient, Backfilled, BadRequest, Client, Conflict, DuplicateJob
+from jobsched.client import AsyncClient, Backfilled, BadRequest, Client, Conflict, DuplicateJob
 from tests.e2e.devmode import Dev
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -10,20 +10,20 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from jobsched_client import Client
+from jobsched import HandlerContext, JobTypes, Payload
+from jobsched.client import Client
 from services.embedded import Embedded
 from services.embedded.node import DatabaseInUse
 from shared.config import ConfigError, Settings
-from shared.handlers.registry import HandlerContext, HandlerRegistry, Payload
 
 pytestmark = pytest.mark.e2e
 SETTINGS = Settings(scheduler_tick=timedelta(milliseconds=100))
 
 
-def application_handlers(seen: list[tuple[str, Payload]]) -> HandlerRegistry:
-    handlers = HandlerRegistry()
+def application_handlers(seen: list[tuple[str, Payload]]) -> JobTypes:
+    handlers = JobTypes()
 
-    @handlers.register("send-welcome", timeout=10)
+    @handlers.handler("send-welcome", timeout=10)
     def send_welcome(payload: Payload, ctx: HandlerContext) -> None:
         seen.append((ctx.job_id, payload))
 
@@ -42,7 +42,7 @@ def test_an_application_starts_and_stops_jobsched_in_its_own_process(tmp_path: P
         assert done.status == "completed"
         assert seen == [(job.id, {"user": 42})]
         with pytest.raises(DatabaseInUse):  # one process per file, even within one process
-            Embedded(tmp_path / "app-jobs.db", settings=SETTINGS, port=0, handlers=HandlerRegistry()).start()
+            Embedded(tmp_path / "app-jobs.db", settings=SETTINGS, port=0, handlers=JobTypes()).start()
     finally:
         node.stop()
     # Every thread it started has ended, but the process's pool of handler threads: idle daemons, reused by the

@@ -16,12 +16,14 @@ from tests.e2e.devmode import NO_SERVERS, Dev
 from tests.support import REPO_ROOT, installed_distribution, wait_until
 
 PLUGIN = """
-    from shared.handlers import HandlerError, registry
+    import jobsched
 
-    @registry.register("greet", max_attempts=2)
-    def greet(payload, ctx):
+    jobs = jobsched.JobTypes()
+
+    @jobs.handler("greet", max_attempts=2)
+    def greet(payload: dict, ctx: jobsched.HandlerContext) -> None:
         if payload.get("fail"):
-            raise HandlerError("asked to fail")
+            raise jobsched.HandlerError("asked to fail")
         ctx.logger.info("hello", extra={"action": "greeted", "who": payload.get("who")})
 """
 
@@ -51,7 +53,7 @@ def test_dev_runs_a_plugin_named_by_the_variable_or_the_option(dev: Dev, tmp_pat
     plugins = write_plugin(tmp_path / "plugins")
     env = {"PYTHONPATH": str(plugins)}
     if how == "variable":
-        dev.start(JOBSCHED_HANDLERS="greeting_plugin", **env)
+        dev.start(JOBSCHED_HANDLERS="greeting_plugin:jobs", **env)
     else:
         dev.start("--handlers", "greeting_plugin", **env)
     run_greetings(dev)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from shared.handlers import registry
+from shared.handlers.builtin import builtin_types
 from tests.deployments.manifests import (
     DASHBOARD_FILE,
     dashboard_expressions,
@@ -32,6 +32,9 @@ from tests.deployments.manifests import (
 )
 from tests.e2e.stackkit import drop_database, logs_tail, script, stack_env
 from tests.support import free_port, wait_until
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+
 
 # Counters whose labelled series appear only after a rare event (a dispatch failure, a reaper recovery, a
 # skipped delivery, a failed best-effort publish): for these the live output must declare the family
@@ -142,7 +145,7 @@ def test_prometheus_sees_the_burst_and_the_dashboard_metrics_exist(stack: Stack)
         *[("flaky", {"failRate": 0}, 3)] * 5,
         *[("flaky", {"failRate": 1}, 1)] * 5,  # one attempt, fails: straight to the DLQ
     ]
-    assert {job_type for job_type, _, _ in burst} == set(registry.names())
+    assert {job_type for job_type, _, _ in burst} == set(BUILTIN_TYPES.names())
     for n, (job_type, payload, max_attempts) in enumerate(burst):
         post_job(stack, n, job_type, payload, max_attempts)
     expected = sorted(["completed"] * 45 + ["dlq"] * 5)
@@ -157,7 +160,7 @@ def test_prometheus_sees_the_burst_and_the_dashboard_metrics_exist(stack: Stack)
     targets = len(stack.metrics_ports)
     eventually(stack, "count(up == 1)", lambda v: v == targets, f"all {targets} scrape targets up")
     eventually(stack, "sum(executor_jobs_processed_total)", lambda v: v >= len(burst), "an attempt per job")
-    types = len(registry.names())
+    types = len(BUILTIN_TYPES.names())
     eventually(stack, "count(sum by (job_type) (executor_jobs_processed_total) > 0)", lambda v: v == types, "each type")
     eventually(stack, "sum(executor_dead_lettered_total)", lambda v: v == 5, "5 dead-lettered")
     eventually(stack, "sum(scheduler_tick_duration_seconds_count)", lambda v: v > 0, "scheduler ticks")

@@ -6,16 +6,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+from jobsched import JobTypes
 from services.executor.worker import Worker
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
-from shared.handlers import registry as default_registry
-from shared.handlers.registry import HandlerRegistry
+from shared.handlers.builtin import builtin_types
 from shared.store.base import JobStore
 
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
-def run_what_is_due(store: JobStore, registry: HandlerRegistry = default_registry) -> None:
+
+def run_what_is_due(store: JobStore, registry: JobTypes = BUILTIN_TYPES) -> None:
     """One pass of scheduler and executors over the store, as `jobsched dev` wires them: claim every due run
     and run each handler once (a failed attempt's retry stays pending, for the caller to wait for or cancel)."""
     bus = MemoryBus()

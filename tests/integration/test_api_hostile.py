@@ -22,12 +22,12 @@ from bson.raw_bson import RawBSONDocument
 from prometheus_client import generate_latest
 from starlette.testclient import TestClient
 
+from jobsched import HandlerError, JobTypes
 from services.api.app import create_app
 from services.api.listing import FIRST_PAGE_JOBS
 from services.api.request_metrics import KNOWN_METHODS
 from shared import metrics
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
-from shared.handlers.registry import HandlerError, HandlerRegistry
 from shared.jsonsafe import MAX_DEPTH
 from shared.model import MAX_PAYLOAD_BYTES, format_time
 from shared.store.base import JobStore
@@ -143,9 +143,9 @@ def test_a_value_stored_by_an_older_version_never_breaks_reads_or_the_run(api: T
 def test_a_handler_error_in_any_characters_is_recorded_and_the_job_moves_on(api_store: JobStore) -> None:
     """lastError comes from the handler, not the client: what a store cannot hold is replaced, so the outcome is
     written instead of the attempt being left to the reaper."""
-    registry = HandlerRegistry()
+    registry = JobTypes()
 
-    @registry.register("noop")
+    @registry.handler("noop")
     def fails(payload: dict[str, Any], ctx: Any) -> None:
         raise HandlerError("bad \udfff and \x00 here")
 

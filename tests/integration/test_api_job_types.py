@@ -10,17 +10,19 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from jobsched.backoff import Backoff
+from jobsched.type_defaults import TypeDefaults
 from services.api.app import create_app
 from services.api.job_types import KnownTypes
-from shared.backoff import Backoff
-from shared.handlers import registry as builtins
+from shared.handlers.builtin import builtin_types
 from shared.model import format_time, utc_now
 from shared.store.base import JobStore
 from shared.store.job_types import JobTypeInfo, JobTypeRegistry
 from shared.store.type_registries import type_registry_of
-from shared.type_defaults import TypeDefaults
 from tests.integration.test_api import job_body
 from tests.support import LOCAL, wait_until
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
 BEAT = timedelta(seconds=30)
 
@@ -47,7 +49,7 @@ def types(api_store: JobStore) -> CountingRegistry:
 
 @pytest.fixture
 def client(api_store: JobStore, types: CountingRegistry) -> Iterator[TestClient]:
-    known = KnownTypes(types, local=builtins, configured=["fax"])
+    known = KnownTypes(types, local=BUILTIN_TYPES, configured=["fax"])
     with TestClient(create_app(api_store, known_types=known), raise_server_exceptions=False, base_url=LOCAL) as made:
         yield made
 
@@ -130,6 +132,7 @@ def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_o
 def test_the_overview_lists_the_types_the_api_accepts_for_the_consoles_filters(
     client: TestClient, types: CountingRegistry
 ) -> None:
+
     now = utc_now()
     types.inner.announce("exec-1", {"send-email": TypeDefaults()}, now, now + BEAT)
     wait_until(

@@ -11,16 +11,18 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from jobsched import HandlerContext, JobTypes, Payload
 from services.executor.worker import Worker
 from services.reaper.sweeper import sweep
 from shared.bus.base import Delivery, Wakeup
 from shared.bus.kafka import KafkaBus
-from shared.handlers import registry as builtin_registry
-from shared.handlers.registry import HandlerContext, HandlerRegistry, Payload
+from shared.handlers.builtin import builtin_types
 from shared.model import Job, Outcome, Status
 from shared.store.base import AttemptResult, NewJob
 from shared.store.mongo import MongoJobStore
 from tests.support import read_events
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
 LEASE = timedelta(minutes=5)
 MakeWorker = Callable[..., Worker]
@@ -28,9 +30,9 @@ MakeWorker = Callable[..., Worker]
 
 @pytest.fixture
 def make_worker(mongo_store: MongoJobStore, kafka_bus: KafkaBus) -> MakeWorker:
-    kafka_bus.ensure_topics(builtin_registry.names())
+    kafka_bus.ensure_topics(BUILTIN_TYPES.names())
 
-    def make(job_type: str, registry: HandlerRegistry = builtin_registry, name: str = "w1") -> Worker:
+    def make(job_type: str, registry: JobTypes = BUILTIN_TYPES, name: str = "w1") -> Worker:
         return Worker(
             mongo_store, kafka_bus, registry, job_type, name, default_timeout=timedelta(seconds=30), lease=LEASE
         )
@@ -154,9 +156,9 @@ def test_timeout_is_an_attempt_failure(mongo_store: MongoJobStore, make_worker: 
 def test_a_handler_that_exits_or_raises_base_exceptions_does_not_kill_the_executor(
     mongo_store: MongoJobStore, make_worker: MakeWorker
 ) -> None:
-    rogue = HandlerRegistry()
+    rogue = JobTypes()
 
-    @rogue.register("noop")
+    @rogue.handler("noop")
     def exits(payload: Payload, ctx: HandlerContext) -> None:
         raise SystemExit(3)
 
@@ -169,8 +171,8 @@ def test_a_cancelled_job_whose_wake_up_is_already_in_kafka_never_runs(
     mongo_store: MongoJobStore, make_worker: MakeWorker
 ) -> None:
     calls: list[str] = []
-    counting = HandlerRegistry()
-    counting.register("noop")(lambda payload, ctx: calls.append(ctx.job_id))
+    counting = JobTypes()
+    counting.handler("noop")(lambda payload, ctx: calls.append(ctx.job_id))
     job = queued_job(mongo_store, "noop")  # claimed and (in production) published
     assert mongo_store.cancel(job.id).status is Status.CANCELLED
     make_worker("noop", counting).process(delivery_for(job))
@@ -184,9 +186,9 @@ def test_the_same_message_to_two_executors_runs_the_attempt_once(
 ) -> None:
     calls: list[str] = []
     started = threading.Barrier(2)
-    counting = HandlerRegistry()
+    counting = JobTypes()
 
-    @counting.register("noop")
+    @counting.handler("noop")
     def count(payload: Payload, ctx: HandlerContext) -> None:
         calls.append(ctx.job_id)
 

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from jobsched import HandlerContext, HandlerError, JobTypes, Payload
+from jobsched.backoff import Backoff
 from services.executor.runner import Executor
 from services.executor.worker import Worker
-from shared.backoff import Backoff
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
-from shared.handlers.registry import HandlerContext, HandlerError, HandlerRegistry, Payload
 from shared.model import Job, Outcome, Status
 from shared.store.base import JobStore, NewJob, RunSpec
 from tests.support import wait_until
@@ -32,11 +32,11 @@ class Handlers:
     """The test's own job types, and what their calls saw."""
 
     def __init__(self) -> None:
-        self.registry = HandlerRegistry()
+        self.registry = JobTypes()
         self.started: dict[str, threading.Event] = {}
         self.contexts: list[HandlerContext] = []
         self.release = threading.Event()
-        register = self.registry.register
+        register = self.registry.handler
 
         @register("careful")  # a plain function that checks the signal between steps
         def careful(payload: Payload, ctx: HandlerContext) -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+from jobsched import HandlerContext, JobTypes, Payload
 from services.executor.runner import Executor
 from services.executor.worker import Worker
 from shared.bus.memory import MemoryBus
-from shared.handlers.registry import HandlerContext, HandlerRegistry, Payload
 from shared.model import Outcome, Status
 from shared.store.base import JobStore
 from tests.integration.test_executor_cancel import dispatch, final
@@ -19,11 +19,11 @@ LEASE = timedelta(minutes=5)
 
 
 def test_a_hung_plain_handler_times_out_at_its_deadline_and_its_slot_serves_the_next_job(api_store: JobStore) -> None:
-    registry = HandlerRegistry()
+    registry = JobTypes()
     release = threading.Event()
     threads: dict[str, threading.Thread] = {}
 
-    @registry.register("hangs-once")
+    @registry.handler("hangs-once")
     def hangs_once(payload: Payload, ctx: HandlerContext) -> None:
         threads[ctx.job_id] = threading.current_thread()
         if payload.get("hang"):

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import REGISTRY
 
+from jobsched.type_defaults import TypeDefaults
 from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
 from services.executor.worker import Worker
@@ -17,12 +18,14 @@ from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.served_types import ServedTypes
 from shared.bus.memory import MemoryBus
 from shared.election.base import Term
-from shared.handlers import registry as builtins
+from shared.handlers.builtin import builtin_types
 from shared.model import Status, utc_now
 from shared.store.base import JobStore, NewJob
 from shared.store.type_registries import type_registry_of
-from shared.type_defaults import TypeDefaults
 from tests.support import wait_until
+
+BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+
 
 RETENTION = timedelta(days=7)
 BEAT = timedelta(seconds=30)
@@ -81,7 +84,7 @@ def test_an_executor_announces_its_type_while_it_runs_and_withdraws_on_stop(api_
     types = type_registry_of(api_store)
     bus = MemoryBus()
     stop = threading.Event()
-    worker = Worker(api_store, bus, builtins, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)
+    worker = Worker(api_store, bus, BUILTIN_TYPES, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)
     heartbeat = timedelta(milliseconds=100)
     announcer = TypeAnnouncer(types, "w-announcing", {"slow": worker.defaults}, heartbeat)
     executor = Executor(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched_client import Client
+from jobsched.client import Client
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from jobsched.type_defaults import BUILTIN_DEFAULTS
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.leader import Scheduler
 from services.scheduler.served_types import REFRESH_S, ServedTypes
@@ -26,7 +27,6 @@ from shared.nudge import NudgeListener, NudgeSender, parse_address
 from shared.store.base import NewJob
 from shared.store.sqlite import SqliteJobStore
 from shared.store.type_registries import type_registry_of
-from shared.type_defaults import BUILTIN_DEFAULTS
 from tests.support import wait_until
 
 LONG_TICK_S = 60.0

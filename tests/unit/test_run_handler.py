@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobsched import HandlerContext, Payload
+from jobsched.handlers import JobLogger
 from services.executor.attempt import Cancellation, Ending, HandlerThreads, Task, run_handler
-from shared.handlers.registry import HandlerContext, JobLogger, Payload
 from shared.model import Outcome
 from tests.support import wait_until
 

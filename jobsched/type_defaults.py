@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from shared.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 
 
 @dataclass(frozen=True)

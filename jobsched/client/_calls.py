@@ -13,8 +13,8 @@ from typing import Any, Generic, NoReturn, TypedDict, TypeVar
 
 import httpx
 
-from jobsched_client.errors import Conflict, ConnectionFailed, JobschedError, error_for
-from jobsched_client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, JobType, parse_time
+from jobsched.client.errors import Conflict, ConnectionFailed, JobschedError, error_for
+from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, ServedType, parse_time
 
 T = TypeVar("T")
 
@@ -309,8 +309,8 @@ def executions(job_id: str) -> Call[list[Execution]]:
     return Call("GET", f"/jobs/{job_id}/executions", lambda body: [Execution.from_wire(e) for e in body])
 
 
-def job_types() -> Call[list[JobType]]:
-    return Call("GET", "/job-types", lambda body: [JobType.from_wire(t) for t in body])
+def job_types() -> Call[list[ServedType]]:
+    return Call("GET", "/job-types", lambda body: [ServedType.from_wire(t) for t in body])
 
 
 # --- helpers ----------------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ class Execution:
 
 
 @dataclass(frozen=True)
-class JobType:
+class ServedType:
     """A job type the API accepts: how many executors serve it now and when one last announced it."""
 
     name: str
@@ -111,7 +111,7 @@ class JobType:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_wire(cls, body: dict[str, Any]) -> JobType:
+    def from_wire(cls, body: dict[str, Any]) -> ServedType:
         return cls(
             name=str(body["name"]),
             executors=int(body.get("executors", 0)),

@@ -12,12 +12,14 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobsched_client import _calls
-from jobsched_client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
-from jobsched_client.errors import DuplicateJob, WaitTimeout
-from jobsched_client.models import Backfilled, Deleted, Execution, Job, JobType
+from jobsched.client import _calls
+from jobsched.client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
+from jobsched.client.errors import DuplicateJob, WaitTimeout
+from jobsched.client.models import Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.handlers import JobType
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class AsyncClient:
@@ -64,6 +66,11 @@ class AsyncClient:
             if exchange.retried and duplicate.job_id:
                 return await self.get(duplicate.job_id)
             raise
+
+    async def enqueue(self, job_type: JobType[P, Any], payload: P, **options: Unpack[CreateOptions]) -> Job:
+        """`create` for a job type of a JobTypes collection, with its payload as the handler takes it (see
+        Client.enqueue)."""
+        return await self.create(job_type.name, job_type.encode(payload), **options)
 
     async def upsert(
         self,
@@ -146,7 +153,7 @@ class AsyncClient:
     async def executions(self, job_id: str) -> builtins.list[Execution]:
         return await self._call(_calls.executions(job_id))
 
-    async def job_types(self) -> builtins.list[JobType]:
+    async def job_types(self) -> builtins.list[ServedType]:
         return await self._call(_calls.job_types())
 
     async def wait(

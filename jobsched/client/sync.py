@@ -11,12 +11,14 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobsched_client import _calls
-from jobsched_client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
-from jobsched_client.errors import DuplicateJob, WaitTimeout
-from jobsched_client.models import Backfilled, Deleted, Execution, Job, JobType
+from jobsched.client import _calls
+from jobsched.client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
+from jobsched.client.errors import DuplicateJob, WaitTimeout
+from jobsched.client.models import Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.handlers import JobType
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class Client:
@@ -61,6 +63,12 @@ class Client:
             if exchange.retried and duplicate.job_id:  # an earlier try of this very call landed
                 return self.get(duplicate.job_id)
             raise
+
+    def enqueue(self, job_type: JobType[P, Any], payload: P, **options: Unpack[CreateOptions]) -> Job:
+        """`create` for a job type of a JobTypes collection, with its payload as the handler takes it (a
+        dataclass, a model or a dict): type checkers check `payload` against the handler's, and a payload of
+        another type is a TypeError here rather than a failed attempt later."""
+        return self.create(job_type.name, job_type.encode(payload), **options)
 
     def upsert(
         self,
@@ -161,7 +169,7 @@ class Client:
     def executions(self, job_id: str) -> builtins.list[Execution]:
         return self._call(_calls.executions(job_id))
 
-    def job_types(self) -> builtins.list[JobType]:
+    def job_types(self) -> builtins.list[ServedType]:
         return self._call(_calls.job_types())
 
     def wait(

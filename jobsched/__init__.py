@@ -1,0 +1,79 @@
+"""jobsched: jobs and schedules for Python applications.
+
+The one import an application writes. Handlers are collected in a JobTypes and run by the executors, which
+load the collection by name (`JOBSCHED_HANDLERS=myapp.jobs:jobs`); the Client enqueues them, typed:
+
+    import jobsched
+
+    jobs = jobsched.JobTypes()
+
+    @jobs.handler("write-report", timeout=60)
+    def write_report(payload: Report, ctx: jobsched.HandlerContext) -> None: ...
+
+    with jobsched.Client("http://127.0.0.1:8080", tenant_id="acme") as client:
+        client.enqueue(write_report, Report(day="2026-12-04"))
+
+`jobsched.testing` runs a handler, or the whole product in-process, in a test; `jobsched.server` (the
+`server` extra) runs the server from Python.
+"""
+
+from importlib.metadata import version
+
+from jobsched.backoff import Backoff
+from jobsched.client import (
+    TERMINAL_STATUSES,
+    AsyncClient,
+    Backfilled,
+    BadRequest,
+    Client,
+    Conflict,
+    ConnectionFailed,
+    Deleted,
+    DuplicateJob,
+    Execution,
+    Job,
+    JobschedError,
+    NotFound,
+    PayloadTooLarge,
+    Retries,
+    ServedType,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    WaitTimeout,
+)
+from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
+from jobsched.payloads import Payload, PayloadMismatch
+
+__version__ = version("jobsched")
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "AsyncClient",
+    "Backfilled",
+    "Backoff",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "ConnectionFailed",
+    "Deleted",
+    "DuplicateJob",
+    "Execution",
+    "HandlerContext",
+    "HandlerError",
+    "Job",
+    "JobType",
+    "JobTypes",
+    "JobschedError",
+    "NotFound",
+    "Payload",
+    "PayloadMismatch",
+    "PayloadTooLarge",
+    "Retries",
+    "ServedType",
+    "ServerError",
+    "Unauthorized",
+    "Unavailable",
+    "WaitTimeout",
+    "__version__",
+]

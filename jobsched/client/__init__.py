@@ -1,0 +1,49 @@
+"""A Python client for the jobsched API, blocking (Client) and asyncio (AsyncClient).
+
+from jobsched import Client
+
+with Client("http://127.0.0.1:8080", tenant_id="tenant-a") as client:
+    job = client.create("send-email", {"to": "a@example.com"})
+    done = client.wait(job.id)
+"""
+
+from jobsched.client._calls import Retries
+from jobsched.client.aio import AsyncClient
+from jobsched.client.errors import (
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    DuplicateJob,
+    JobschedError,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    WaitTimeout,
+)
+from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.client.sync import Client
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "AsyncClient",
+    "Backfilled",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "ConnectionFailed",
+    "Deleted",
+    "DuplicateJob",
+    "Execution",
+    "Job",
+    "JobschedError",
+    "NotFound",
+    "PayloadTooLarge",
+    "Retries",
+    "ServedType",
+    "ServerError",
+    "Unauthorized",
+    "Unavailable",
+    "WaitTimeout",
+]

@@ -1,0 +1,188 @@
+"""Job types: a name, the handler that runs it, and the type's defaults, collected in a JobTypes.
+
+    jobs = jobsched.JobTypes()
+
+    @jobs.handler("write-report", timeout=60, max_attempts=5)
+    def write_report(report: Report, ctx: jobsched.HandlerContext) -> None: ...
+
+A handler takes the job's payload and a HandlerContext; it may be a plain or an async function, and signals
+failure by raising. The decorator returns a JobType, which is still the function (call it as before) and is
+what typed enqueueing takes: `client.enqueue(write_report, Report(...))` is checked against the handler's
+payload type. Naming a type twice in one collection raises, so a bad deploy fails at start-up instead of
+silently running the wrong code under one name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from jobsched.backoff import Backoff
+from jobsched.payloads import Payload, PayloadCodec, codec_of
+from jobsched.type_defaults import TypeDefaults
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+class JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds the job's ids to every record, merged with the caller's own `extra`."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What a handler knows about the attempt it runs.
+
+    `cancelled` is set when the job is cancelled while it runs (DELETE /jobs/{id}): a plain function should
+    check it between steps and stop by raising; an async handler's task is also cancelled. A handler that
+    ignores it and finishes has its result recorded all the same."""
+
+    job_id: str
+    job_type: str
+    attempt: int  # this attempt's number, from 1
+    deadline: datetime
+    tenant_id: str
+    # When this attempt was due: the job's scheduledAt, which a retry moves to the end of its backoff.
+    scheduled_at: datetime
+    logger: logging.LoggerAdapter[logging.Logger]
+    cancelled: threading.Event
+    # A run of a recurring template: the fire time it runs for (the night a nightly report covers, whatever
+    # retries or catch-up moved its start to) and the template's id; None for a one-off job.
+    planned_at: datetime | None = None
+    template_id: str | None = None
+
+
+# What the executors call: the stored payload (a JSON object) and the context.
+HandlerFn = Callable[[Payload, HandlerContext], Any] | Callable[[Payload, HandlerContext], Awaitable[Any]]
+
+
+class HandlerError(Exception):
+    """A handler's own, expected failure (bad payload, a dependency said no); recorded as lastError."""
+
+
+class DuplicateHandler(Exception):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class JobType(Generic[P, R]):
+    """A job type: its name, its handler and its defaults. Calling it calls the handler."""
+
+    name: str
+    function: Callable[[P, HandlerContext], R]
+    defaults: TypeDefaults = field(default_factory=TypeDefaults)
+    payload: PayloadCodec[P] = field(default_factory=lambda: PayloadCodec(Any, "object"))
+
+    def __call__(self, payload: P, ctx: HandlerContext) -> R:
+        return self.function(payload, ctx)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+    @property
+    def module(self) -> str:
+        return getattr(self.function, "__module__", "?")
+
+    @property
+    def fn(self) -> HandlerFn:
+        """The handler as the executors call it: with the stored payload, converted first where the handler
+        takes a dataclass or a model (a payload that does not fit raises PayloadMismatch, failing the attempt)."""
+        if not self.payload.converts:
+            return self.function  # type: ignore[return-value]
+        decode, function = self.payload.decode, self.function
+        if self.is_async:
+
+            async def decoded_async(payload: Payload, ctx: HandlerContext) -> Any:
+                return await function(decode(payload), ctx)  # type: ignore[misc]
+
+            return decoded_async
+
+        def decoded(payload: Payload, ctx: HandlerContext) -> Any:
+            return function(decode(payload), ctx)
+
+        return decoded
+
+    def encode(self, payload: P) -> Payload:
+        """The JSON object to enqueue for `payload` (a TypeError when it is not of the handler's type)."""
+        return self.payload.encode(payload)
+
+
+class JobTypes:
+    """A collection of job types, named by `JOBSCHED_HANDLERS=myapp.jobs:jobs` (or an entry point) to be run."""
+
+    def __init__(self, types: Iterable[JobType[Any, Any]] = ()) -> None:
+        self._types: dict[str, JobType[Any, Any]] = {}
+        self._lock = threading.RLock()
+        self.include(types)
+
+    def handler(
+        self,
+        name: str,
+        *,
+        timeout: float | timedelta | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+    ) -> Callable[[Callable[[P, HandlerContext], R]], JobType[P, R]]:
+        """Register the decorated function as job type `name`. `timeout` (seconds, or a timedelta) bounds each
+        attempt (default JOB_TIMEOUT); `max_attempts` is the budget of jobs that give none (default 3);
+        `backoff` spaces the retries (default 2^attempts s, capped at 5 min). A job's own timeoutSeconds and
+        maxAttempts win over these."""
+        check_name(name)
+        defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff)
+
+        def decorate(function: Callable[[P, HandlerContext], R]) -> JobType[P, R]:
+            job_type = JobType(name, function, defaults, codec_of(function))
+            self.include([job_type])
+            return job_type
+
+        return decorate
+
+    def include(self, types: Iterable[JobType[Any, Any]]) -> None:
+        """Add `types` (another JobTypes, or JobType objects): all of them, or none when a name is taken."""
+        adding = list(types)
+        with self._lock:
+            seen: dict[str, JobType[Any, Any]] = {}
+            for job_type in adding:
+                existing = self._types.get(job_type.name) or seen.get(job_type.name)
+                if existing is not None and existing is not job_type:
+                    raise DuplicateHandler(
+                        f"handler {job_type.name!r} is registered twice (by {existing.module} and by {job_type.module})"
+                    )
+                seen[job_type.name] = job_type
+            self._types.update(seen)
+
+    def get(self, name: str) -> JobType[Any, Any] | None:
+        return self._types.get(name)
+
+    def __getitem__(self, name: str) -> JobType[Any, Any]:
+        return self._types[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def __iter__(self) -> Iterator[JobType[Any, Any]]:
+        return iter(list(self._types.values()))
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __repr__(self) -> str:
+        return f"JobTypes({', '.join(self.names())})"
+
+
+def check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ValueError(f"a job type name must be a non-empty string without surrounding spaces, not {name!r}")

@@ -1,0 +1,25 @@
+"""The server run from Python, which needs the server's drivers (`pip install "jobsched[server]"`):
+
+    from jobsched.server import Embedded
+
+    with Embedded("/var/lib/myapp/jobs.db", handlers=jobs, port=0) as node:   # port 0: any free port
+        ... jobsched.Client(node.url) ...
+
+`Embedded` runs the whole product (API, scheduler, executors, reaper) in this process on one SQLite file
+(docs/operations.md, "Inside your application"); `main` is the `jobsched` command.
+"""
+
+from __future__ import annotations
+
+try:
+    from services.cli import main
+    from services.embedded.node import DatabaseInUse, Embedded
+    from shared.config import ConfigError, Settings
+except ModuleNotFoundError as missing:  # pragma: no cover - what a client-only install says
+    raise ModuleNotFoundError(
+        f"jobsched.server needs the server's drivers ({missing.name} is not installed): "
+        'pip install "jobsched[server]"',
+        name=missing.name,
+    ) from missing
+
+__all__ = ["ConfigError", "DatabaseInUse", "Embedded", "Settings", "main"]

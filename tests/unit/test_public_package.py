@@ -1,0 +1,139 @@
+"""The public `jobsched` package: job type collections, payload types, typed enqueueing and the testing helpers
+(jobsched/handlers.py, payloads.py, testing.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+import pytest
+
+import jobsched
+from jobsched import HandlerContext, JobTypes, PayloadMismatch, testing
+from jobsched.handlers import DuplicateHandler
+
+
+@dataclass(frozen=True)
+class Report:
+    day: str
+    pages: int = 1
+
+
+class Model:
+    """What typed enqueueing needs of a pydantic v2 model: model_validate and model_dump."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def model_validate(cls, data: dict[str, Any]) -> Model:
+        if set(data) != {"name"}:
+            raise ValueError(f"unexpected fields {sorted(data)}")
+        return cls(data["name"])
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class Greeting(TypedDict):
+    who: str
+
+
+jobs = JobTypes()
+
+
+@jobs.handler("write-report", timeout=60, max_attempts=5)
+def write_report(report: Report, ctx: HandlerContext) -> str:
+    return f"{report.day}: {report.pages} pages (attempt {ctx.attempt})"
+
+
+@jobs.handler("greet")
+async def greet(payload: Greeting, ctx: HandlerContext) -> str:
+    await asyncio.sleep(0)
+    return f"hello {payload['who']}"
+
+
+@jobs.handler("by-model")
+def by_model(payload: Model, ctx: HandlerContext) -> str:
+    return payload.name
+
+
+def test_the_decorated_function_is_still_the_function_and_knows_its_type() -> None:
+    assert write_report(Report("2026-12-04"), testing.context()) == "2026-12-04: 1 pages (attempt 1)"
+    assert write_report.name == "write-report"
+    assert (write_report.defaults.timeout_s, write_report.defaults.max_attempts) == (60, 5)
+    assert not write_report.is_async
+    assert greet.is_async
+    assert jobs.names() == ["by-model", "greet", "write-report"]
+    assert jobs["greet"] is greet
+
+
+def test_a_name_is_one_type_per_collection() -> None:
+    collection = JobTypes()
+    collection.handler("once")(lambda payload, ctx: None)
+    with pytest.raises(DuplicateHandler, match="'once' is registered twice"):
+        collection.handler("once")(lambda payload, ctx: None)
+    other = JobTypes([write_report])
+    other.include(jobs)  # the same JobType twice is no conflict
+    assert "write-report" in other
+
+
+def test_payloads_travel_as_json_objects_and_come_back_as_the_handler_types() -> None:
+    assert write_report.encode(Report("2026-12-04", 3)) == {"day": "2026-12-04", "pages": 3}
+    assert by_model.encode(Model("x")) == {"name": "x"}
+    assert greet.encode({"who": "ada"}) == {"who": "ada"}
+    # The executors call `fn` with the stored object: it builds the handler's type first.
+    assert write_report.fn({"day": "d", "pages": 2}, testing.context()) == "d: 2 pages (attempt 1)"
+    assert by_model.fn({"name": "m"}, testing.context()) == "m"
+
+
+def test_a_payload_of_another_type_is_refused_before_it_is_sent() -> None:
+    with pytest.raises(TypeError, match="the payload must be a Report, not dict"):
+        write_report.encode({"day": "d"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a dict"):
+        greet.encode(["who"])  # type: ignore[arg-type]
+
+
+def test_a_stored_payload_that_does_not_fit_fails_the_attempt_with_its_reason() -> None:
+    with pytest.raises(PayloadMismatch, match=r"does not fit Report: .*unexpected keyword argument 'colour'"):
+        write_report.fn({"day": "d", "colour": "red"}, testing.context())
+    with pytest.raises(PayloadMismatch, match="does not fit Model: unexpected fields"):
+        by_model.fn({"nom": "m"}, testing.context())
+
+
+def test_testing_run_calls_a_handler_as_an_executor_does() -> None:
+    assert testing.run(write_report, Report("2026-12-04", 2)) == "2026-12-04: 2 pages (attempt 1)"
+    assert testing.run(greet, {"who": "ada"}) == "hello ada"
+    third = testing.context("write-report", attempt=3)
+    assert testing.run(write_report, {"day": "d"}, third) == "d: 1 pages (attempt 3)"
+    with pytest.raises(TypeError, match="not JSON serializable"):  # what the API would refuse as a payload
+        testing.run(greet, {"who": datetime.now(UTC)})
+
+
+def test_testing_arun_awaits_on_the_running_loop() -> None:
+    async def in_a_loop() -> Any:
+        return await testing.arun(greet, {"who": "grace"})
+
+    assert asyncio.run(in_a_loop()) == "hello grace"
+
+
+def test_testing_context_carries_a_cancellation_signal() -> None:
+    cancelled = threading.Event()
+    ctx = testing.context("write-report", cancelled=cancelled, tenant_id="acme")
+    assert (ctx.job_type, ctx.tenant_id, ctx.attempt, ctx.cancelled.is_set()) == ("write-report", "acme", 1, False)
+    cancelled.set()
+    assert ctx.cancelled.is_set()
+    assert ctx.deadline > ctx.scheduled_at
+
+
+def test_the_old_client_import_path_still_works_with_a_warning() -> None:
+    import sys
+
+    sys.modules.pop("jobsched_client", None)
+    with pytest.warns(DeprecationWarning, match="jobsched_client is deprecated"):
+        import jobsched_client
+    assert jobsched_client.Client is jobsched.Client
+    assert jobsched_client.JobType is jobsched.ServedType
