@@ -13,7 +13,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from services.api.schemas import JobRequest
+from services.api.models.jobs import JobRequest
 from shared.cli import OneLineParser, fail, one_line_errors
 from shared.config import Settings
 from shared.local_stack import tool_environment

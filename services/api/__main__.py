@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from services.api.app import create_app
-from services.api.auth import api_auth
-from services.api.job_types import KnownTypes
-from services.api.limits import ApiLimits
-from services.api.same_origin import allowed_hosts
-from services.api.server import bind, make_server
+from services.api.auth.api_auth import api_auth
+from services.api.http.request_limits import ApiLimits
+from services.api.http.same_origin import allowed_hosts
+from services.api.http.server import bind, make_server
+from services.api.known_types import KnownTypes
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types

@@ -35,11 +35,11 @@ import uvicorn
 
 from jobsched.handlers import JobTypes
 from services.api.app import create_app
-from services.api.auth import api_auth
-from services.api.job_types import KnownTypes
-from services.api.limits import ApiLimits
-from services.api.same_origin import allowed_hosts
-from services.api.server import bind, make_server
+from services.api.auth.api_auth import api_auth
+from services.api.http.request_limits import ApiLimits
+from services.api.http.same_origin import allowed_hosts
+from services.api.http.server import bind, make_server
+from services.api.known_types import KnownTypes
 from services.executor.announcer import TypeAnnouncer
 from services.executor.runner import Executor
 from services.executor.worker import Worker

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from services.api.auth import api_auth
+from services.api.auth.api_auth import api_auth
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.keys.sqlite import SqliteKeyStore

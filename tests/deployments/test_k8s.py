@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.auth import api_auth
+from services.api.auth.api_auth import api_auth
 from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.config import Settings

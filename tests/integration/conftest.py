@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.auth import api_auth
+from services.api.auth.api_auth import api_auth
 from shared.config import Settings
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key

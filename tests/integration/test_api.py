@@ -218,7 +218,7 @@ def test_list_is_newest_first_filtered_and_limited(api: TestClient) -> None:
 
 
 def test_list_limit_caps_at_5000() -> None:
-    from services.api.bodies import list_limit
+    from services.api.http.request_bodies import list_limit
 
     assert list_limit("5001") == 5000
     assert list_limit("99999999999") == 5000

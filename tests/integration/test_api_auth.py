@@ -21,7 +21,7 @@ from bson import ObjectId
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.auth import api_auth
+from services.api.auth.api_auth import api_auth
 from shared import metrics
 from shared.config import Settings
 from shared.keys.base import KeyStore, Role
@@ -72,7 +72,7 @@ def dead_lettered(store: JobStore, tenant: str, key: str) -> str:
 
 
 def job_from(tenant: str, key: str) -> Any:
-    from services.api.schemas import JobRequest
+    from services.api.models.jobs import JobRequest
 
     body = job_body(idempotencyKey=key, tenantId=tenant, scheduledAt=PAST, maxAttempts=1)
     return JobRequest.model_validate(body).to_new_job(utc_now())
@@ -433,7 +433,7 @@ def test_a_key_made_elsewhere_works_at_its_first_request_and_one_revoked_here_at
 
 
 def test_unknown_keys_cost_one_lookup_per_prefix_and_a_bounded_number_in_all(secured: Secured) -> None:
-    from services.api.key_cache import MISS_LOOKUP_BURST, MISS_LOOKUPS_PER_S
+    from services.api.auth.key_cache import MISS_LOOKUP_BURST, MISS_LOOKUPS_PER_S
     from shared.keys import tokens
 
     counting = CountingKeys(secured.keys)

@@ -24,8 +24,8 @@ from starlette.testclient import TestClient
 
 from jobsched import HandlerError, JobTypes
 from services.api.app import create_app
-from services.api.listing import FIRST_PAGE_JOBS
-from services.api.request_metrics import KNOWN_METHODS
+from services.api.http.request_metrics import KNOWN_METHODS
+from services.api.routes.pages import FIRST_PAGE_JOBS
 from shared import metrics
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.jsonsafe import MAX_DEPTH

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from jobsched.backoff import Backoff
 from jobsched.type_defaults import TypeDefaults
 from services.api.app import create_app
-from services.api.job_types import KnownTypes
+from services.api.known_types import KnownTypes
 from shared.handlers.builtin import builtin_types
 from shared.model import format_time, utc_now
 from shared.store.base import JobStore

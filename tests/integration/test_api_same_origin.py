@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from services.api.app import create_app
-from services.api.same_origin import allowed_hosts, host_name
+from services.api.http.same_origin import allowed_hosts, host_name
 from shared.config import Settings
 from shared.model import Status
 from shared.store.base import JobStore

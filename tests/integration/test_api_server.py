@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services.api.app import create_app
-from services.api.limits import ApiLimits
-from services.api.server import bind, make_server
+from services.api.http.request_limits import ApiLimits
+from services.api.http.server import bind, make_server
 from shared.store.sqlite import SqliteJobStore
 from tests.support import wait_until
 

@@ -14,8 +14,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from services.api.auth import api_auth
-from services.api.tenancy import (
+from services.api.auth.api_auth import api_auth
+from services.api.auth.tenancy import (
     SCOPING_ARGUMENTS,
     TENANT_FREE,
     Principal,

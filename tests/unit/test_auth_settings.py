@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.api.auth import ApiAuth, api_auth
+from services.api.auth.api_auth import ApiAuth, api_auth
 from shared.config import ConfigError, Settings
 from shared.keys import tokens
 from shared.keys.base import KeyStore

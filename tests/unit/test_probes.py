@@ -1,4 +1,4 @@
-"""The readiness probe's store ping (services/api/probes.py): however many probes ask at once, the store sees
+"""The readiness probe's store ping (services/api/store_ping.py): however many probes ask at once, the store sees
 one ping, and its answer, good or bad, is what each of them gets."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from services.api.probes import StorePing
+from services.api.store_ping import StorePing
 from shared.store.base import StoreUnavailable
 
 
@@ -59,7 +59,7 @@ def test_a_failed_ping_is_every_waiting_probes_answer() -> None:
 def test_a_stale_answer_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store()
     store.release.set()
-    monkeypatch.setattr("services.api.probes.FRESH_S", 0.0)
+    monkeypatch.setattr("services.api.store_ping.FRESH_S", 0.0)
 
     async def scenario() -> None:
         ping = StorePing(store.ping)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.api.rate_limit import TokenBuckets
+from services.api.http.rate_limits import TokenBuckets
 
 
 class Clock:

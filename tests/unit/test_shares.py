@@ -1,11 +1,11 @@
-"""Fair shares of the API's places (services/api/shares.py): one sharer never holds more than its share, and
+"""Fair shares of the API's places (services/api/http/fair_shares.py): one sharer never holds more than its share, and
 whatever one sharer holds, another gets a place while the total has room."""
 
 from __future__ import annotations
 
 import asyncio
 
-from services.api.shares import FairShares
+from services.api.http.fair_shares import FairShares
 
 
 def test_a_sharer_gets_no_more_than_its_share_while_others_still_get_places() -> None:

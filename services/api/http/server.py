@@ -30,7 +30,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from services.api.limits import ApiLimits
+from services.api.http.request_limits import ApiLimits
 from shared import jsonsafe
 from shared.ports import listen
 

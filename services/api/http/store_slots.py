@@ -1,11 +1,11 @@
-"""Admission of the API's store calls: how many run at once, and how long a request may wait for its turn.
+"""StoreSlots of the API's store calls: how many run at once, and how long a request may wait for its turn.
 
 Store calls block a thread each (pymongo, sqlite3). Without a bound, a burst of writes on a store that takes
 writes one at a time (SQLite) fills every worker thread with writers waiting for the write lock: reads queue
 behind them and every request waits seconds. Here writes and reads each have their own slots, so reads are
 never stuck behind writes, and a request that cannot start within `wait_s` (no slot, or no turn inside the
 store: SQLite's write lock) is answered 503 with Retry-After: the client learns about the overload within that
-budget instead of after the store's own timeout. The slots are shared fairly (shares.py): one API key's
+budget instead of after the store's own timeout. The slots are shared fairly (fair_shares.py): one API key's
 requests hold at most `slots_per_sharer` of each kind, so its slow queries cannot keep another key's out.
 """
 
@@ -19,8 +19,8 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from services.api.errors import ApiError
-from services.api.shares import FairShares, current_sharer
+from services.api.http.errors import ApiError
+from services.api.http.fair_shares import FairShares, current_sharer
 from shared.store.base import WAIT_DEADLINE
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ class Overloaded(ApiError):
         super().__init__(503, f"the API is overloaded ({why}); retry later")
 
 
-class Admission:
+class StoreSlots:
     def __init__(
         self,
         *,

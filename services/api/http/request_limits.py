@@ -3,7 +3,7 @@
 - Headers larger than `max_header_bytes` are refused with 431 (the HTTP server bounds what it buffers of
   headers that never end).
 - At most `max_in_flight` requests are served at once, of which one sharer (an API key, or the requests
-  without one: shares.py) holds at most `max_in_flight_per_key`; past either the answer is an immediate 503
+  without one: fair_shares.py) holds at most `max_in_flight_per_key`; past either the answer is an immediate 503
   with Retry-After, instead of a queue that turns into seconds of latency for everyone. A request in flight
   is one connection (HTTP/1.1 serves one request at a time on a connection), so the share bounds a key's busy
   connections too; an idle one is closed after the keep-alive timeout, one that has not sent a whole request
@@ -35,10 +35,10 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api import admission
-from services.api.bodies import is_json_media_type, unsupported_media_type
-from services.api.errors import CLOSE, ApiError, error, overloaded
-from services.api.shares import PUBLIC, FairShares, current_sharer
+from services.api.http.errors import CLOSE, ApiError, error, overloaded
+from services.api.http.fair_shares import PUBLIC, FairShares, current_sharer
+from services.api.http.request_bodies import is_json_media_type, unsupported_media_type
+from services.api.http.store_slots import WAIT_S, WRITE_SLOTS
 from shared.config import Settings
 
 # Room for the largest payload (256 KiB of UTF-8) however a client escapes it: a character that is one byte
@@ -55,7 +55,7 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 _UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 Sharer = Callable[[Scope], Awaitable[str]]
-"""Who a request's share is counted for (shares.py): its API key's prefix, or PUBLIC."""
+"""Who a request's share is counted for (fair_shares.py): its API key's prefix, or PUBLIC."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ class ApiLimits:
     send_timeout_s: float = SEND_TIMEOUT_S
     max_in_flight: int = MAX_IN_FLIGHT
     max_in_flight_per_key: int = MAX_IN_FLIGHT_PER_KEY
-    store_slots: int = admission.WRITE_SLOTS
+    store_slots: int = WRITE_SLOTS
     store_slots_per_key: int = STORE_SLOTS_PER_KEY
-    store_wait_s: float = admission.WAIT_S
+    store_wait_s: float = WAIT_S
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiLimits:

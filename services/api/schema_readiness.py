@@ -19,7 +19,7 @@ RETRY_MAX_S = 10.0
 WAIT_FOR_WRITE_S = 5.0
 
 
-class SchemaGate:
+class SchemaReadiness:
     def __init__(self, store: JobStore) -> None:
         self._store = store
         self._ready = asyncio.Event()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from starlette.exceptions import HTTPException
 
@@ -27,6 +27,7 @@ from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Job
 from shared.store.base import JobNotFound, JobStore, NewJob
+from shared.store.browse import JobBrowser
 
 audit_log = logging.getLogger("jobsched.audit")
 TENANT_FREE: Final = frozenset({"ensure_schema", "ping", "close"})
@@ -160,3 +161,9 @@ _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
 }
 SCOPING_ARGUMENTS: Final = frozenset(_CHECKS)
 """The argument names that scope a store method to the request's tenant (see the module docstring)."""
+
+
+def guarded_browser(browser: JobBrowser) -> JobBrowser:
+    """With authentication on, the browser through the tenant guard, as the job store is: each call is checked
+    against the request's key by its `tenant_id` argument."""
+    return cast(JobBrowser, TenantGuard(cast(JobStore, browser)))

@@ -13,9 +13,9 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from services.api.bodies import INLINE_PARSE_BYTES, validated
-from services.api.errors import ApiError
-from services.api.schemas import JobRequest
+from services.api.http.errors import ApiError
+from services.api.http.request_bodies import INLINE_PARSE_BYTES, validated
+from services.api.models.jobs import JobRequest
 from shared.cron import ScheduleError
 from shared.model import utc_now
 from shared.store.base import NewJob

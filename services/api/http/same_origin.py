@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.api.errors import error
-from services.api.limits import PROBE_PATHS
+from services.api.http.errors import error
+from services.api.http.request_limits import PROBE_PATHS
 from shared.config import Settings
 from shared.jsonsafe import shorten
 

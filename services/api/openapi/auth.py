@@ -6,8 +6,8 @@ import copy
 from collections.abc import Collection
 from typing import Any
 
-from services.api.docs import REF, _json
-from services.api.keys import KeyRequest
+from services.api.models.keys import KeyRequest
+from services.api.openapi.document import REF, _json
 
 SCHEME = "apiKey"
 AUTH_ERRORS = {

@@ -1,6 +1,6 @@
 """What a request brings: its JSON body (declared JSON, parsed strictly), validated by a model, its job id,
 its list limit. Bad input raises ApiError (400 malformed or invalid, 413 too large, 415 not declared JSON),
-which services/api/errors.py turns into `{"error": ...}`.
+which services/api/http/errors.py turns into `{"error": ...}`.
 
 The size limit and the read deadline are enforced while the body arrives (limits.RequestLimits); here the body
 is required to be JSON by its Content-Type and parsed by shared.jsonsafe. Parsing a large body takes
@@ -15,8 +15,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from services.api.errors import ApiError
-from services.api.schemas import PayloadTooLarge
+from services.api.http.errors import ApiError
+from services.api.models.jobs import PayloadTooLarge
 from shared import jsonsafe
 
 INLINE_PARSE_BYTES = 16 * 1024  # smaller bodies parse in microseconds: not worth a thread hop

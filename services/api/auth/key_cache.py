@@ -28,7 +28,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
-from services.api.rate_limit import TokenBuckets
+from services.api.http.rate_limits import TokenBuckets
 from shared.keys import tokens
 from shared.keys.base import ApiKey, KeyStore, PrefixTaken
 from shared.keys.manage import install_bootstrap_key

@@ -17,7 +17,7 @@ from typing import Final
 
 PUBLIC: Final = "public"
 
-# The request's sharer, set by the request limits (limits.py) for everything the request then does.
+# The request's sharer, set by the request limits (request_limits.py) for everything the request then does.
 current_sharer: ContextVar[str] = ContextVar("current_sharer", default=PUBLIC)
 
 

@@ -22,6 +22,7 @@ bind refuses unless AUTH=off is given explicitly.
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import logging
@@ -29,20 +30,18 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.auth_docs import secured
-from services.api.errors import error
-from services.api.key_cache import NOT_VERIFIED, KeyCache
-from services.api.keys import key_routes
-from services.api.rate_limit import TokenBuckets
-from services.api.shares import PUBLIC
-from services.api.tenancy import Principal, TenantGuard, audit_denied, current_principal
+from services.api.auth.key_cache import NOT_VERIFIED, KeyCache
+from services.api.auth.tenancy import Principal, TenantGuard, audit_denied, current_principal
+from services.api.http.errors import error
+from services.api.http.fair_shares import PUBLIC
+from services.api.http.rate_limits import TokenBuckets
 from shared import jsonsafe, metrics
 from shared.config import ConfigError, Settings
 from shared.jsonsafe import shorten
@@ -74,11 +73,8 @@ class ApiAuth:
     def guard(self, store: JobStore) -> JobStore:
         return TenantGuard(store)
 
-    def routes(self) -> list[Route]:
-        return key_routes(self.keys, self.cache.remember)
-
     async def sharer(self, scope: Scope) -> str:
-        """Whose share of the API a request uses (shares.py): its key's prefix when the key verifies (a key this
+        """Whose share of the API a request uses (fair_shares.py): its key's prefix when the key verifies (a key this
         replica has not seen yet is looked up first), else the public's."""
         presented, problem = _presented_key(scope)
         if presented is None or problem is not None or not self.cache.fresh:  # not yet loaded: no verdict yet
@@ -87,9 +83,6 @@ class ApiAuth:
         scope[VERDICT] = verdict  # the authentication goes by it: one digest comparison, one lookup per request
         return verdict.key.prefix if verdict.key is not None else PUBLIC
 
-    def document(self, document: dict[str, Any]) -> dict[str, Any]:
-        return secured(document, PUBLIC_PATHS)
-
     def start(self) -> None:
         self.cache.start()
 
@@ -97,14 +90,16 @@ class ApiAuth:
         await self.cache.stop()
 
     def protect(self, routes: Iterable[BaseRoute]) -> list[Route]:
-        """Wrap every non-public route with the authentication check. Only plain routes are known here: any
-        other kind (a Mount...) must be decided on before it can be served, so it is refused at start-up."""
+        """Copies of the routes, every non-public one wrapped with the authentication check (the routes given are
+        module-level, shared by every app of the process, so they are not changed). Only plain routes are known
+        here: any other kind (a Mount...) must be decided on before it can be served, so it is refused at start-up."""
         protected: list[Route] = []
         for route in routes:
             if not isinstance(route, Route):
                 raise TypeError(f"{route!r}: only Route objects are protected; decide how this one authenticates")
             if route.path not in PUBLIC_PATHS:
                 admin = route.path.startswith("/api-keys")
+                route = copy.copy(route)
                 route.app = Authenticate(route.app, self, route.path, Role.ADMIN if admin else None)
             protected.append(route)
         return protected

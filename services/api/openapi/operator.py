@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.api.operator import RedriveRequest
+from services.api.models.operator import RedriveRequest
 
 REF = "#/components/schemas/{model}"
 TENANT = {

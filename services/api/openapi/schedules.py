@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from services.api.schedules import BackfillRequest, PauseRequest, RunPatch, TemplatePatch, TriggerRequest
+from services.api.models.schedules import BackfillRequest, PauseRequest, RunPatch, TemplatePatch, TriggerRequest
 
 REF = "#/components/schemas/{model}"
 MODELS: dict[str, type[BaseModel]] = {

@@ -21,11 +21,15 @@ from dataclasses import dataclass, replace
 from typing import IO
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import QueryParams
 from starlette.responses import Response, StreamingResponse
 
+from services.api.http.errors import ApiError
 from shared import jsonsafe
-from shared.model import Job
-from shared.store.browse import JobQuery, PageCursor
+from shared.jsonsafe import shorten
+from shared.model import Job, Status
+from shared.store.browse import CursorError, JobQuery, PageCursor
+from shared.store.transitions import KIND_RUN, KIND_TEMPLATE
 
 FIRST_PAGE_JOBS = 20
 MAX_PAGE_JOBS = 200
@@ -145,3 +149,35 @@ async def _spooled_array(spool: IO[bytes], extents: list[tuple[int, int]]) -> As
         yield b"]"
     finally:
         spool.close()
+
+
+KINDS = (KIND_TEMPLATE, KIND_RUN)
+
+
+def page_query(params: QueryParams, status: Status | None, limit: int) -> JobQuery:
+    """GET /jobs's query with its optional parts: `jobType`, `templateId` (a template's runs), `kind`
+    (`template` or `run`), and a cursor `before` (the next, older page) or `after` (the previous, newer page),
+    each `<createdAt>_<id>` of the job at the page's edge."""
+    before, after = params.get("before"), params.get("after")
+    if before is not None and after is not None:
+        raise ApiError(400, "give before or after, not both")
+    try:
+        return JobQuery(
+            status=status,
+            jobType=params.get("jobType") or None,
+            templateId=params.get("templateId") or None,
+            templates=_kind(params.get("kind")),
+            limit=limit,
+            before=PageCursor.parse(before) if before is not None else None,
+            after=PageCursor.parse(after) if after is not None else None,
+        )
+    except CursorError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+def _kind(raw: str | None) -> bool | None:
+    if raw is None or raw == "":
+        return None
+    if raw not in KINDS:
+        raise ApiError(400, f"unknown kind {shorten(raw)!r}; one of {', '.join(KINDS)}")
+    return raw == KIND_TEMPLATE
