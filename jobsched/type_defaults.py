@@ -1,5 +1,5 @@
 """What a job type's registration sets for its jobs unless a job sets its own: the per-attempt timeout, the
-attempt budget and the retry backoff. Executors announce them with their types (shared/store/job_types.py),
+attempt budget and the retry backoff. Executors announce them with their types (shared/job_types/announcements.py),
 so that processes that never import the handler (the API, the reaper) apply the same ones."""
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from typing import Any
 from pymongo import MongoClient, ReturnDocument
 
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.served_types import ServedTypes
 from shared.bus.base import Bus
 from shared.config import Settings
+from shared.job_types.served import ServedTypes
 from shared.model import Job
 from shared.store import transitions
 from shared.store.base import JobStore

@@ -26,7 +26,7 @@ from loadtest.benchkit import (
 from loadtest.procs import count_until
 from loadtest.reference import MongoClaimNext, ReferenceDispatcher
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.leader import Scheduler
+from services.scheduler.scheduler import Scheduler
 from shared.bus.kafka import KafkaBus
 from shared.election.single import SingleNodeElector
 from shared.model import Status

@@ -18,10 +18,10 @@ from jobsched.type_defaults import TypeDefaults
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.procs import Service, pipeline_env, wait_until
 from loadtest.stats import percentile
+from shared.job_types.registries import type_registry_of
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
-from shared.store.type_registries import type_registry_of
 
 TARGETS_S = {"kill9": 12.0, "sigterm": 1.0}
 SIGNALS = {"kill9": signal.SIGKILL, "sigterm": signal.SIGTERM}

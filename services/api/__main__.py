@@ -7,16 +7,16 @@ from services.api.auth.api_auth import api_auth
 from services.api.http.request_limits import ApiLimits
 from services.api.http.same_origin import allowed_hosts
 from services.api.http.server import bind, make_server
-from services.api.known_types import KnownTypes
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
+from shared.job_types.known import KnownTypes
+from shared.job_types.registries import type_registry_of
 from shared.keys.mongo import MongoKeyStore
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeSender
 from shared.runtime import connect_store
-from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched api")

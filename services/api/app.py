@@ -27,17 +27,17 @@ from services.api.http.request_limits import ApiLimits, RequestLimits
 from services.api.http.request_metrics import RequestMetrics
 from services.api.http.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.http.store_slots import StoreSlots
-from services.api.known_types import KnownTypes
 from services.api.openapi.auth import secured
 from services.api.openapi.document import openapi_document
 from services.api.routes import docs, job_types, jobs, keys, operator, probes, schedules
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.handlers.builtin import builtin_types
+from shared.job_types.known import KnownTypes
+from shared.job_types.registries import type_registry_of
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore
 from shared.store.browsers import browser_for
-from shared.store.type_registries import type_registry_of
 
 if TYPE_CHECKING:
     from services.api.auth.api_auth import ApiAuth

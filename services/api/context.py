@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 
 from services.api.http.store_slots import StoreSlots
-from services.api.known_types import KnownTypes
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
+from shared.job_types.known import KnownTypes
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore
 from shared.store.browse import JobBrowser

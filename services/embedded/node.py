@@ -39,23 +39,23 @@ from services.api.auth.api_auth import api_auth
 from services.api.http.request_limits import ApiLimits
 from services.api.http.same_origin import allowed_hosts
 from services.api.http.server import bind, make_server
-from services.api.known_types import KnownTypes
 from services.executor.announcer import TypeAnnouncer
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from services.reaper import sweeper
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
-from services.scheduler.leader import Scheduler
-from services.scheduler.served_types import ServedTypes
+from services.scheduler.scheduler import Scheduler
 from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
+from shared.job_types.known import KnownTypes
+from shared.job_types.registries import type_registry_of
+from shared.job_types.served import ServedTypes
 from shared.keys.sqlite import SqliteKeyStore
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
 from shared.store.sqlite import SqliteJobStore
-from shared.store.type_registries import type_registry_of
 
 log = logging.getLogger("jobsched.embedded")
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -264,7 +264,7 @@ class Embedded:
             # Before the scheduler's first tick: its view of the live types is re-read only every second, and a
             # job created right after start (nudged, with a long tick) must find its type live.
             announcer.announce()
-            worker = Worker(
+            worker = AttemptRunner(
                 store,
                 bus,
                 self._handlers,

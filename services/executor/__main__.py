@@ -11,17 +11,17 @@ import threading
 from confluent_kafka import KafkaException
 
 from services.executor.announcer import TypeAnnouncer
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
+from shared.job_types.registries import type_registry_of
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, connect_store, on_termination
-from shared.store.type_registries import type_registry_of
 
 log = logging.getLogger("jobsched.executor")
 
@@ -49,7 +49,7 @@ def main() -> None:
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     store = connect_store(settings)
     bus = connect_bus(settings)
-    worker = Worker(
+    worker = AttemptRunner(
         store,
         bus,
         registry,

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import StoreError
-from shared.store.job_types import JobTypeRegistry
 
 log = logging.getLogger("jobsched.executor")
 LIVE_BEATS = 3  # an announcement stays live this many heartbeats: one missed beat is not a dead executor

@@ -7,10 +7,10 @@ import threading
 from services.reaper.sweeper import run
 from shared.cli import one_line_errors
 from shared.config import Settings
+from shared.job_types.registries import type_registry_of
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_store, on_termination
-from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched reaper")

@@ -18,9 +18,9 @@ from datetime import timedelta
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared import metrics
 from shared.config import Settings
+from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import JobStore, StoreError
-from shared.store.job_types import JobTypeRegistry
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500

@@ -6,17 +6,17 @@ import os
 import socket
 
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
-from services.scheduler.leader import Scheduler
-from services.scheduler.served_types import ServedTypes
+from services.scheduler.scheduler import Scheduler
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
 from shared.handlers.builtin import builtin_types
+from shared.job_types.registries import type_registry_of
+from shared.job_types.served import ServedTypes
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeListener
 from shared.runtime import connect_bus, connect_store, on_termination
-from shared.store.type_registries import type_registry_of
 
 
 @one_line_errors("jobsched scheduler")

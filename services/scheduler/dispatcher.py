@@ -15,12 +15,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from services.scheduler.served_types import ServedTypes
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
 from shared.config import Settings
 from shared.cron import ScheduleError
 from shared.election.base import Term
+from shared.job_types.served import ServedTypes
 from shared.model import Job, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Action

@@ -97,7 +97,7 @@ def test_a_store_failure_inside_finish_attempt_does_not_strand_the_job(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """Invariant 1: recording the result fails after the outcome was decided but before the job moved. The
-    executor gives the job up to the reaper (Worker.process); the reaper must still bring it home."""
+    executor gives the job up to the reaper (AttemptRunner.process); the reaper must still bring it home."""
     job = running(harness.store)
     with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
         harness.store.finish_attempt(job, result(Outcome.SUCCEEDED))

@@ -1,4 +1,4 @@
-"""The job-type registry contract (shared/store/job_types.py), run on SQLite and on MongoDB."""
+"""The job-type registry contract (shared/job_types/announcements.py), run on SQLite and on MongoDB."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from bson import ObjectId
 
 from jobsched.backoff import Backoff
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.announcements import JobTypeRegistry
+from shared.job_types.registries import type_registry_of
 from shared.model import utc_now
 from shared.store.base import NewJob
-from shared.store.job_types import JobTypeRegistry
-from shared.store.type_registries import type_registry_of
 from tests.contract.conftest import Harness
 
 BEAT = timedelta(seconds=3)

@@ -46,7 +46,7 @@ def test_an_application_starts_and_stops_jobsched_in_its_own_process(tmp_path: P
     finally:
         node.stop()
     # Every thread it started has ended, but the process's pool of handler threads: idle daemons, reused by the
-    # next executor (services/executor/attempt.py).
+    # next executor (services/executor/handler_calls.py).
     assert {t.name for t in set(threading.enumerate()) - threads_before if t.name != "handler"} == set()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{node.url}/healthz")

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from jobsched import JobTypes
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
@@ -26,7 +26,9 @@ def run_what_is_due(store: JobStore, registry: JobTypes = BUILTIN_TYPES) -> None
     term = SingleNodeElector().campaign(threading.Event())
     assert term is not None
     workers = {
-        t: Worker(store, bus, registry, t, "test", default_timeout=timedelta(seconds=5), lease=timedelta(minutes=5))
+        t: AttemptRunner(
+            store, bus, registry, t, "test", default_timeout=timedelta(seconds=5), lease=timedelta(minutes=5)
+        )
         for t in job_types
     }
     subscriptions = {t: bus.subscribe(t) for t in job_types}

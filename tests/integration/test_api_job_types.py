@@ -13,12 +13,12 @@ from starlette.testclient import TestClient
 from jobsched.backoff import Backoff
 from jobsched.type_defaults import TypeDefaults
 from services.api.app import create_app
-from services.api.known_types import KnownTypes
 from shared.handlers.builtin import builtin_types
+from shared.job_types.announcements import JobTypeInfo, JobTypeRegistry
+from shared.job_types.known import KnownTypes
+from shared.job_types.registries import type_registry_of
 from shared.model import format_time, utc_now
 from shared.store.base import JobStore
-from shared.store.job_types import JobTypeInfo, JobTypeRegistry
-from shared.store.type_registries import type_registry_of
 from tests.integration.test_api import job_body
 from tests.support import LOCAL, wait_until
 

@@ -16,18 +16,18 @@ from services.api.auth.api_auth import api_auth
 from services.api.context import ApiContext
 from services.api.http.errors import exception_handlers
 from services.api.http.store_slots import StoreSlots
-from services.api.known_types import KnownTypes
 from services.api.routes import job_types, jobs
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
+from shared.job_types.known import KnownTypes
+from shared.job_types.registries import type_registry_of
 from shared.keys.sqlite import SqliteKeyStore
 from shared.model import format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.store.browsers import browser_for
 from shared.store.sqlite import SqliteJobStore
-from shared.store.type_registries import type_registry_of
 from tests.support import LOCAL
 
 

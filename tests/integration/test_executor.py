@@ -12,7 +12,7 @@ import pytest
 from bson import ObjectId
 
 from jobsched import HandlerContext, JobTypes, Payload
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
 from services.reaper.sweeper import sweep
 from shared.bus.base import Delivery, Wakeup
 from shared.bus.kafka import KafkaBus
@@ -25,15 +25,15 @@ from tests.support import read_events
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
 LEASE = timedelta(minutes=5)
-MakeWorker = Callable[..., Worker]
+MakeAttemptRunner = Callable[..., AttemptRunner]
 
 
 @pytest.fixture
-def make_worker(mongo_store: MongoJobStore, kafka_bus: KafkaBus) -> MakeWorker:
+def make_worker(mongo_store: MongoJobStore, kafka_bus: KafkaBus) -> MakeAttemptRunner:
     kafka_bus.ensure_topics(BUILTIN_TYPES.names())
 
-    def make(job_type: str, registry: JobTypes = BUILTIN_TYPES, name: str = "w1") -> Worker:
-        return Worker(
+    def make(job_type: str, registry: JobTypes = BUILTIN_TYPES, name: str = "w1") -> AttemptRunner:
+        return AttemptRunner(
             mongo_store, kafka_bus, registry, job_type, name, default_timeout=timedelta(seconds=30), lease=LEASE
         )
 
@@ -62,7 +62,7 @@ def delivery_for(job: Job, offset: int = 0) -> Delivery:
     return Delivery(value=value, topic="t", partition=0, offset=offset)
 
 
-def redeliver_until_final(store: MongoJobStore, worker: Worker, job: Job, rounds: int) -> Job:
+def redeliver_until_final(store: MongoJobStore, worker: AttemptRunner, job: Job, rounds: int) -> Job:
     """Run the job's attempts back to back: after each failure make it due again and re-queue it."""
     for _ in range(rounds):
         worker.process(delivery_for(job))
@@ -76,7 +76,7 @@ def redeliver_until_final(store: MongoJobStore, worker: Worker, job: Job, rounds
 
 
 def test_noop_runs_to_completed_with_an_execution_record(
-    mongo_store: MongoJobStore, make_worker: MakeWorker, kafka_brokers: str, topic_prefix: str
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner, kafka_brokers: str, topic_prefix: str
 ) -> None:
     job = queued_job(mongo_store, "noop")
     make_worker("noop").process(delivery_for(job))
@@ -98,7 +98,7 @@ def test_noop_runs_to_completed_with_an_execution_record(
     assert [e["event"] for e in events if e["jobId"] == job.id] == ["job.execution.started", "job.execution.succeeded"]
 
 
-def test_log_message_and_slow_succeed(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+def test_log_message_and_slow_succeed(mongo_store: MongoJobStore, make_worker: MakeAttemptRunner) -> None:
     logged = queued_job(mongo_store, "log-message", {"message": "hello"})
     make_worker("log-message").process(delivery_for(logged))
     slow = queued_job(mongo_store, "slow", {"sleepMs": 50})
@@ -108,7 +108,7 @@ def test_log_message_and_slow_succeed(mongo_store: MongoJobStore, make_worker: M
 
 
 def test_failure_goes_back_to_pending_with_backoff_and_last_error(
-    mongo_store: MongoJobStore, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobsched.executor")
     job = queued_job(mongo_store, "log-message", {})
@@ -130,7 +130,7 @@ def test_failure_goes_back_to_pending_with_backoff_and_last_error(
 
 
 def test_flaky_always_failing_ends_in_dlq_with_a_jobs_dlq_message(
-    mongo_store: MongoJobStore, make_worker: MakeWorker, kafka_brokers: str, topic_prefix: str
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner, kafka_brokers: str, topic_prefix: str
 ) -> None:
     job = queued_job(mongo_store, "flaky", {"failRate": 1}, maxAttempts=2)
     final = redeliver_until_final(mongo_store, make_worker("flaky"), job, rounds=3)
@@ -143,7 +143,7 @@ def test_flaky_always_failing_ends_in_dlq_with_a_jobs_dlq_message(
     assert [(r["id"], r["status"], r["attempts"]) for r in dlq] == [(job.id, "dlq", 2)]
 
 
-def test_timeout_is_an_attempt_failure(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+def test_timeout_is_an_attempt_failure(mongo_store: MongoJobStore, make_worker: MakeAttemptRunner) -> None:
     job = queued_job(mongo_store, "slow", {"sleepMs": 5000}, timeoutSeconds=0.2)
     make_worker("slow").process(delivery_for(job))
     retried = mongo_store.get(job.id)
@@ -154,7 +154,7 @@ def test_timeout_is_an_attempt_failure(mongo_store: MongoJobStore, make_worker: 
 
 
 def test_a_handler_that_exits_or_raises_base_exceptions_does_not_kill_the_executor(
-    mongo_store: MongoJobStore, make_worker: MakeWorker
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner
 ) -> None:
     rogue = JobTypes()
 
@@ -168,7 +168,7 @@ def test_a_handler_that_exits_or_raises_base_exceptions_does_not_kill_the_execut
 
 
 def test_a_cancelled_job_whose_wake_up_is_already_in_kafka_never_runs(
-    mongo_store: MongoJobStore, make_worker: MakeWorker
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner
 ) -> None:
     calls: list[str] = []
     counting = JobTypes()
@@ -182,7 +182,7 @@ def test_a_cancelled_job_whose_wake_up_is_already_in_kafka_never_runs(
 
 
 def test_the_same_message_to_two_executors_runs_the_attempt_once(
-    mongo_store: MongoJobStore, make_worker: MakeWorker
+    mongo_store: MongoJobStore, make_worker: MakeAttemptRunner
 ) -> None:
     calls: list[str] = []
     started = threading.Barrier(2)
@@ -195,7 +195,7 @@ def test_the_same_message_to_two_executors_runs_the_attempt_once(
     job = queued_job(mongo_store, "noop")
     workers = [make_worker("noop", counting, name=f"w{i}") for i in range(2)]
 
-    def deliver(worker: Worker) -> None:
+    def deliver(worker: AttemptRunner) -> None:
         started.wait()
         worker.process(delivery_for(job))
 
@@ -211,7 +211,7 @@ def test_the_same_message_to_two_executors_runs_the_attempt_once(
     assert mongo_store.get(job.id).status is Status.COMPLETED  # type: ignore[union-attr]
 
 
-def test_bad_and_unknown_messages_are_skipped(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+def test_bad_and_unknown_messages_are_skipped(mongo_store: MongoJobStore, make_worker: MakeAttemptRunner) -> None:
     worker = make_worker("noop")
     worker.process(Delivery(value=b"not json", topic="t", partition=0, offset=0))
     worker.process(Delivery(value=b'{"jobId": 5}', topic="t", partition=0, offset=1))
@@ -241,7 +241,7 @@ def test_a_late_result_of_a_recovered_attempt_is_discarded(mongo_store: MongoJob
     assert execution.outcome is Outcome.LOST
 
 
-def test_redrive_from_the_dlq(mongo_store: MongoJobStore, make_worker: MakeWorker) -> None:
+def test_redrive_from_the_dlq(mongo_store: MongoJobStore, make_worker: MakeAttemptRunner) -> None:
     job = queued_job(mongo_store, "flaky", {"failRate": 1}, maxAttempts=1)
     make_worker("flaky").process(delivery_for(job))
     assert mongo_store.get(job.id).status is Status.DLQ  # type: ignore[union-attr]

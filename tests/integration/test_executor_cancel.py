@@ -16,8 +16,8 @@ from bson import ObjectId
 
 from jobsched import HandlerContext, HandlerError, JobTypes, Payload
 from jobsched.backoff import Backoff
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
 from shared.model import Job, Outcome, Status
@@ -94,7 +94,7 @@ def run_executors(api_store: JobStore, bus: MemoryBus, handlers: Handlers) -> It
     stop = threading.Event()
     threads = []
     for job_type in handlers.registry.names():
-        worker = Worker(
+        worker = AttemptRunner(
             api_store,
             bus,
             handlers.registry,

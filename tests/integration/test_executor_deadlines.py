@@ -8,8 +8,8 @@ import threading
 from datetime import timedelta
 
 from jobsched import HandlerContext, JobTypes, Payload
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from shared.bus.memory import MemoryBus
 from shared.model import Outcome, Status
 from shared.store.base import JobStore
@@ -30,7 +30,7 @@ def test_a_hung_plain_handler_times_out_at_its_deadline_and_its_slot_serves_the_
             release.wait(30)
 
     bus = MemoryBus()
-    worker = Worker(api_store, bus, registry, "hangs-once", "w-deadlines", default_timeout=LEASE, lease=LEASE)
+    worker = AttemptRunner(api_store, bus, registry, "hangs-once", "w-deadlines", default_timeout=LEASE, lease=LEASE)
     stop = threading.Event()
     # One handler slot: the second job can only run once the hung call's slot was freed at its deadline.
     executor = Executor(worker, bus.subscribe("hangs-once"), api_store, concurrency=1, lease=LEASE, stop=stop)

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.registries import type_registry_of
 from shared.model import Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
-from shared.store.type_registries import type_registry_of
 from tests.conftest import Launch
 from tests.support import ServiceProcess, wait_until
 

@@ -1,4 +1,4 @@
-"""Which types the scheduler claims (services/scheduler/served_types.py) and what executors announce, on both
+"""Which types the scheduler claims (shared/job_types/served.py) and what executors announce, on both
 stores: jobs of a type no live executor serves stay pending and are counted; an executor's announcement
 makes them go out, its shutdown stops it counting as live."""
 
@@ -12,16 +12,16 @@ from prometheus_client import REGISTRY
 
 from jobsched.type_defaults import TypeDefaults
 from services.executor.announcer import TypeAnnouncer
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.served_types import ServedTypes
 from shared.bus.memory import MemoryBus
 from shared.election.base import Term
 from shared.handlers.builtin import builtin_types
+from shared.job_types.registries import type_registry_of
+from shared.job_types.served import ServedTypes
 from shared.model import Status, utc_now
 from shared.store.base import JobStore, NewJob
-from shared.store.type_registries import type_registry_of
 from tests.support import wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
@@ -84,7 +84,7 @@ def test_an_executor_announces_its_type_while_it_runs_and_withdraws_on_stop(api_
     types = type_registry_of(api_store)
     bus = MemoryBus()
     stop = threading.Event()
-    worker = Worker(api_store, bus, BUILTIN_TYPES, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)
+    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)
     heartbeat = timedelta(milliseconds=100)
     announcer = TypeAnnouncer(types, "w-announcing", {"slow": worker.defaults}, heartbeat)
     executor = Executor(

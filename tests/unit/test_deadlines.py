@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from services.executor.attempt import Deadlines
+from services.executor.handler_calls import Deadlines
 
 
 def test_a_call_past_its_deadline_expires_once_and_one_in_time_does_not() -> None:

@@ -16,17 +16,17 @@ import pytest
 
 from jobsched.type_defaults import BUILTIN_DEFAULTS
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.leader import Scheduler
-from services.scheduler.served_types import REFRESH_S, ServedTypes
+from services.scheduler.scheduler import Scheduler
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
+from shared.job_types.registries import type_registry_of
+from shared.job_types.served import REFRESH_S, ServedTypes
 from shared.model import utc_now
 from shared.nudge import NudgeListener, NudgeSender, parse_address
 from shared.store.base import NewJob
 from shared.store.sqlite import SqliteJobStore
-from shared.store.type_registries import type_registry_of
 from tests.support import wait_until
 
 LONG_TICK_S = 60.0

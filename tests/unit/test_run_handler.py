@@ -10,7 +10,7 @@ import pytest
 
 from jobsched import HandlerContext, Payload
 from jobsched.handlers import JobLogger
-from services.executor.attempt import Cancellation, Ending, HandlerThreads, Task, run_handler
+from services.executor.handler_calls import Cancellation, Ending, HandlerThreads, Task, run_handler
 from shared.model import Outcome
 from tests.support import wait_until
 

@@ -1,4 +1,4 @@
-"""GET /job-types: the types the API accepts, with their executors (services/api/known_types.py)."""
+"""GET /job-types: the types the API accepts, with their executors (shared/job_types/known.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Final
 
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
 from shared.model import Status
-from shared.store.job_types import Announcement, JobTypeInfo, summarize
 from shared.store.sqlite import SqliteJobStore, _from_ms, _to_ms
 from shared.store.transitions import KIND_RUN
 

@@ -13,8 +13,8 @@ from pymongo import UpdateOne
 from pymongo.collection import Collection
 
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
 from shared.model import Status
-from shared.store.job_types import Announcement, JobTypeInfo, summarize
 from shared.store.mongo import MongoJobStore, translate_errors
 from shared.store.transitions import KIND_RUN
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
 from shared import metrics
+from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import StoreError
-from shared.store.job_types import JobTypeRegistry
 
 log = logging.getLogger("jobsched.scheduler")
 REFRESH_S = 1.0  # how stale the leader's view of live executors may be: a new executor waits at most this long

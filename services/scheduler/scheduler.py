@@ -13,10 +13,10 @@ import threading
 import time
 
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.served_types import REFRESH_S
 from shared import metrics
 from shared.bus.base import Bus
 from shared.election.base import Elector, Term
+from shared.job_types.served import REFRESH_S
 
 log = logging.getLogger("jobsched.scheduler")
 MAX_ERROR_BACKOFF_S = 10.0

@@ -18,8 +18,8 @@ from datetime import timedelta
 from functools import partial
 
 from services.executor.announcer import TypeAnnouncer
-from services.executor.attempt import Deadlines, HandlerThreads, Task
-from services.executor.worker import Worker
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.handler_calls import Deadlines, HandlerThreads, Task
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
 from shared.store.base import AttemptResult, JobStore, StoreError, StoreUnavailable
@@ -46,7 +46,7 @@ def _hold_seconds(wakeup: Wakeup) -> float:
 class Executor:
     def __init__(
         self,
-        worker: Worker,
+        attempts: AttemptRunner,
         subscription: Subscription,
         store: JobStore,
         *,
@@ -58,7 +58,7 @@ class Executor:
     ) -> None:
         self._heartbeat_every = heartbeat
         self._announcer = announcer
-        self._worker = worker
+        self._attempts = attempts
         self._subscription = subscription
         self._store = store
         self._concurrency = concurrency
@@ -148,7 +148,7 @@ class Executor:
         """A polled delivery's wake-up when it is due now; None when it was skipped (malformed) or held (claimed
         ahead of its job's time)."""
         # Decoded once, here: the hold needs its time and the attempt its ids.
-        wakeup = self._worker.decode(delivery)
+        wakeup = self._attempts.decode(delivery)
         if wakeup is None:  # malformed: skipped (logged and counted), nothing to run
             self._subscription.ack(delivery)
         elif (hold_s := _hold_seconds(wakeup)) > 0:  # not due yet: wait without taking a handler slot
@@ -177,7 +177,7 @@ class Executor:
         batch = batch[:reserved]
         outcomes: list[Job | StoreUnavailable | None] = [None] * len(batch)
         try:
-            outcomes = self._worker.start_many([wakeup for _, wakeup in batch])
+            outcomes = self._attempts.start_many([wakeup for _, wakeup in batch])
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the jobs
             log.exception("deliveries failed", extra={"action": "delivery_error", "count": len(batch)})
         for (delivery, wakeup), outcome in zip(batch, outcomes, strict=True):
@@ -195,7 +195,7 @@ class Executor:
         self._slots.release()
 
     def _start_retrying(self, delivery: Delivery, wakeup: Wakeup, task: Task) -> None:
-        job = self._worker.start_retrying(wakeup)
+        job = self._attempts.start_retrying(wakeup)
         if job is None:
             self._skip_delivery(delivery)
         else:
@@ -209,7 +209,7 @@ class Executor:
         abandoned (it ends when the call returns)."""
         result = None
         try:
-            result = self._worker.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
+            result = self._attempts.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
             if result is None:
                 task.abandon()
                 return
@@ -236,7 +236,7 @@ class Executor:
             self._record_room.acquire()
 
     def _record(self, delivery: Delivery, job: Job, result: AttemptResult) -> None:
-        self._worker.record_later(job, result, partial(self._recorded, delivery))
+        self._attempts.record_later(job, result, partial(self._recorded, delivery))
 
     def _recorded(self, delivery: Delivery) -> None:
         try:
@@ -253,10 +253,10 @@ class Executor:
             if self._announcer is not None:
                 self._announcer.announce()
             try:
-                self._worker.check_cancellations()
+                self._attempts.check_cancellations()
                 if time.monotonic() >= next_lease:
                     next_lease = time.monotonic() + lease_every
-                    running = self._worker.running()
+                    running = self._attempts.running()
                     if running:
                         self._store.extend_leases(running, utc_now() + self._lease)
             except StoreError as exc:

@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 
 from jobsched.handlers import JobTypes
 from jobsched.type_defaults import TypeDefaults
+from shared.job_types.announcements import JobTypeInfo, JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import StoreError
-from shared.store.job_types import JobTypeInfo, JobTypeRegistry
 
 log = logging.getLogger("jobsched.api")
 REFRESH_S = 2.0

@@ -23,7 +23,7 @@ from prometheus_client import Counter
 
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
 from jobsched.type_defaults import TypeDefaults
-from services.executor.attempt import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
+from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.model import Job, Outcome, Status, format_time, utc_now
@@ -57,7 +57,7 @@ class _Attempt:
     started: datetime
 
 
-class Worker:
+class AttemptRunner:
     def __init__(
         self,
         store: JobStore,

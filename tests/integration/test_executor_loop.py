@@ -14,9 +14,9 @@ from typing import Any, cast
 import pytest
 from bson import ObjectId
 
-from services.executor import runner
-from services.executor.runner import Executor
-from services.executor.worker import Worker
+from services.executor import executor as executor_module
+from services.executor.attempt_runner import AttemptRunner
+from services.executor.executor import Executor
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.base import Delivery, Subscription, Wakeup, dispatch_topic
 from shared.bus.memory import MemoryBus, MemorySubscription
@@ -100,7 +100,7 @@ def test_a_start_the_store_could_not_settle_is_retried_without_holding_up_the_ot
 @contextmanager
 def executor_running(store: JobStore, bus: MemoryBus, subscription: Subscription, concurrency: int) -> Iterator[None]:
     """An executor of `noop` jobs on its own thread for the block; stopped (and ended) after it."""
-    worker = Worker(store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
+    worker = AttemptRunner(store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
     stop = threading.Event()
     executor = Executor(worker, subscription, store, concurrency=concurrency, lease=LEASE, stop=stop)
     thread = threading.Thread(target=executor.run)
@@ -140,7 +140,7 @@ def test_one_look_for_a_due_wakeup_reads_every_waiting_one_and_holds_those_not_d
         bus._queue("noop").put(Delivery(value=wakeup.encode(), topic=dispatch_topic("noop"), partition=0, offset=n))
     due = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0)
     bus._queue("noop").put(Delivery(value=due.encode(), topic=dispatch_topic("noop"), partition=0, offset=5))
-    worker = Worker(api_store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
+    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
     executor = Executor(worker, subscription, api_store, concurrency=2, lease=LEASE)
     held: list[tuple[float, int, Delivery, Wakeup]] = []
     taken = executor._take_due(held, itertools.count(), 0.0)
@@ -175,13 +175,13 @@ def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_ru
     api_store: JobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    monkeypatch.setattr(runner, "PAUSE_AFTER_S", 0.1)
+    monkeypatch.setattr(executor_module, "PAUSE_AFTER_S", 0.1)
     bus = MemoryBus()
     subscription = _PartitionsAssignedWhilePaused(bus, "slow")
     dispatcher = Dispatcher(api_store, bus, ["slow"], batch=10, lookahead=timedelta(0))
     term = SingleNodeElector().campaign(threading.Event())
     assert term is not None
-    worker = Worker(api_store, bus, BUILTIN_TYPES, "slow", "w-runner", default_timeout=LEASE, lease=LEASE)
+    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "slow", "w-runner", default_timeout=LEASE, lease=LEASE)
     stop = threading.Event()
     executor = Executor(worker, subscription, api_store, concurrency=1, lease=LEASE, stop=stop)
     thread = threading.Thread(target=executor.run)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shared.job_types.announcements import JobTypeRegistry
 from shared.store.base import JobStore
-from shared.store.job_types import JobTypeRegistry
 
 
 def type_registry_of(store: JobStore) -> JobTypeRegistry:
@@ -11,13 +11,13 @@ def type_registry_of(store: JobStore) -> JobTypeRegistry:
     from shared.store.sqlite import SqliteJobStore
 
     if isinstance(store, SqliteJobStore):
-        from shared.store.job_types_sqlite import SqliteJobTypes
+        from shared.job_types.announcements_sqlite import SqliteJobTypes
 
         return SqliteJobTypes(store)
     from shared.store.mongo import MongoJobStore
 
     if isinstance(store, MongoJobStore):
-        from shared.store.job_types_mongo import MongoJobTypes
+        from shared.job_types.announcements_mongo import MongoJobTypes
 
         return MongoJobTypes(store)
     raise TypeError(f"no job-type registry for {type(store).__name__}")
