@@ -32,6 +32,8 @@ from typing import Any, TypeVar, cast
 from jobsched.client import Client
 from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes
 
+__all__ = ["arun", "context", "embedded", "run", "stored"]
+
 P = TypeVar("P")
 R = TypeVar("R")
 
