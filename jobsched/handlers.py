@@ -14,6 +14,7 @@ silently running the wrong code under one name.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import threading
@@ -23,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from jobsched.backoff import Backoff
-from jobsched.payloads import Payload, PayloadCodec, codec_of
+from jobsched.payloads import Payload, PayloadType
 from jobsched.type_defaults import TypeDefaults
 
 P = TypeVar("P")
@@ -70,7 +71,9 @@ class HandlerError(Exception):
 
 
 class DuplicateHandler(Exception):
-    pass
+    def __init__(self, name: str, first: str, second: str) -> None:
+        super().__init__(f"handler {name!r} is registered twice (by {first} and by {second})")
+        self.name = name
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,14 +83,17 @@ class JobType(Generic[P, R]):
     name: str
     function: Callable[[P, HandlerContext], R]
     defaults: TypeDefaults = field(default_factory=TypeDefaults)
-    payload: PayloadCodec[P] = field(default_factory=lambda: PayloadCodec(Any, "object"))
+    payload: PayloadType[P] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "payload", PayloadType(self.function))
 
     def __call__(self, payload: P, ctx: HandlerContext) -> R:
         return self.function(payload, ctx)
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function)
+        return is_async_callable(self.function)
 
     @property
     def module(self) -> str:
@@ -141,7 +147,7 @@ class JobTypes:
         defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff)
 
         def decorate(function: Callable[[P, HandlerContext], R]) -> JobType[P, R]:
-            job_type = JobType(name, function, defaults, codec_of(function))
+            job_type = JobType(name, function, defaults)
             self.include([job_type])
             return job_type
 
@@ -155,9 +161,7 @@ class JobTypes:
             for job_type in adding:
                 existing = self._types.get(job_type.name) or seen.get(job_type.name)
                 if existing is not None and existing is not job_type:
-                    raise DuplicateHandler(
-                        f"handler {job_type.name!r} is registered twice (by {existing.module} and by {job_type.module})"
-                    )
+                    raise DuplicateHandler(job_type.name, existing.module, job_type.module)
                 seen[job_type.name] = job_type
             self._types.update(seen)
 
@@ -181,6 +185,30 @@ class JobTypes:
 
     def __repr__(self) -> str:
         return f"JobTypes({', '.join(self.names())})"
+
+
+def is_async_callable(function: Callable[..., Any]) -> bool:
+    """Whether calling `function` gives a coroutine to await: an async function, also behind a partial or a
+    decorator that kept `__wrapped__`, or an object whose `__call__` is async."""
+    target: Any = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    target = inspect.unwrap(target)
+    if inspect.isfunction(target) or inspect.ismethod(target):
+        return inspect.iscoroutinefunction(target)
+    return inspect.iscoroutinefunction(type(target).__call__) if callable(target) else False
+
+
+def not_a_coroutine(result: Any, job_type: str) -> Any:
+    """A plain handler's result, refused when it is a coroutine: the handler is async behind something that hid
+    it (a decorator without functools.wraps), and its body never ran."""
+    if inspect.iscoroutine(result):
+        result.close()
+        raise TypeError(
+            f"handler {job_type!r} returned a coroutine without being async (a decorator that hides it?): its body"
+            " did not run"
+        )
+    return result
 
 
 def check_name(name: object) -> None:

@@ -11,11 +11,19 @@
 
 from __future__ import annotations
 
+# The server extra's distributions, by the modules they install: only their absence means a client-only install.
+SERVER_DRIVERS = frozenset(
+    {"starlette", "uvicorn", "pymongo", "bson", "confluent_kafka", "etcd3", "grpc", "google", "croniter"}
+    | {"prometheus_client", "pydantic", "tzdata", "anyio"}
+)
+
 try:
     from services.cli import main
     from services.embedded.node import DatabaseInUse, Embedded
     from shared.config import ConfigError, Settings
-except ModuleNotFoundError as missing:  # pragma: no cover - what a client-only install says
+except ModuleNotFoundError as missing:
+    if (missing.name or "").partition(".")[0] not in SERVER_DRIVERS:
+        raise  # not a missing driver: a defect of the install, shown as it is
     raise ModuleNotFoundError(
         f"jobsched.server needs the server's drivers ({missing.name} is not installed): "
         'pip install "jobsched[server]"',

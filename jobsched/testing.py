@@ -23,14 +23,14 @@ import logging
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from jobsched.client import Client
-from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes
+from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes, not_a_coroutine
 
 __all__ = ["arun", "context", "embedded", "run", "stored"]
 
@@ -81,18 +81,18 @@ def run(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContex
     new event loop; from inside a running loop, use `arun`). What it raises, propagates."""
     ctx = ctx or context(job_type.name)
     result = job_type.fn(stored(job_type, cast(P, payload)), ctx)
-    if asyncio.iscoroutine(result):
-        return asyncio.run(result)
-    return result
+    if job_type.is_async:
+        return asyncio.run(cast(Coroutine[Any, Any, Any], result))
+    return not_a_coroutine(result, job_type.name)
 
 
 async def arun(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContext | None = None) -> Any:
     """`run` from async code: an async handler is awaited on the running loop."""
     ctx = ctx or context(job_type.name)
     result = job_type.fn(stored(job_type, cast(P, payload)), ctx)
-    if asyncio.iscoroutine(result):
+    if job_type.is_async:
         return await result
-    return result
+    return not_a_coroutine(result, job_type.name)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from services.api.models.jobs import JobRequest
+from shared.backends import tool_backend
 from shared.cli import OneLineParser, fail, one_line_errors
 from shared.config import Settings
 from shared.local_stack import tool_environment
@@ -82,24 +83,18 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=500, help="one-off jobs to insert (default 500)")
     parser.add_argument("--run-id", default=None, help="same id → same keys → nothing inserted twice")
     parser.add_argument("--sqlite", metavar="PATH", help="seed the embedded store's file instead of MongoDB")
+    parser.add_argument("--store", metavar="URL", help="the store's URL (sqlite:///path, mongodb://...)")
     args = parser.parse_args()
     if args.count < 0:
         parser.error(f"--count must be 0 or more, not {args.count}")
     run_id = args.run_id or uuid.uuid4().hex[:8]
-    store: JobStore
-    if args.sqlite:
-        from shared.store.sqlite import SqliteJobStore
-
-        store = SqliteJobStore(args.sqlite)
-    else:
-        from shared.store.mongo import MongoJobStore
-
-        settings = Settings.from_env(tool_environment("python -m seed"))
-        store = MongoJobStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=_timeout_ms(settings))
-        try:
-            store.ping()
-        except StoreUnavailable:
-            fail("python -m seed", f"cannot reach MongoDB at {settings.mongo_uri} (set MONGO_URI, or start a stack)")
+    settings = Settings.from_env(tool_environment("python -m seed"))
+    backend = tool_backend(args.store, args.sqlite, settings)
+    store = backend.jobs
+    try:
+        store.ping()
+    except StoreUnavailable:
+        fail("python -m seed", f"cannot reach the store at {backend.url} (set MONGO_URI, or start a stack)")
     store.ensure_schema()
     inserted, existing = seed(store, args.count, run_id)
     store.close()
@@ -107,10 +102,6 @@ def main() -> None:
         f"seed run {run_id}: inserted {inserted}, already present {existing} "
         f"({args.count} one-off jobs + {len(TEMPLATES)} templates)"
     )
-
-
-def _timeout_ms(settings: Settings) -> int:
-    return int(settings.mongo_timeout.total_seconds() * 1000)
 
 
 if __name__ == "__main__":

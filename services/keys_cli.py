@@ -5,7 +5,8 @@
     jobsched keys revoke PREFIX                      every API replica refuses the key within AUTH_REFRESH
     jobsched keys generate                           a new key, stored nowhere (for AUTH_BOOTSTRAP_KEY)
 
-The store is MongoDB (MONGO_URI, MONGO_DB), or the embedded store's file with --sqlite PATH. Creation and
+The store is MongoDB (MONGO_URI, MONGO_DB), the embedded store's file with --sqlite PATH, or any store's URL
+with --store URL (sqlite:///path, mongodb://...). Creation and
 revocation are logged (JSON on stderr) with the tenant and the key's prefix, never the key.
 """
 
@@ -15,6 +16,7 @@ import argparse
 import sys
 from datetime import datetime
 
+from shared.backends import tool_backend
 from shared.config import Settings
 from shared.keys import tokens
 from shared.keys.base import KeyStore, Role
@@ -28,13 +30,16 @@ COLUMNS = ("prefix", "tenantId", "role", "name", "createdAt", "lastUsedAt", "rev
 
 def parser() -> argparse.ArgumentParser:
     sqlite_help = "the embedded store's database file instead of MongoDB"
+    store_help = "the store's URL (sqlite:///path or mongodb://...) instead of MONGO_URI"
     parsed = argparse.ArgumentParser(
         prog="jobsched keys", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parsed.add_argument("--sqlite", metavar="PATH", help=sqlite_help)
+    parsed.add_argument("--store", metavar="URL", help=store_help)
     # Also accepted after the command (`jobsched keys list --sqlite PATH`); SUPPRESS keeps one given before it.
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument("--sqlite", metavar="PATH", default=argparse.SUPPRESS, help=sqlite_help)
+    store.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help=store_help)
     commands = parsed.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create", parents=[store], help="create a key and print it (shown once)")
     create.add_argument("--tenant", required=True)
@@ -48,17 +53,8 @@ def parser() -> argparse.ArgumentParser:
     return parsed
 
 
-def open_keys(sqlite_path: str | None) -> KeyStore:
-    if sqlite_path:
-        from shared.keys.sqlite import SqliteKeyStore
-
-        return SqliteKeyStore(sqlite_path)
-    from shared.keys.mongo import MongoKeyStore
-
-    settings = Settings.from_env()
-    return MongoKeyStore.connect(
-        settings.mongo_uri, settings.mongo_db, timeout_ms=int(settings.mongo_timeout.total_seconds() * 1000)
-    )
+def open_keys(store_url: str | None, sqlite_file: str | None) -> KeyStore:
+    return tool_backend(store_url, sqlite_file, Settings.from_env()).open_keys()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "generate":
         print(tokens.new_key()[0])
         return
-    keys = open_keys(args.sqlite)
+    keys = open_keys(args.store, args.sqlite)
     try:
         keys.ensure_schema()
         run(keys, args)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from shared.durations import parse_duration
 from shared.nudge import parse_address
@@ -17,6 +18,12 @@ from shared.nudge import parse_address
 
 class ConfigError(ValueError):
     pass
+
+
+def without_password(url: str) -> str:
+    """`url` with its password, if any, replaced by `***`: what messages and logs may show."""
+    password = urlsplit(url).password
+    return url if password is None else url.replace(f":{password}@", ":***@", 1)
 
 
 def comma_list(text: str | None) -> list[str]:

@@ -1,4 +1,5 @@
-"""What every server binary does at start-up: connect to the store and the bus, and stop on a signal."""
+"""What every distributed binary does at start-up: connect to the bus (the store: shared/backends.py), and stop
+on a signal."""
 
 from __future__ import annotations
 
@@ -8,12 +9,6 @@ from types import FrameType
 
 from shared.bus.kafka import KafkaBus
 from shared.config import Settings
-from shared.store.mongo import MongoJobStore
-
-
-def connect_store(settings: Settings) -> MongoJobStore:
-    timeout_ms = int(settings.mongo_timeout.total_seconds() * 1000)
-    return MongoJobStore.connect(settings.mongo_uri, settings.mongo_db, timeout_ms=timeout_ms)
 
 
 def connect_bus(settings: Settings) -> KafkaBus:

@@ -19,7 +19,11 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from loadtest.procs import free_port as free_port  # re-exported: the tests take it from here
+from shared.backends import Backend, mongo_backend, sqlite_backend
 from shared.bus.base import Wakeup
+from shared.store.base import JobStore
+from shared.store.mongo import MongoJobStore
+from shared.store.sqlite import SqliteJobStore
 
 T = TypeVar("T")
 # Where in-process API tests address the API: a name it serves without authentication (same_origin.py).
@@ -151,3 +155,11 @@ def delete_topics(brokers: str, prefix: str) -> None:
     for future in admin.delete_topics(names, operation_timeout=10).values():
         with contextlib.suppress(Exception):  # already deleted, or the broker went away meanwhile
             future.result(timeout=15)
+
+
+def backend_beside(store: JobStore) -> Backend:
+    """The backend of a store a test opened itself (its job types, console reader and keys beside it)."""
+    if isinstance(store, SqliteJobStore):
+        return sqlite_backend(store)
+    assert isinstance(store, MongoJobStore), type(store)
+    return mongo_backend(store)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,16 @@ def is_server_module(name: str | None) -> bool:
 
 
 def packaged_files(root: Path, package: str) -> list[Path]:
+    """The package's files: in a git checkout those git knows or would add (nothing ignored, nothing left over
+    from local runs), else every file but bytecode."""
+    if (root / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", "--", package],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        return sorted(root / name for name in listed.split("\0") if name and (root / name).is_file())
     return sorted(
         path
         for path in (root / package).rglob("*")

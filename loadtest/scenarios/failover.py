@@ -18,10 +18,10 @@ from jobsched.type_defaults import TypeDefaults
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.procs import Service, pipeline_env, wait_until
 from loadtest.stats import percentile
-from shared.job_types.registries import type_registry_of
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
+from tests.support import backend_beside
 
 TARGETS_S = {"kill9": 12.0, "sigterm": 1.0}
 SIGNALS = {"kill9": signal.SIGKILL, "sigterm": signal.SIGTERM}
@@ -83,7 +83,9 @@ def measure_failover(uri: str, brokers: str, repeat: int, ttl_s: int) -> dict[st
         # What is measured is the claim: no executor consumes the wake-ups, one is announced for the whole run
         # so that the schedulers claim `noop` (they claim the types of live executors only).
         now = utc_now()
-        type_registry_of(store).announce("failover-bench", {"noop": TypeDefaults()}, now, now + timedelta(days=1))
+        backend_beside(store).job_types.announce(
+            "failover-bench", {"noop": TypeDefaults()}, now, now + timedelta(days=1)
+        )
         schedulers = Schedulers(pipeline_env(uri, brokers, database, {"LEASE_TTL": f"{ttl_s}s"}), stack)
         leader = schedulers.start(leading=True)
         standby = schedulers.start(leading=False)

@@ -32,12 +32,10 @@ from services.api.openapi.document import openapi_document
 from services.api.routes import docs, job_types, jobs, keys, operator, probes, schedules
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
+from shared.backends import Backend
 from shared.handlers.builtin import builtin_types
 from shared.job_types.known import KnownTypes
-from shared.job_types.registries import type_registry_of
 from shared.schedules.engine import ScheduleEngine
-from shared.store.base import JobStore
-from shared.store.browsers import browser_for
 
 if TYPE_CHECKING:
     from services.api.auth.api_auth import ApiAuth
@@ -46,7 +44,7 @@ log = logging.getLogger("jobsched.api")
 
 
 def create_app(
-    store: JobStore,
+    backend: Backend,
     auth: ApiAuth | None = None,
     limits: ApiLimits | None = None,
     on_due_job: Callable[[], None] | None = None,
@@ -63,8 +61,8 @@ def create_app(
     for `allowed_hosts` are served and writes from other web origins are refused (same_origin.py). `on_ready` is
     called once the app has started, as the server begins to answer."""
     limits = limits or ApiLimits()
-    browser = browser_for(store)
-    known = known_types or KnownTypes(type_registry_of(store), local=builtin_types(demo=True))
+    store, browser = backend.jobs, backend.browser
+    known = known_types or KnownTypes(backend.job_types, local=builtin_types(demo=True))
     if auth is not None:
         store = auth.guard(store)
         browser = guarded_browser(browser)

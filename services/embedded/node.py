@@ -45,17 +45,15 @@ from services.executor.executor import Executor
 from services.reaper import sweeper
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.scheduler import Scheduler
+from shared.backends import open_backend, sqlite_url
 from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
 from shared.job_types.known import KnownTypes
-from shared.job_types.registries import type_registry_of
 from shared.job_types.served import ServedTypes
-from shared.keys.sqlite import SqliteKeyStore
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
-from shared.store.sqlite import SqliteJobStore
 
 log = logging.getLogger("jobsched.embedded")
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -220,7 +218,10 @@ class Embedded:
 
     def _begin(self) -> None:
         settings, path = self.settings, self.path
-        auth = api_auth(settings, lambda: SqliteKeyStore(path))  # keys live in the same file as the jobs
+        # Opening touches no file yet (the lock below comes first); the keys live in the same file as the jobs.
+        backend = open_backend(sqlite_url(str(path)))
+        self._closers.append(backend.close)
+        auth = api_auth(settings, backend.open_keys)
         limits = ApiLimits.from_settings(settings)
         # Ports first: a taken one ends the start before anything runs a job, or leaves a lock file behind.
         self._listener = bind(settings.api_host, settings.api_port, "API")
@@ -232,14 +233,13 @@ class Embedded:
         lock = lock_database(path)
         self._closers.append(lock.close)
         warn_if_readable_by_others(path)
-        store = SqliteJobStore(str(path))
-        self._closers.append(store.close)
+        store = backend.jobs
         store.ensure_schema()
         resume(store)
         host, port = self._listener.getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
-        job_type_registry = type_registry_of(store)
+        job_type_registry = backend.job_types
         bus = MemoryBus()
         job_types = self._handlers.names()  # one executor each: the built-ins and every plug-in's types
         bus.ensure_topics(job_types)
@@ -307,7 +307,7 @@ class Embedded:
             retention=settings.job_type_retention,
         )
         app = create_app(
-            store,
+            backend,
             auth,
             limits,
             on_due_job=scheduler.nudge,

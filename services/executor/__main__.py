@@ -13,15 +13,15 @@ from confluent_kafka import KafkaException
 from services.executor.announcer import TypeAnnouncer
 from services.executor.attempt_runner import AttemptRunner
 from services.executor.executor import Executor
+from shared.backends import backend_from_settings
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
-from shared.job_types.registries import type_registry_of
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
-from shared.runtime import connect_bus, connect_store, on_termination
+from shared.runtime import connect_bus, on_termination
 
 log = logging.getLogger("jobsched.executor")
 
@@ -47,7 +47,8 @@ def main() -> None:
         raise SystemExit(2)
     configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    store = connect_store(settings)
+    backend = backend_from_settings(settings)
+    store = backend.jobs
     bus = connect_bus(settings)
     worker = AttemptRunner(
         store,
@@ -72,7 +73,7 @@ def main() -> None:
         stop=stop,
         heartbeat=settings.executor_heartbeat,
         announcer=TypeAnnouncer(
-            type_registry_of(store), worker_id, {args.job_type: worker.defaults}, settings.executor_heartbeat
+            backend.job_types, worker_id, {args.job_type: worker.defaults}, settings.executor_heartbeat
         ),
     )
     try:

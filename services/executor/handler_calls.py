@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, NamedTuple, cast
 
-from jobsched.handlers import HandlerContext, HandlerFn
+from jobsched.handlers import HandlerContext, HandlerFn, not_a_coroutine
 from jobsched.payloads import Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
@@ -102,7 +102,7 @@ def timed_out(timeout_s: float) -> Ending:
 def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> Ending:
     """A plain handler's call on the current thread: how it ended before any deadline or cancellation."""
     try:
-        handler(payload, ctx)
+        not_a_coroutine(handler(payload, ctx), ctx.job_type)
     except BaseException as exc:
         return failed(exc)
     return SUCCEEDED

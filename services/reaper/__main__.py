@@ -5,19 +5,20 @@ from __future__ import annotations
 import threading
 
 from services.reaper.sweeper import run
+from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
 from shared.config import Settings
-from shared.job_types.registries import type_registry_of
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
-from shared.runtime import connect_store, on_termination
+from shared.runtime import on_termination
 
 
 @one_line_errors("jobsched reaper")
 def main() -> None:
     settings = Settings.from_env()
     configure_logging("reaper", settings.log_level, settings.log_format)
-    store = connect_store(settings)
+    backend = backend_from_settings(settings)
+    store = backend.jobs
     stop = threading.Event()
 
     on_termination(stop.set)
@@ -27,7 +28,7 @@ def main() -> None:
         interval=settings.reaper_interval,
         queued_timeout=settings.queued_timeout,
         stop=stop,
-        job_types=type_registry_of(store),
+        job_types=backend.job_types,
         retention=settings.job_type_retention,
     )
     store.close()

@@ -7,16 +7,16 @@ import socket
 
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.scheduler import Scheduler
+from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.election.etcd import EtcdElector
 from shared.handlers.builtin import builtin_types
-from shared.job_types.registries import type_registry_of
 from shared.job_types.served import ServedTypes
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeListener
-from shared.runtime import connect_bus, connect_store, on_termination
+from shared.runtime import connect_bus, on_termination
 
 
 @one_line_errors("jobsched scheduler")
@@ -25,14 +25,15 @@ def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     settings = Settings.from_env()
     configure_logging("scheduler", settings.log_level, settings.log_format)
     node_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    store = connect_store(settings)
+    backend = backend_from_settings(settings)
+    store = backend.jobs
     bus = connect_bus(settings)
     elector = EtcdElector(
         settings.etcd_endpoints, settings.election_key, node_id, ttl_s=int(settings.lease_ttl.total_seconds())
     )
     # The types this process knows of; what is claimed is what live executors announce (ServedTypes).
     job_types = sorted({*builtin_types(demo=settings.demo_job_types).names(), *settings.job_types})
-    served = ServedTypes(type_registry_of(store), job_types, retention=settings.job_type_retention)
+    served = ServedTypes(backend.job_types, job_types, retention=settings.job_type_retention)
     dispatcher = make_dispatcher(store, bus, served, settings)
     scheduler = Scheduler(elector, dispatcher, bus, job_types, tick_s=settings.scheduler_tick.total_seconds())
 

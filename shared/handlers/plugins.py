@@ -18,10 +18,11 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import NoReturn
 
-from jobsched.handlers import JobType, JobTypes
+from jobsched.handlers import DuplicateHandler, JobType, JobTypes
 from shared.config import Settings, comma_list
 from shared.handlers import registry as legacy_registry
-from shared.handlers.builtin import builtin_types
+from shared.handlers.builtin import DEMO, builtin_types
+from shared.handlers.registry import AlreadyLoading, expose_legacy_paths
 
 ENTRY_POINT_GROUP = "jobsched.handlers"
 HANDLERS_VARIABLE = "JOBSCHED_HANDLERS"
@@ -35,21 +36,28 @@ def load_handlers(types: JobTypes, names: Iterable[str], *, use_entry_points: bo
     """Load the collections `names` name, then the entry points', into `types`; the sources loaded, in order."""
     loaded: list[str] = []
     found = JobTypes()
-    with legacy_registry.loading():
-        for name in names:
-            try:
-                _collect(found, _resolve(name))
-                JobTypes(types).include([*found, *legacy_registry.with_staged()])  # a taken name, named here
-            except Exception as exc:
-                raise PluginError(
-                    f"handler module {name!r} failed to load: {_describe(exc)}{_hint(name, exc)}"
-                ) from exc
-            loaded.append(name)
-        if use_entry_points:
-            for point in entry_points(group=ENTRY_POINT_GROUP):
-                loaded.append(_load_entry_point(types, found, point))
-    found.include(legacy_registry)
-    types.include(found)
+    expose_legacy_paths()
+    try:
+        with legacy_registry.loading():
+            for name in names:
+                try:
+                    _collect(found, _resolve(name))
+                    JobTypes(types).include([*found, *legacy_registry.with_staged()])  # a taken name, named here
+                except Exception as exc:
+                    raise PluginError(
+                        f"handler module {name!r} failed to load: {_describe(exc)}{_hint(name, exc)}"
+                    ) from exc
+                loaded.append(name)
+            if use_entry_points:
+                for point in entry_points(group=ENTRY_POINT_GROUP):
+                    loaded.append(_load_entry_point(types, found, point))
+    except AlreadyLoading as exc:  # another thread of this process loads handlers right now
+        raise PluginError(str(exc)) from exc
+    try:
+        found.include(legacy_registry)
+        types.include(found)
+    except DuplicateHandler as exc:
+        raise PluginError(f"handlers failed to load: {_describe(exc)}{_taken_hint(exc)}") from exc
     return loaded
 
 
@@ -103,8 +111,17 @@ def _exit(program: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _taken_hint(exc: DuplicateHandler) -> str:
+    if exc.name in DEMO:
+        return f" ({exc.name!r} is a demo type: DEMO_JOB_TYPES=false frees its name)"
+    return ""
+
+
 def _hint(module: str, exc: BaseException) -> str:
-    """What to check when the module's own package is not found: where Python looks for it."""
+    """What to check when the module's own package is not found: where Python looks for it; which setting
+    frees a demo type's name."""
+    if isinstance(exc, DuplicateHandler):
+        return _taken_hint(exc)
     package = module.partition(".")[0]
     if not isinstance(exc, ModuleNotFoundError) or exc.name != package:
         return ""

@@ -8,6 +8,8 @@ has loaded, so a failure leaves the registry as it was (nothing half-loaded).
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +46,23 @@ __getattr__ = moved_names(
         "HandlerFn": "jobsched.handlers.HandlerFn",
     },
 )
+
+
+class AlreadyLoading(RuntimeError):
+    pass
+
+
+def expose_legacy_paths() -> None:
+    """Let handler modules of the first releases import `shared.handlers` from an installed wheel, where the
+    server's packages are `jobsched._server.*`: while the environment has no package named `shared` of its own,
+    that name is this one's, for the release in which those modules keep working. In a repository checkout it
+    is this package already; beside an application's own `shared` nothing is changed."""
+    package = __name__.removesuffix(".handlers.registry")
+    if package == "shared" or "shared" in sys.modules or importlib.util.find_spec("shared") is not None:
+        return
+    sys.modules["shared"] = importlib.import_module(package)
+    sys.modules["shared.handlers"] = importlib.import_module(f"{package}.handlers")
+    sys.modules["shared.handlers.registry"] = sys.modules[__name__]
 
 
 class HandlerRegistry(JobTypes):
@@ -96,7 +115,7 @@ class HandlerRegistry(JobTypes):
         are all dropped when it raises."""
         with self._loading:
             if self._staged is not None:
-                raise RuntimeError("handler modules are already being loaded")
+                raise AlreadyLoading("handler modules are already being loaded in this process")
             self._staged = JobTypes()
         try:
             yield

@@ -3,7 +3,7 @@
 Every query here is bounded by an index or a limit, so the console stays cheap on a large store: pages walk
 an index from a cursor (never an offset), counts read index entries only, and the last hour's figures range
 over the entries of that hour. The implementations (browse_sqlite.py, browse_mongo.py) read their store's
-connection; `shared.store.browsers.browser_for` picks the one that fits a store.
+connection; the backend (shared/backends.py) opens the one that fits its store.
 """
 
 from __future__ import annotations

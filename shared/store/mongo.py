@@ -33,6 +33,7 @@ from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from shared.config import without_password
 from shared.jsonsafe import shorten
 from shared.model import (
     EXECUTION_FIELDS,
@@ -119,7 +120,9 @@ def translate_errors() -> Iterator[None]:
 
 
 class MongoJobStore:
-    def __init__(self, client: MongoClient[Document], database: str) -> None:
+    def __init__(self, client: MongoClient[Document], database: str, *, described: str = "") -> None:
+        """`described`: where the store is, for messages (its URL without a password, and the database)."""
+        self.described = described or f"MongoDB database {database}"
         self._client = client
         self._db = client[database]
         self._jobs: MongoCollection[Document] = self._db["jobs"]
@@ -141,7 +144,16 @@ class MongoJobStore:
             connectTimeoutMS=timeout_ms,
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
         )
-        return cls(client, database)
+        return cls(client, database, described=f"{without_password(uri)} (database {database})")
+
+    @property
+    def client(self) -> MongoClient[Document]:
+        """The connections, for the parts kept beside the jobs in the same database (shared/backends.py)."""
+        return self._client
+
+    @property
+    def database(self) -> str:
+        return self._db.name
 
     def close(self) -> None:
         self._client.close()

@@ -11,13 +11,13 @@ from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore, RunSpec
 from shared.store.browse import CursorError, ErrorGroup, JobBrowser, JobQuery, PageCursor, RecentCounts
-from shared.store.browsers import browser_for
 from tests.contract.store_kit import new, result, running
+from tests.support import backend_beside
 
 
 @pytest.fixture
 def browser(store: JobStore) -> JobBrowser:
-    return browser_for(store)
+    return backend_beside(store).browser
 
 
 def ended(store: JobStore, outcome: Outcome, error: str | None = None, **fields: Any) -> Job:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from shared.model import Status, utc_now
 from shared.store.browse import JobQuery
-from shared.store.browsers import browser_for
 from shared.store.sqlite import SqliteJobStore
 from tests.contract.store_kit import new
+from tests.support import backend_beside
 
 # What files written before the partial indexes' conditions became ORed comparisons hold.
 OLD_DEFINITIONS = {
@@ -67,7 +67,7 @@ def test_a_file_with_older_index_definitions_gets_the_current_ones(tmp_path: Pat
             assert name in stored
             assert stored[name] != definition
         # The operator's queries name these indexes (INDEXED BY): with the old conditions they could not run.
-        browser = browser_for(reopened)
+        browser = backend_beside(reopened).browser
         counts = browser.counts(None, utc_now() - timedelta(hours=1))
         assert counts.byType["noop"]["completed"] == 1
         assert [j.id for j in browser.page(done.tenantId, JobQuery(status=Status.COMPLETED))] == [done.id]

@@ -10,17 +10,17 @@ from bson import ObjectId
 from jobsched.backoff import Backoff
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import JobTypeRegistry
-from shared.job_types.registries import type_registry_of
 from shared.model import utc_now
 from shared.store.base import NewJob
 from tests.contract.conftest import Harness
+from tests.support import backend_beside
 
 BEAT = timedelta(seconds=3)
 LONG_AGO = timedelta(days=7)
 
 
 def registry(harness: Harness) -> JobTypeRegistry:
-    return type_registry_of(harness.store)
+    return backend_beside(harness.store).job_types
 
 
 def test_an_announced_type_is_known_with_its_live_executors_and_defaults(harness: Harness) -> None:
@@ -37,7 +37,7 @@ def test_an_announced_type_is_known_with_its_live_executors_and_defaults(harness
 def test_a_second_store_instance_sees_the_announcement(harness: Harness) -> None:
     now = utc_now()
     registry(harness).announce("exec-1", {"report": TypeDefaults()}, now, now + BEAT)
-    assert [t.name for t in type_registry_of(harness.open()).job_types(now, now - LONG_AGO)] == ["report"]
+    assert [t.name for t in backend_beside(harness.open()).job_types.job_types(now, now - LONG_AGO)] == ["report"]
 
 
 def test_announcing_again_renews_the_same_record(harness: Harness) -> None:
@@ -86,7 +86,7 @@ def test_concurrent_heartbeats_of_many_executors_are_all_counted(harness: Harnes
     start = threading.Barrier(len(stores))
 
     def beat(i: int) -> None:
-        types = type_registry_of(stores[i])
+        types = backend_beside(stores[i]).job_types
         start.wait(30)
         for _ in range(5):
             types.announce(f"exec-{i}", {"shared": TypeDefaults(), f"own-{i}": TypeDefaults()}, now, now + BEAT)

@@ -5,6 +5,7 @@ has top-level packages named like the repository's folders (services, shared, se
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 from functools import partial
 from pathlib import Path
@@ -90,24 +91,33 @@ def test_a_client_only_install_enqueues_typed_against_jobsched_dev(client_only: 
 
 @pytest.fixture(scope="module")
 def with_server(tmp_path_factory: pytest.TempPathFactory, dist: Dist) -> Path:
-    """The server extra, installed beside an application whose own top-level packages are named like the
-    repository's folders: importing any of them fails, so every import of jobsched's must resolve elsewhere."""
     python = new_venv(tmp_path_factory.mktemp("server") / "venv")
     run(uv(), "pip", "install", "-q", "--python", python, "-c", dist.requirements, f"{dist.wheel}[server]")
-    for name in REPOSITORY_NAMES:
-        package = site_packages(python) / name
-        package.mkdir()
-        (package / "__init__.py").write_text(f"raise ImportError('this is the application\\'s own {name}')\n")
     return python
 
 
+@pytest.fixture(scope="module")
+def application(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An application whose own top-level packages are named like the repository's folders: importing any of
+    them fails, so with it on the path every import of jobsched's must resolve elsewhere."""
+    root = tmp_path_factory.mktemp("application")
+    for name in REPOSITORY_NAMES:
+        (root / name).mkdir()
+        (root / name / "__init__.py").write_text(f"raise ImportError('this is the application\\'s own {name}')\n")
+    return root
+
+
 def test_with_the_server_extra_every_binary_runs_the_product(
-    with_server: Path, product_env: dict[str, str], mongo_db: Database[dict[str, object]], tmp_path: Path
+    with_server: Path,
+    application: Path,
+    product_env: dict[str, str],
+    mongo_db: Database[dict[str, object]],
+    tmp_path: Path,
 ) -> None:
     jobsched = str(with_server.parent / "jobsched")
     assert [d for d in SERVER_DRIVERS if d not in installed_names(with_server)] == []
     api_port = free_port()
-    env = {**product_env, "API_PORT": str(api_port), "PATH": os.environ["PATH"], "PYTHONPATH": ""}
+    env = {**product_env, "API_PORT": str(api_port), "PATH": os.environ["PATH"], "PYTHONPATH": str(application)}
     binaries = [
         ServiceProcess(name, env, tmp_path, f"installed-{name}", args=args, command=[jobsched, name])
         for name, args in (("api", []), ("scheduler", []), ("executor", ["--type", "noop"]), ("reaper", []))
@@ -129,9 +139,29 @@ def test_with_the_server_extra_every_binary_runs_the_product(
     finally:
         for binary in binaries:
             binary.stop()
-    assert run(
-        with_server, "-c", "import jobsched.server; print(jobsched.server.Embedded.__module__)", cwd=tmp_path
-    ).strip() == ("jobsched._server.services.embedded.node")
+    where = run(with_server, "-c", "import jobsched.server as s; print(s.Embedded.__module__)", cwd=application)
+    assert where.strip() == "jobsched._server.services.embedded.node"
+
+
+LEGACY = """
+    from shared.handlers import registry
+
+    @registry.register("greet-the-old-way")
+    def greet(payload, ctx):
+        return None
+"""
+
+
+def test_a_handler_module_of_the_first_releases_still_loads_from_the_wheel(with_server: Path, tmp_path: Path) -> None:
+    (tmp_path / "old_handlers.py").write_text(textwrap.dedent(LEGACY))
+    lister = "from jobsched._server.shared.handlers.plugins import main; main()"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "JOBSCHED_HANDLERS": "old_handlers"}
+    listed = subprocess.run(
+        [with_server, "-c", lister], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "greet-the-old-way" in listed.stdout.split()
+    assert "registry.register is deprecated" in listed.stderr
 
 
 def healthy(binary: ServiceProcess) -> bool:

@@ -16,12 +16,9 @@ from services.api.auth.api_auth import api_auth
 from shared.config import Settings
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key
-from shared.keys.mongo import MongoKeyStore
-from shared.keys.sqlite import SqliteKeyStore
 from shared.store.base import JobStore
-from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
-from tests.support import LOCAL
+from tests.support import LOCAL, backend_beside
 
 MakeApp = Callable[..., Starlette]
 
@@ -44,10 +41,7 @@ def auth_mode(request: pytest.FixtureRequest) -> str:
 
 def keys_beside(store: JobStore) -> KeyStore:
     """A key store on the job store's own database, as the API's entry points open it."""
-    if isinstance(store, SqliteJobStore):
-        return SqliteKeyStore(store.path)
-    assert isinstance(store, MongoJobStore)
-    return MongoKeyStore(store._client, store._db.name)
+    return backend_beside(store).open_keys()
 
 
 @pytest.fixture
@@ -64,9 +58,9 @@ def make_app(api_store: JobStore, auth_mode: str, api_keys: KeyStore) -> MakeApp
     def make(store: JobStore | None = None, **env: str) -> Starlette:
         store = store or api_store
         if auth_mode == "off":
-            return create_app(store)
+            return create_app(backend_beside(store))
         keys = api_keys if store is api_store else keys_beside(store)
-        return create_app(store, api_auth(Settings.from_env({"AUTH": "required", **env}), lambda: keys))
+        return create_app(backend_beside(store), api_auth(Settings.from_env({"AUTH": "required", **env}), lambda: keys))
 
     return make
 

@@ -29,7 +29,7 @@ from shared.keys.manage import issue_key
 from shared.model import Outcome, utc_now
 from shared.store.base import AttemptResult, JobStore
 from tests.integration.test_api import job_body
-from tests.support import LOCAL, wait_until
+from tests.support import LOCAL, backend_beside, wait_until
 
 PAST = "2020-01-01T00:00:00Z"
 
@@ -47,7 +47,7 @@ class Secured:
 
     def app(self, **env: str) -> Any:
         settings = Settings.from_env({"AUTH": "required", **self.env, **env})
-        return create_app(self.store, api_auth(settings, lambda: self.keys))
+        return create_app(backend_beside(self.store), api_auth(settings, lambda: self.keys))
 
     @contextmanager
     def client(self, key: str | None = None, **env: str) -> Iterator[TestClient]:
@@ -204,7 +204,7 @@ def test_sequential_id_guessing_finds_only_the_callers_own_jobs(secured: Secured
     few guesses reach the jobs created just after it. With AUTH=off that finds the other tenant's jobs (the
     reported leak); with AUTH=required every guess is a 404."""
     own_key = secured.key("tenant-b")
-    app = secured.app() if auth == "required" else create_app(secured.store)
+    app = secured.app() if auth == "required" else create_app(backend_beside(secured.store))
     headers = {"Authorization": f"Bearer {own_key}"}
     with TestClient(app, raise_server_exceptions=False, headers=headers, base_url=LOCAL) as api:
         own = api.post("/jobs", json=job_body(idempotencyKey="mine", tenantId="tenant-b")).json()["id"]

@@ -34,7 +34,7 @@ from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 from tests.integration.product import run_what_is_due
-from tests.support import LOCAL
+from tests.support import LOCAL, backend_beside
 
 WHEN = "2999-09-29T18:00:00Z"  # not due: nothing runs unless a test says so
 JSON = {"content-type": "application/json"}
@@ -149,7 +149,7 @@ def test_a_handler_error_in_any_characters_is_recorded_and_the_job_moves_on(api_
     def fails(payload: dict[str, Any], ctx: Any) -> None:
         raise HandlerError("bad \udfff and \x00 here")
 
-    with TestClient(create_app(api_store), base_url=LOCAL) as api:
+    with TestClient(create_app(backend_beside(api_store)), base_url=LOCAL) as api:
         job = api.post("/jobs", json=body(scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1)).json()
         run_what_is_due(api_store, registry)
         done = api.get(f"/jobs/{job['id']}").json()
@@ -205,7 +205,7 @@ def test_validation_and_large_bodies_wait_for_a_worker_thread_not_the_event_loop
     its parsing and validation wait for a thread, while /healthz is still answered on the loop."""
 
     async def scenario() -> None:
-        transport = httpx.ASGITransport(app=create_app(api_store))
+        transport = httpx.ASGITransport(app=create_app(backend_beside(api_store)))
         async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as client:
             requests: list[Callable[[], Coroutine[Any, Any, httpx.Response]]] = [
                 lambda: client.post("/jobs", json=body(jobType="no-such-type", payload={"filler": "x" * 100_000})),

@@ -16,11 +16,10 @@ from services.api.app import create_app
 from shared.handlers.builtin import builtin_types
 from shared.job_types.announcements import JobTypeInfo, JobTypeRegistry
 from shared.job_types.known import KnownTypes
-from shared.job_types.registries import type_registry_of
 from shared.model import format_time, utc_now
 from shared.store.base import JobStore
 from tests.integration.test_api import job_body
-from tests.support import LOCAL, wait_until
+from tests.support import LOCAL, backend_beside, wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
@@ -44,13 +43,15 @@ class CountingRegistry:
 
 @pytest.fixture
 def types(api_store: JobStore) -> CountingRegistry:
-    return CountingRegistry(type_registry_of(api_store))
+    return CountingRegistry(backend_beside(api_store).job_types)
 
 
 @pytest.fixture
 def client(api_store: JobStore, types: CountingRegistry) -> Iterator[TestClient]:
     known = KnownTypes(types, local=BUILTIN_TYPES, configured=["fax"])
-    with TestClient(create_app(api_store, known_types=known), raise_server_exceptions=False, base_url=LOCAL) as made:
+    with TestClient(
+        create_app(backend_beside(api_store), known_types=known), raise_server_exceptions=False, base_url=LOCAL
+    ) as made:
         yield made
 
 

@@ -22,13 +22,11 @@ from services.api.store_ping import StorePing
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.job_types.known import KnownTypes
-from shared.job_types.registries import type_registry_of
 from shared.keys.sqlite import SqliteKeyStore
 from shared.model import format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
-from shared.store.browsers import browser_for
 from shared.store.sqlite import SqliteJobStore
-from tests.support import LOCAL
+from tests.support import LOCAL, backend_beside
 
 
 def only(store: SqliteJobStore, *modules: object) -> Starlette:
@@ -47,8 +45,8 @@ def only(store: SqliteJobStore, *modules: object) -> Starlette:
     )
     app.state.api = ApiContext(
         store=store,
-        browser=browser_for(store),
-        known=KnownTypes(type_registry_of(store), local=builtin_types(demo=False)),
+        browser=backend_beside(store).browser,
+        known=KnownTypes(backend_beside(store).job_types, local=builtin_types(demo=False)),
         schema=schema,
         slots=StoreSlots(write_slots=4, read_slots=4, wait_s=1.0),
         schedules=ScheduleEngine(store),
@@ -80,10 +78,10 @@ def test_an_app_with_authentication_leaves_the_next_apps_routes_open(tmp_path: P
     keys = SqliteKeyStore(store.path)
     keys.ensure_schema()
     try:
-        guarded = create_app(store, api_auth(Settings(auth="required"), lambda: keys))
+        guarded = create_app(backend_beside(store), api_auth(Settings(auth="required"), lambda: keys))
         with TestClient(guarded, base_url=LOCAL) as client:
             assert client.get("/jobs?tenantId=t").status_code == 401
-        with TestClient(create_app(store), base_url=LOCAL) as client:
+        with TestClient(create_app(backend_beside(store)), base_url=LOCAL) as client:
             assert client.get("/jobs?tenantId=t").status_code == 200
     finally:
         store.close()

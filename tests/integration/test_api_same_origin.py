@@ -15,14 +15,14 @@ from shared.config import Settings
 from shared.model import Status
 from shared.store.base import JobStore
 from tests.integration.test_api import job_body
-from tests.support import LOCAL
+from tests.support import LOCAL, backend_beside
 
 REBOUND = "rebind.attacker.example"
 
 
 @pytest.fixture
 def api(api_store: JobStore) -> Iterator[TestClient]:
-    with TestClient(create_app(api_store), raise_server_exceptions=False, base_url=LOCAL) as client:
+    with TestClient(create_app(backend_beside(api_store)), raise_server_exceptions=False, base_url=LOCAL) as client:
         yield client
 
 
@@ -101,6 +101,6 @@ def test_the_allowed_hosts_are_the_loopback_names_and_the_bound_address_unless_c
 
 def test_a_configured_host_is_served_and_star_serves_any(api_store: JobStore) -> None:
     for hosts, host, status in (((REBOUND,), REBOUND, 200), (("*",), "anything.example", 200), ((REBOUND,), "x", 400)):
-        app = create_app(api_store, allowed_hosts=hosts)
+        app = create_app(backend_beside(api_store), allowed_hosts=hosts)
         with TestClient(app, raise_server_exceptions=False, base_url=LOCAL) as client:
             assert client.get("/jobs", params={"tenantId": "t"}, headers={"Host": host}).status_code == status

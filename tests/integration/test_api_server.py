@@ -16,7 +16,7 @@ from services.api.app import create_app
 from services.api.http.request_limits import ApiLimits
 from services.api.http.server import bind, make_server
 from shared.store.sqlite import SqliteJobStore
-from tests.support import wait_until
+from tests.support import backend_beside, wait_until
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def port(tmp_path: Path) -> Iterator[int]:
     store.ensure_schema()
     listener = bind("127.0.0.1", 0, "test api")
     port = listener.getsockname()[1]
-    server = make_server(create_app(store), "127.0.0.1", port, ApiLimits())
+    server = make_server(create_app(backend_beside(store)), "127.0.0.1", port, ApiLimits())
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     wait_until(lambda: server.started, 10, "the API server to start")

@@ -8,12 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobsched.type_defaults import TypeDefaults
-from shared.job_types.registries import type_registry_of
 from shared.model import Status
 from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
 from tests.conftest import Launch
-from tests.support import ServiceProcess, wait_until
+from tests.support import ServiceProcess, backend_beside, wait_until
 
 LEASE_TTL_S = 10
 KILL_TAKEOVER_BOUND_S = 30  # generous bound for the test; the goal (reported) is <= 12 s
@@ -24,7 +23,9 @@ SIGTERM_TAKEOVER_BOUND_S = 10  # the goal (reported) is <= 1 s
 def schedulers(launch: Launch, mongo_store: MongoJobStore) -> list[ServiceProcess]:
     # No executor consumes the wake-ups here; one announced for the test makes the schedulers claim `noop`.
     now = datetime.now(UTC)
-    type_registry_of(mongo_store).announce("test-executor", {"noop": TypeDefaults()}, now, now + timedelta(hours=1))
+    backend_beside(mongo_store).job_types.announce(
+        "test-executor", {"noop": TypeDefaults()}, now, now + timedelta(hours=1)
+    )
     first = launch("scheduler", name="a", NODE_ID="a", LEASE_TTL=f"{LEASE_TTL_S}s")
     wait_until(lambda: first.metric("scheduler_is_leader") == 1, 30, "scheduler a to lead")
     second = launch("scheduler", name="b", NODE_ID="b", LEASE_TTL=f"{LEASE_TTL_S}s")

@@ -18,11 +18,10 @@ from services.scheduler.dispatcher import Dispatcher
 from shared.bus.memory import MemoryBus
 from shared.election.base import Term
 from shared.handlers.builtin import builtin_types
-from shared.job_types.registries import type_registry_of
 from shared.job_types.served import ServedTypes
 from shared.model import Status, utc_now
 from shared.store.base import JobStore, NewJob
-from tests.support import wait_until
+from tests.support import backend_beside, wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
@@ -56,7 +55,7 @@ def due(store: JobStore, key: str, job_type: str) -> str:
 
 
 def test_jobs_of_a_type_without_a_live_executor_stay_pending_and_are_counted(api_store: JobStore) -> None:
-    types = type_registry_of(api_store)
+    types = backend_beside(api_store).job_types
     clock = Clock()
     served = ServedTypes(types, ["noop", "fax-served-test"], retention=RETENTION, monotonic=clock)
     dispatcher = Dispatcher(api_store, MemoryBus(), served, batch=100)
@@ -81,7 +80,7 @@ def test_jobs_of_a_type_without_a_live_executor_stay_pending_and_are_counted(api
 
 
 def test_an_executor_announces_its_type_while_it_runs_and_withdraws_on_stop(api_store: JobStore) -> None:
-    types = type_registry_of(api_store)
+    types = backend_beside(api_store).job_types
     bus = MemoryBus()
     stop = threading.Event()
     worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)

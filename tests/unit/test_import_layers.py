@@ -132,4 +132,4 @@ def test_there_is_no_import_cycle() -> None:
             visit(module)
     assert cycles == []
     assert "shared.store.browse" in GRAPH["shared.store.browse_sqlite"]  # the walk sees module-level imports
-    assert "shared.store.browse_sqlite" in GRAPH["shared.store.browsers"]  # ... and those inside functions
+    assert "shared.store.browse_sqlite" in GRAPH["shared.backends"]  # ... and those inside functions

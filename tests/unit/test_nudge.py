@@ -21,13 +21,12 @@ from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
-from shared.job_types.registries import type_registry_of
 from shared.job_types.served import REFRESH_S, ServedTypes
 from shared.model import utc_now
 from shared.nudge import NudgeListener, NudgeSender, parse_address
 from shared.store.base import NewJob
 from shared.store.sqlite import SqliteJobStore
-from tests.support import wait_until
+from tests.support import backend_beside, wait_until
 
 LONG_TICK_S = 60.0
 
@@ -147,7 +146,7 @@ def test_addresses_parse_and_bad_ones_name_their_variable() -> None:
 def test_a_type_whose_executor_appears_after_a_tick_is_claimed_without_waiting_for_the_next(tmp_path: Path) -> None:
     store = SqliteJobStore(tmp_path / "jobs.db")
     store.ensure_schema()
-    registry = type_registry_of(store)
+    registry = backend_beside(store).job_types
     bus = MemoryBus()
     wakeups = bus.subscribe("mail")
     served = ServedTypes(registry, ["mail"], retention=timedelta(days=1))

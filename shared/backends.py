@@ -1,0 +1,126 @@
+"""The one way a process opens the database its jobs live in: from a URL.
+
+    sqlite:///var/lib/jobsched/jobsched.db     the embedded store's file (an absolute path)
+    mongodb://host:27017/?replicaSet=rs0       a MongoDB database (its name: MONGO_DB); mongodb+srv:// too
+
+A Backend is that database's parts, each over the same connections: the job store, the job types the
+executors announce, the console's reader, and the API keys. Every binary and command opens its store here
+(the distributed binaries from MONGO_URI and MONGO_DB, `jobsched dev` / `standalone` from their file,
+`jobsched keys` and `seed` from `--store URL` or `--sqlite PATH`). The MongoDB driver is imported only for a
+MongoDB URL: the embedded mode never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from shared.config import ConfigError, Settings, without_password
+from shared.job_types.announcements import JobTypeRegistry
+from shared.keys.base import KeyStore
+from shared.store.base import JobStore
+from shared.store.browse import JobBrowser
+
+if TYPE_CHECKING:
+    from shared.store.mongo import MongoJobStore
+    from shared.store.sqlite import SqliteJobStore
+
+SQLITE_SCHEMES = ("sqlite",)
+MONGODB_SCHEMES = ("mongodb", "mongodb+srv")
+
+
+@dataclass(frozen=True)
+class Backend:
+    url: str  # for messages: without a password
+    jobs: JobStore
+    job_types: JobTypeRegistry
+    browser: JobBrowser
+    # Opened when asked: only an API with AUTH=required and `jobsched keys` use the keys.
+    open_keys: Callable[[], KeyStore]
+
+    def close(self) -> None:
+        self.jobs.close()
+
+
+def open_backend(
+    url: str, *, database: str = "jobsched", timeout: timedelta = timedelta(seconds=5), durable: bool = True
+) -> Backend:
+    """The backend at `url`; `database` names a MongoDB database, `timeout` bounds a MongoDB server's selection
+    and connection (then StoreUnavailable), `durable` is the SQLite file's synchronous=FULL. Nothing is asked
+    of a server before the first call, so a process starts while its database is down."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme in SQLITE_SCHEMES:
+        from shared.store.sqlite import SqliteJobStore
+
+        return sqlite_backend(SqliteJobStore(sqlite_path(url), durable=durable))
+    if scheme in MONGODB_SCHEMES:
+        from shared.store.mongo import MongoJobStore
+
+        return mongo_backend(MongoJobStore.connect(url, database, timeout_ms=round(timeout.total_seconds() * 1000)))
+    raise ConfigError(
+        f"a store URL is sqlite:///absolute/path/to/file.db or mongodb://host..., not {without_password(url)!r}"
+    )
+
+
+def backend_from_settings(settings: Settings) -> Backend:
+    """The distributed binaries' backend: MONGO_URI's server, MONGO_DB's database, MONGO_TIMEOUT."""
+    return open_backend(settings.mongo_uri, database=settings.mongo_db, timeout=settings.mongo_timeout)
+
+
+def tool_backend(store_url: str | None, sqlite_file: str | None, settings: Settings) -> Backend:
+    """A command's backend: `--store URL`, or `--sqlite PATH` (relative to the working directory), else the
+    settings' MongoDB."""
+    if store_url and sqlite_file:
+        raise ConfigError("give --store URL or --sqlite PATH, not both")
+    if sqlite_file:
+        return open_backend(sqlite_url(os.path.abspath(sqlite_file)))
+    if store_url:
+        return open_backend(store_url, database=settings.mongo_db, timeout=settings.mongo_timeout)
+    return backend_from_settings(settings)
+
+
+def sqlite_url(path: str) -> str:
+    return f"sqlite://{path}"
+
+
+def sqlite_path(url: str) -> str:
+    """The file of `sqlite:///absolute/path`; a relative path is refused (a service's working directory is
+    wherever it was started)."""
+    path = url.split("://", 1)[1]
+    if not path.startswith("/"):
+        raise ConfigError(f"a SQLite URL names an absolute path (sqlite:///var/lib/jobs.db), not {url!r}")
+    return path
+
+
+def sqlite_backend(store: SqliteJobStore) -> Backend:
+    """The parts beside an open SQLite store, in its file."""
+    from shared.job_types.announcements_sqlite import SqliteJobTypes
+    from shared.keys.sqlite import SqliteKeyStore
+    from shared.store.browse_sqlite import SqliteBrowser
+
+    return Backend(
+        url=sqlite_url(store.path),
+        jobs=store,
+        job_types=SqliteJobTypes(store),
+        browser=SqliteBrowser(store),
+        open_keys=lambda: SqliteKeyStore(store.path),
+    )
+
+
+def mongo_backend(store: MongoJobStore) -> Backend:
+    """The parts beside an open MongoDB store, in its database, over its client."""
+    from shared.job_types.announcements_mongo import MongoJobTypes
+    from shared.keys.mongo import MongoKeyStore
+    from shared.store.browse_mongo import MongoBrowser
+
+    return Backend(
+        url=store.described,
+        jobs=store,
+        job_types=MongoJobTypes(store),
+        browser=MongoBrowser(store),
+        open_keys=lambda: MongoKeyStore(store.client, store.database),
+    )
