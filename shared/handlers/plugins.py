@@ -11,6 +11,7 @@ is taken, is a PluginError naming the module and the cause, and the binaries exi
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,8 @@ from shared.config import Settings, comma_list
 from shared.handlers import registry as legacy_registry
 from shared.handlers.builtin import DEMO, builtin_types
 from shared.handlers.registry import AlreadyLoading, expose_legacy_paths
+
+log = logging.getLogger("jobsched.handlers")
 
 ENTRY_POINT_GROUP = "jobsched.handlers"
 HANDLERS_VARIABLE = "JOBSCHED_HANDLERS"
@@ -53,6 +56,12 @@ def load_handlers(types: JobTypes, names: Iterable[str], *, use_entry_points: bo
                     loaded.append(_load_entry_point(types, found, point))
     except AlreadyLoading as exc:  # another thread of this process loads handlers right now
         raise PluginError(str(exc)) from exc
+    if len(legacy_registry):
+        log.warning(
+            "handler types registered through the deprecated shared.handlers registry: collect them in a"
+            " jobsched.JobTypes (docs/handlers.md)",
+            extra={"action": "deprecated_registry", "jobTypes": legacy_registry.names()},
+        )
     try:
         found.include(legacy_registry)
         types.include(found)

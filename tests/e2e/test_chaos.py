@@ -130,7 +130,8 @@ def test_nothing_is_lost_when_everything_crashes(
 
     statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({}, {"status": 1}))
     outcomes = Counter(str(d["outcome"]) for d in mongo_db["attempt_outcomes"].find({}, {"outcome": 1}))
-    assert statuses == {"completed": statuses["completed"], "dlq": statuses["dlq"]}
+    # Every job finished; with flaky's odds a run may dead-letter none (the Counter then has no "dlq" key).
+    assert set(statuses) <= {"completed", "dlq"}, statuses
     assert sum(statuses.values()) == JOBS
     assert overlapping_attempts(mongo_db) == []
     completed_twice = [

@@ -39,7 +39,13 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("module", "args", "env", "code", "says"),
     [
-        ("seed", ["--count", "5"], {"MONGO_URI": UNREACHABLE_MONGO, "MONGO_TIMEOUT": "1s"}, 1, "cannot reach MongoDB"),
+        (
+            "seed",
+            ["--count", "5"],
+            {"MONGO_URI": UNREACHABLE_MONGO, "MONGO_TIMEOUT": "1s"},
+            1,
+            "cannot reach the store at mongodb://",
+        ),
         ("seed", ["--count", "-1"], {}, 2, "--count must be 0 or more"),
         ("seed", ["--bogus"], {}, 2, "unrecognized arguments: --bogus"),
         ("seed", ["--count", "5"], {"MONGO_TIMEOUT": "soon"}, 2, "MONGO_TIMEOUT"),
