@@ -22,7 +22,7 @@ from shared.config import Settings
 from shared.job_types.served import ServedTypes
 from shared.model import Job
 from shared.store import transitions
-from shared.store.base import JobStore
+from shared.store.base import SchedulerStore
 from shared.store.mongo import CLAIM_ORDER, MongoJobStore, due_runs_filter, job_from_document
 
 ClaimNext = Callable[[datetime, Collection[str]], "Job | None"]
@@ -49,7 +49,7 @@ class MongoClaimNext:
         self._client.close()
 
 
-def store_claim_next(store: JobStore) -> ClaimNext:
+def store_claim_next(store: SchedulerStore) -> ClaimNext:
     """The reference's claim through any store: a batch claim of one job."""
 
     def claim_next(now: datetime, job_types: Collection[str]) -> Job | None:
@@ -65,14 +65,14 @@ class ReferenceDispatcher(Dispatcher):
     drains_backlog = False
 
     def __init__(
-        self, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, *, batch: int, claim: ClaimNext
+        self, store: SchedulerStore, bus: Bus, job_types: Collection[str] | ServedTypes, *, batch: int, claim: ClaimNext
     ) -> None:
         super().__init__(store, bus, job_types, batch=batch)
         self._claim_next = claim
 
     @classmethod
     def from_settings(
-        cls, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
+        cls, store: SchedulerStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
     ) -> ReferenceDispatcher:
         claim = (
             MongoClaimNext(settings.mongo_uri, settings.mongo_db)

@@ -21,7 +21,9 @@ from confluent_kafka.admin import AdminClient
 from loadtest.procs import free_port as free_port  # re-exported: the tests take it from here
 from shared.backends import Backend, mongo_backend, sqlite_backend
 from shared.bus.base import Wakeup
+from shared.model import Job, Status
 from shared.store.base import JobStore
+from shared.store.browse import JobQuery
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 
@@ -163,3 +165,8 @@ def backend_beside(store: JobStore) -> Backend:
         return sqlite_backend(store)
     assert isinstance(store, MongoJobStore), type(store)
     return mongo_backend(store)
+
+
+def tenant_jobs(store: JobStore, tenant_id: str, status: Status | None = None, limit: int = 100) -> list[Job]:
+    """A tenant's jobs, newest first, as GET /jobs lists them (the console reader beside the store)."""
+    return backend_beside(store).browser.page(tenant_id, JobQuery(status=status, limit=limit))

@@ -16,7 +16,7 @@ from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.job_types.known import KnownTypes
 from shared.schedules.engine import ScheduleEngine
-from shared.store.base import JobStore
+from shared.store.base import ApiStore
 from shared.store.browse import JobBrowser
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class ApiContext:
     """`store` and `browser` are the tenant-guarded ones when `auth` is set (AUTH=required): a route sees
     only what the request's key may."""
 
-    store: JobStore
+    store: ApiStore
     browser: JobBrowser
     known: KnownTypes
     schema: SchemaReadiness

@@ -11,7 +11,7 @@ import logging
 
 from starlette.concurrency import run_in_threadpool
 
-from shared.store.base import JobStore, StoreUnavailable
+from shared.store.base import ApiStore, StoreUnavailable
 
 log = logging.getLogger("jobsched.api")
 RETRY_INITIAL_S = 0.5
@@ -20,7 +20,7 @@ WAIT_FOR_WRITE_S = 5.0
 
 
 class SchemaReadiness:
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: ApiStore) -> None:
         self._store = store
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -32,8 +32,8 @@ from shared.store.base import (
     AttemptResult,
     AttemptStart,
     AttemptTaken,
+    ExecutorStore,
     JobNotFound,
-    JobStore,
     StartHint,
     StoreError,
     StoreUnavailable,
@@ -60,7 +60,7 @@ class _Attempt:
 class AttemptRunner:
     def __init__(
         self,
-        store: JobStore,
+        store: ExecutorStore,
         bus: Bus,
         registry: JobTypes,
         job_type: str,

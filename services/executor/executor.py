@@ -22,7 +22,7 @@ from services.executor.attempt_runner import AttemptRunner
 from services.executor.handler_calls import Deadlines, HandlerThreads, Task
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
-from shared.store.base import AttemptResult, JobStore, StoreError, StoreUnavailable
+from shared.store.base import AttemptResult, ExecutorStore, StoreError, StoreUnavailable
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
@@ -48,7 +48,7 @@ class Executor:
         self,
         attempts: AttemptRunner,
         subscription: Subscription,
-        store: JobStore,
+        store: ExecutorStore,
         *,
         concurrency: int,
         lease: timedelta,

@@ -20,7 +20,7 @@ from shared import metrics
 from shared.config import Settings
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
-from shared.store.base import JobStore, StoreError
+from shared.store.base import ReaperStore, StoreError
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
@@ -34,7 +34,7 @@ class SweepResult:
 
 
 def sweep(
-    store: JobStore,
+    store: ReaperStore,
     *,
     queued_timeout: timedelta,
     job_types: JobTypeRegistry | None = None,
@@ -74,7 +74,7 @@ def sweep(
 
 
 def run(
-    store: JobStore,
+    store: ReaperStore,
     *,
     interval: timedelta,
     queued_timeout: timedelta,

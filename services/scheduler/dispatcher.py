@@ -24,7 +24,7 @@ from shared.job_types.served import ServedTypes
 from shared.model import Job, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Action
-from shared.store.base import JobStore
+from shared.store.base import SchedulerStore
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
@@ -34,7 +34,7 @@ TEMPLATES_PER_TICK = 500
 UNKNOWN_TYPES_CHECK_S = 300.0
 
 
-DispatcherFactory = Callable[[JobStore, Bus, "Collection[str] | ServedTypes", Settings], "Dispatcher"]
+DispatcherFactory = Callable[[SchedulerStore, Bus, "Collection[str] | ServedTypes", Settings], "Dispatcher"]
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        store: JobStore,
+        store: SchedulerStore,
         bus: Bus,
         job_types: Collection[str] | ServedTypes,
         *,
@@ -73,7 +73,7 @@ class Dispatcher:
 
     @classmethod
     def from_settings(
-        cls, store: JobStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
+        cls, store: SchedulerStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
     ) -> Dispatcher:
         """The dispatcher as CLAIM_BATCH and CLAIM_LOOKAHEAD configure it."""
         return cls(store, bus, job_types, batch=settings.claim_batch, lookahead=settings.claim_lookahead)

@@ -25,7 +25,7 @@ from shared.model import NOT_FINAL, Job, Status, format_time, run_key
 from shared.schedules.policy import Action, ActiveRun, Decision, Overlap, OverlapPlan, decide_overlap, limit_runs
 from shared.schedules.spec import MAX_BACKFILL, Due, TemplateSpec
 from shared.store import transitions
-from shared.store.base import JobNotFound, JobStore, RunSpec, StoreError, TransitionRefused
+from shared.store.base import JobNotFound, RunSpec, ScheduleStore, StoreError, TransitionRefused
 
 log = logging.getLogger("jobsched.schedules")
 # Runs of one template that the overlap policies look at; more not-final runs than this is a backlog that
@@ -55,7 +55,7 @@ class Backfilled:
 
 
 class ScheduleEngine:
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: ScheduleStore) -> None:
         self._store = store
 
     # --- scheduler ----------------------------------------------------------------------------------------

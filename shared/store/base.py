@@ -168,11 +168,8 @@ class RunSpec:
     payload: dict[str, Any] | None = None
 
 
-class JobStore(Protocol):
-    """What the API, the scheduler, the executors and the reaper ask of the job store, one method per outcome.
-
-    How a store gets there (one write or several, batched with concurrent callers or not) is its own affair;
-    these docstrings are what every implementation guarantees and what tests/contract checks."""
+class StoreLifecycle(Protocol):
+    """What every process does with its store: make its schema, check it answers, let it go."""
 
     def ensure_schema(self) -> None:
         """Create collections/tables and indexes; idempotent, called at every start-up."""
@@ -183,21 +180,13 @@ class JobStore(Protocol):
     def ping(self) -> None:
         """Return if the store answers, raise StoreUnavailable otherwise."""
 
-    # --- jobs, as the API sees them ----------------------------------------------------------------------
 
-    def create(self, new: NewJob) -> Job:
-        """Insert a pending job. Raise DuplicateJob, naming the existing job's id, if its tenant has a job with
-        its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
-        JobRefused if the database cannot hold one of its values."""
+class ScheduleStore(Protocol):
+    """What the schedule engine asks (shared/schedules/engine.py), for the API's schedule endpoints and for the
+    scheduler's firing alike."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""
-
-    def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        """A tenant's jobs, newest createdAt first, optionally one status only, at most `limit`."""
-
-    def list_executions(self, job_id: str) -> list[Execution]:
-        """The job's attempt records, oldest first."""
 
     def cancel(self, job_id: str) -> Job:
         """pending|queued|buffered → cancelled, and return the cancelled job; claimed|running → cancelRequested set
@@ -209,39 +198,6 @@ class JobStore(Protocol):
         A request that races the attempt's end still ends the job cancelled unless the attempt succeeded.
         Raise JobNotFound, or TransitionRefused when the job has finished.
         """
-
-    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
-        """The ids of these (running) jobs whose cancellation was requested: what an executor checks with its
-        heartbeat."""
-
-    def redrive(self, job_id: str) -> Job:
-        """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
-        Raise JobNotFound, or TransitionRefused for any other status."""
-
-    def delete(self, job_id: str) -> Deleted:
-        """Remove a finished job (completed, dlq or cancelled) with its attempt records, so that its idempotency
-        key can be used again; a finished template goes with every run of it (their keys derive from the
-        template's). Raise JobNotFound, TransitionRefused for a job not finished, ActiveRuns for a template
-        with a run not finished (nothing is removed then). The removal is conditional on the status read, so a
-        job re-driven or re-started meanwhile is refused, not removed."""
-
-    # --- the scheduler ------------------------------------------------------------------------------------
-
-    def claim_due_jobs(
-        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
-    ) -> list[Job]:
-        """pending → queued (queuedAt = now) for up to `limit` runs due by `due_by` (scheduledAt <= due_by,
-        default now: a claim ahead of time) of these job types, in claim order: priority desc, then
-        scheduledAt asc. Templates are never claimed. Returns the jobs this call won, in claim order."""
-
-    def release_claims(self, jobs: Sequence[Job]) -> None:
-        """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""
-
-    def due_job_types(self, now: datetime) -> set[str]:
-        """The job types of due pending runs (to warn about types no executor handles)."""
-
-    def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        """Recurring templates that are pending, not paused, with scheduledAt <= now, earliest first."""
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
         """Insert the template's run (plannedAt = run.planned) and return it with True; when a job with its
@@ -273,10 +229,73 @@ class JobStore(Protocol):
         scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
         leader, a pause or an update); the updated job, or None when it changed meanwhile."""
 
+
+class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
+    """The API's: jobs as clients see them."""
+
+    def create(self, new: NewJob) -> Job:
+        """Insert a pending job. Raise DuplicateJob, naming the existing job's id, if its tenant has a job with
+        its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
+        JobRefused if the database cannot hold one of its values."""
+
+    def get(self, job_id: str) -> Job | None:
+        """The job with this id, or None (also for an id that is not a valid ObjectId)."""
+
+    def list_executions(self, job_id: str) -> list[Execution]:
+        """The job's attempt records, oldest first."""
+
+    def cancel(self, job_id: str) -> Job:
+        """pending|queued|buffered → cancelled, and return the cancelled job; claimed|running → cancelRequested set
+        (the status stays): the executor stops the handler, and the attempt's end makes the job cancelled
+        unless it is a success recorded first. Return the job either way.
+
+        The cancellation of a job that has not started takes the job's next attempt record first, so an
+        executor that received the job's wake-up message can never start it, whichever of the two acts first.
+        A request that races the attempt's end still ends the job cancelled unless the attempt succeeded.
+        Raise JobNotFound, or TransitionRefused when the job has finished.
+        """
+
+    def redrive(self, job_id: str) -> Job:
+        """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
+        Raise JobNotFound, or TransitionRefused for any other status."""
+
+    def delete(self, job_id: str) -> Deleted:
+        """Remove a finished job (completed, dlq or cancelled) with its attempt records, so that its idempotency
+        key can be used again; a finished template goes with every run of it (their keys derive from the
+        template's). Raise JobNotFound, TransitionRefused for a job not finished, ActiveRuns for a template
+        with a run not finished (nothing is removed then). The removal is conditional on the status read, so a
+        job re-driven or re-started meanwhile is refused, not removed."""
+
+
+class SchedulerStore(StoreLifecycle, ScheduleStore, Protocol):
+    """The elected scheduler's: due jobs claimed for their executors, templates fired."""
+
+    def claim_due_jobs(
+        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
+    ) -> list[Job]:
+        """pending → queued (queuedAt = now) for up to `limit` runs due by `due_by` (scheduledAt <= due_by,
+        default now: a claim ahead of time) of these job types, in claim order: priority desc, then
+        scheduledAt asc. Templates are never claimed. Returns the jobs this call won, in claim order."""
+
+    def release_claims(self, jobs: Sequence[Job]) -> None:
+        """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""
+
+    def due_job_types(self, now: datetime) -> set[str]:
+        """The job types of due pending runs (to warn about types no executor handles)."""
+
+    def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        """Recurring templates that are pending, not paused, with scheduledAt <= now, earliest first."""
+
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""
 
-    # --- an executor --------------------------------------------------------------------------------------
+
+class ExecutorStore(StoreLifecycle, Protocol):
+    """An executor's: its attempts started, kept, cancelled on request and ended."""
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        """The ids of these (running) jobs whose cancellation was requested: what an executor checks with its
+        heartbeat."""
 
     def start_attempt(
         self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
@@ -307,7 +326,9 @@ class JobStore(Protocol):
         """finish_attempt for many attempts in one batch of writes: per finish, in order, what finish_attempt
         would return, or the error it would raise. Raise StoreUnavailable when none could be written."""
 
-    # --- the reaper ---------------------------------------------------------------------------------------
+
+class ReaperStore(StoreLifecycle, Protocol):
+    """The reaper's: what a crash left behind, returned."""
 
     def release_stale_claims(self, queued_before: datetime) -> int:
         """queued → pending for jobs queued before the cutoff (their wake-up was lost); return how many."""
@@ -320,6 +341,13 @@ class JobStore(Protocol):
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
         attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
         executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+
+
+class JobStore(ApiStore, SchedulerStore, ExecutorStore, ReaperStore, Protocol):
+    """What the API, the scheduler, the executors and the reaper ask of the job store, one method per outcome.
+
+    How a store gets there (one write or several, batched with concurrent callers or not) is its own affair;
+    these docstrings are what every implementation guarantees and what tests/contract checks."""
 
 
 def one_run_added(store: JobStore, template: Job, run: RunSpec) -> tuple[Job, bool]:

@@ -232,14 +232,6 @@ class MongoJobStore:
             doc = self._jobs.find_one({"_id": ObjectId(job_id)})
         return job_from_document(doc) if doc else None
 
-    def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        query: Document = {"tenantId": tenant_id}
-        if status is not None:
-            query["status"] = status.value
-        with translate_errors():
-            docs = self._jobs.find(query).sort([("createdAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
-            return [job_from_document(d) for d in docs]
-
     def cancel(self, job_id: str) -> Job:
         for _ in range(CANCEL_TRIES):  # a job that starts or stops between the read and the write is read again
             job = self.get(job_id)

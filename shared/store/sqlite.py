@@ -389,16 +389,6 @@ class SqliteJobStore:
         with self._read() as conn:
             return _load_job(conn, job_id)
 
-    def list_for_tenant(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        status_clause = "AND status = ?" if status is not None else ""
-        params: list[Any] = [tenant_id, *([status.value] if status is not None else []), max(limit, 0)]
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM jobs WHERE tenantId = ? {status_clause} ORDER BY createdAt DESC, id DESC LIMIT ?",
-                params,
-            ).fetchall()
-        return [_to_job(r) for r in rows]
-
     def cancel(self, job_id: str) -> Job:
         with self._write() as conn:
             job = _load_job(conn, job_id) if ObjectId.is_valid(job_id) else None

@@ -22,6 +22,7 @@ from tests.contract.store_kit import (
     reload,
     together,
 )
+from tests.support import tenant_jobs
 
 
 def test_ensure_schema_is_idempotent_and_keeps_data_and_unique_keys(store: JobStore) -> None:
@@ -112,7 +113,7 @@ def test_a_duplicate_idempotency_key_is_refused_and_leaves_the_first_job(store: 
         store.create(new("dup", payload={"v": 2}))
     assert (refused.value.idempotency_key, refused.value.existing_id) == ("dup", first.id)
     assert store.get(first.id) == first
-    assert store.list_for_tenant("tenant-a", None, 10) == [first]
+    assert tenant_jobs(store, "tenant-a", None, 10) == [first]
 
 
 def test_sixteen_threads_creating_one_key_make_exactly_one_job(harness: Harness) -> None:
@@ -122,7 +123,7 @@ def test_sixteen_threads_creating_one_key_make_exactly_one_job(harness: Harness)
     created = [o for o in outcomes if isinstance(o, Job)]
     assert len(created) == 1, outcomes
     assert all(isinstance(o, DuplicateJob) for o in outcomes if not isinstance(o, Job)), outcomes
-    assert [j.id for j in harness.store.list_for_tenant("tenant-a", None, 100)] == [created[0].id]
+    assert [j.id for j in tenant_jobs(harness.store, "tenant-a", None, 100)] == [created[0].id]
 
 
 @pytest.mark.parametrize("job_id", ["", "nope", "z" * 24, "a" * 23, "a" * 25, "abcdefghijkl"])
@@ -144,9 +145,9 @@ def test_list_for_tenant_newest_first_with_status_filter_and_limit(store: JobSto
     middle = store.create(new(createdAt=now - timedelta(minutes=2), jobType="other"))
     store.create(new(tenantId="tenant-b"))
     claim_one(store, middle)
-    assert [j.id for j in store.list_for_tenant("tenant-a", None, 100)] == [newest.id, middle.id, oldest.id]
-    assert [j.id for j in store.list_for_tenant("tenant-a", None, 2)] == [newest.id, middle.id]
-    assert [j.id for j in store.list_for_tenant("tenant-a", Status.PENDING, 100)] == [newest.id, oldest.id]
-    assert [j.status for j in store.list_for_tenant("tenant-a", Status.QUEUED, 100)] == [Status.QUEUED]
-    assert store.list_for_tenant("tenant-a", Status.DLQ, 100) == []
-    assert store.list_for_tenant("nobody", None, 100) == []
+    assert [j.id for j in tenant_jobs(store, "tenant-a", None, 100)] == [newest.id, middle.id, oldest.id]
+    assert [j.id for j in tenant_jobs(store, "tenant-a", None, 2)] == [newest.id, middle.id]
+    assert [j.id for j in tenant_jobs(store, "tenant-a", Status.PENDING, 100)] == [newest.id, oldest.id]
+    assert [j.status for j in tenant_jobs(store, "tenant-a", Status.QUEUED, 100)] == [Status.QUEUED]
+    assert tenant_jobs(store, "tenant-a", Status.DLQ, 100) == []
+    assert tenant_jobs(store, "nobody", None, 100) == []

@@ -18,6 +18,7 @@ from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import new, together
+from tests.support import tenant_jobs
 
 
 def test_one_key_in_two_tenants_makes_two_jobs_and_stays_unique_within_each(store: JobStore) -> None:
@@ -27,7 +28,7 @@ def test_one_key_in_two_tenants_makes_two_jobs_and_stays_unique_within_each(stor
     for tenant in ("tenant-a", "tenant-b"):
         with pytest.raises(DuplicateJob):
             store.create(new("shared-key", tenantId=tenant))
-        assert [j.idempotencyKey for j in store.list_for_tenant(tenant, None, 10)] == ["shared-key"]
+        assert [j.idempotencyKey for j in tenant_jobs(store, tenant, None, 10)] == ["shared-key"]
 
 
 def test_concurrent_creates_of_one_key_make_one_job_per_tenant(harness: Harness) -> None:
@@ -44,7 +45,7 @@ def test_templates_with_one_key_in_two_tenants_spawn_a_run_each(store: JobStore)
     assert [store.add_run(t, RunSpec(planned))[1] for t in templates] == [True, True]
     assert [store.add_run(t, RunSpec(planned))[1] for t in templates] == [False, False]
     for template in templates:
-        [run] = [j for j in store.list_for_tenant(template.tenantId, None, 10) if j.templateId == template.id]
+        [run] = [j for j in tenant_jobs(store, template.tenantId, None, 10) if j.templateId == template.id]
         assert run.idempotencyKey == run_key("nightly", planned)
 
 

@@ -16,6 +16,7 @@ from tests.contract.store_kit import (
     reload,
     together,
 )
+from tests.support import tenant_jobs
 
 
 def test_due_templates_are_pending_templates_earliest_first(store: JobStore) -> None:
@@ -37,7 +38,7 @@ def test_add_run_inserts_the_run_once_per_planned_time(store: JobStore) -> None:
     assert store.add_run(template, RunSpec(planned))[1] is True
     assert store.add_run(template, RunSpec(planned))[1] is False
     assert store.add_run(template, RunSpec(planned + timedelta(days=1)))[1] is True
-    runs = [j for j in store.list_for_tenant("tenant-a", None, 10) if not j.is_template]
+    runs = [j for j in tenant_jobs(store, "tenant-a", None, 10) if not j.is_template]
     [run] = [r for r in runs if r.scheduledAt == planned]
     assert len(runs) == 2
     assert run.idempotencyKey == run_key("nightly", planned) == f"nightly-run-{1_893_463_200 * 10**9}"
@@ -88,7 +89,7 @@ def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> 
     outcomes = together([partial(stores[i % 2].add_run, template, RunSpec(planned)) for i in range(8)])
     inserted = [o[1] if isinstance(o, tuple) else o for o in outcomes]
     assert sorted(inserted, key=str) == [False] * 7 + [True], outcomes
-    runs = [j for j in harness.store.list_for_tenant("tenant-a", None, 10) if j.templateId == template.id]
+    runs = [j for j in tenant_jobs(harness.store, "tenant-a", None, 10) if j.templateId == template.id]
     assert len(runs) == 1
 
 

@@ -15,7 +15,7 @@ from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
 from shared.store.base import AttemptResult, JobStore
 from shared.store.mongo import MongoJobStore
 from tests.integration.conftest import MakeApp
-from tests.support import LOCAL, wait_until
+from tests.support import LOCAL, tenant_jobs, wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
 
@@ -98,7 +98,7 @@ def test_32_concurrent_creates_with_one_key_give_exactly_one_201(
     responses = asyncio.run(create_32())
     codes = sorted(r.status_code for r in responses)
     assert codes == [201] + [409] * 31
-    assert len(api_store.list_for_tenant("tenant-a", None, 100)) == 1
+    assert len(tenant_jobs(api_store, "tenant-a", None, 100)) == 1
 
 
 def test_recurring_cron_template_gets_its_first_fire_time(api: TestClient) -> None:

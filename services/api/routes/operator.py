@@ -24,7 +24,7 @@ from services.api.models.operator import RedriveRequest
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Status, format_time, utc_now
-from shared.store.base import JobNotFound, JobStore, TransitionRefused
+from shared.store.base import ApiStore, JobNotFound, TransitionRefused
 from shared.store.browse import JobBrowser
 
 log = logging.getLogger("jobsched.api")
@@ -140,7 +140,7 @@ def _without_payload(job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-def _redrive_each(store: JobStore, job_ids: list[str]) -> Redriven:
+def _redrive_each(store: ApiStore, job_ids: list[str]) -> Redriven:
     redriven: list[str] = []
     refused: list[dict[str, str]] = []
     for job_id in job_ids:
@@ -151,7 +151,7 @@ def _redrive_each(store: JobStore, job_ids: list[str]) -> Redriven:
     return redriven, refused
 
 
-def _redrive_group(store: JobStore, browser: JobBrowser, tenant: str | None, error: str) -> tuple[Redriven, bool]:
+def _redrive_group(store: ApiStore, browser: JobBrowser, tenant: str | None, error: str) -> tuple[Redriven, bool]:
     redriven: list[str] = []
     refused: list[dict[str, str]] = []
     while len(redriven) < REDRIVE_MAX_PER_CALL:
