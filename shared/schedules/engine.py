@@ -116,7 +116,7 @@ class ScheduleEngine:
             return False
         run = failed[0]
         note = f"paused on failure: run {run.id} ended in the DLQ: {run.lastError or 'failed'}"
-        paused = self._store.update_pending(template, transitions.template_paused(note, now))
+        paused = self._store.update_if_unmoved(template, transitions.template_paused(note, now))
         log.warning("template paused on failure", extra={"action": "template_paused", "jobId": template.id})
         return paused is not None or template.paused is True
 
@@ -242,16 +242,16 @@ class ScheduleEngine:
         remaining = max(spec.remaining_runs - runs, 0) if spec.remaining_runs is not None else None
         next_at = None if ended else due.next_at
         fields = transitions.template_fired(due.handled_until, next_at, remaining, now)
-        self._store.update_pending(template, fields)  # None: another leader (or an update) moved it first
+        self._store.update_if_unmoved(template, fields)  # None: another leader (or an update) moved it first
 
     def _update(self, template: Job, fields_for: Callable[[Job], dict[str, Any]]) -> Job:
-        """update_pending with retries: the scheduler may move the template's cursor between read and write."""
+        """update_if_unmoved with retries: the scheduler may move the template's cursor between read and write."""
         current: Job | None = template
         for _ in range(UPDATE_TRIES):
             assert current is not None
             if current.status is not Status.PENDING:
                 raise TransitionRefused(current, "change")
-            updated = self._store.update_pending(current, fields_for(current))
+            updated = self._store.update_if_unmoved(current, fields_for(current))
             if updated is not None:
                 return updated
             current = self._store.get(template.id)

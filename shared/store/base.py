@@ -224,10 +224,11 @@ class ScheduleStore(Protocol):
     def promote_buffered(self, run: Job, now: datetime) -> bool:
         """buffered → pending, due `now`; False when the run is not buffered any more (cancelled, promoted)."""
 
-    def update_pending(self, job: Job, fields: dict[str, Any]) -> Job | None:
-        """Apply `fields` (a transition's, see transitions.py) to a job that is still pending with the
-        scheduledAt it was read with (a template's fire-time cursor: a compare-and-set against another
-        leader, a pause or an update); the updated job, or None when it changed meanwhile."""
+    def update_if_unmoved(self, job: Job, fields: dict[str, Any]) -> Job | None:
+        """Apply `fields`, one of transitions.py's named changes (template_paused, template_resumed,
+        template_fired, template_rescheduled, a PATCH's), to a job that is still pending with the scheduledAt
+        it was read with (a template's fire-time cursor: a compare-and-set against another leader, a pause or
+        an update); the updated job, or None when it moved meanwhile and nothing was written."""
 
 
 class ApiStore(StoreLifecycle, ScheduleStore, Protocol):

@@ -418,7 +418,7 @@ class MongoJobStore:
             )
         return result.modified_count == 1
 
-    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+    def update_if_unmoved(self, job: Job, fields: transitions.Fields) -> Job | None:
         with translate_errors():
             doc = self._jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},

@@ -535,7 +535,7 @@ class SqliteJobStore:
             row = _update_job(conn, run.id, transitions.promoted(now), "status = ?", (Status.BUFFERED.value,))
         return row is not None
 
-    def update_pending(self, job: Job, fields: transitions.Fields) -> Job | None:
+    def update_if_unmoved(self, job: Job, fields: transitions.Fields) -> Job | None:
         with self._write() as conn:
             guard = (Status.PENDING.value, _to_ms(job.scheduledAt))
             row = _update_job(conn, job.id, fields, "status = ? AND scheduledAt = ?", guard)

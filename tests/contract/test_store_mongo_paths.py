@@ -73,7 +73,7 @@ def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed
 
         def reschedule_first(*args: Any, **kwargs: Any) -> Any:
             monkeypatch.setattr(store._jobs, "update_many", update_many)
-            assert store.update_pending(moved, {"scheduledAt": later, "updatedAt": utc_now()}) is not None
+            assert store.update_if_unmoved(moved, {"scheduledAt": later, "updatedAt": utc_now()}) is not None
             return update_many(*args, **kwargs)
 
         monkeypatch.setattr(store._jobs, "update_many", reschedule_first)

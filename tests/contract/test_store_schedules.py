@@ -133,7 +133,7 @@ def test_template_runs_page_after_a_run_in_the_same_order(store: JobStore) -> No
     for spec in specs:
         store.add_run(tpl, spec)
     for legacy in runs_of(store, tpl)[-2:]:  # two runs as an older version wrote them: no plannedAt
-        store.update_pending(legacy, {"plannedAt": transitions.UNSET})
+        store.update_if_unmoved(legacy, {"plannedAt": transitions.UNSET})
     whole = runs_of(store, tpl)
     assert len(whole) == len(specs)
     assert [r.plannedAt is None for r in whole] == [False] * (len(specs) - 2) + [True, True]
@@ -146,29 +146,29 @@ def test_template_runs_page_after_a_run_in_the_same_order(store: JobStore) -> No
     assert [r.id for r in pending] == [r.id for r in whole[4:6]]
 
 
-def test_update_pending_is_a_compare_and_set_on_the_cursor(store: JobStore) -> None:
+def test_update_if_unmoved_is_a_compare_and_set_on_the_cursor(store: JobStore) -> None:
     tpl = template(store)
-    moved = store.update_pending(
+    moved = store.update_if_unmoved(
         tpl, transitions.template_fired(tpl.scheduledAt, tpl.scheduledAt + MINUTE, 4, utc_now())
     )
     assert moved is not None
     assert (moved.scheduledAt, moved.lastFiredAt, moved.remainingRuns) == (tpl.scheduledAt + MINUTE, tpl.scheduledAt, 4)
-    assert store.update_pending(tpl, {"priority": 9}) is None  # read before the move: stale
-    ended = store.update_pending(moved, transitions.template_rescheduled(None, utc_now()))
+    assert store.update_if_unmoved(tpl, {"priority": 9}) is None  # read before the move: stale
+    ended = store.update_if_unmoved(moved, transitions.template_rescheduled(None, utc_now()))
     assert ended is not None
     assert ended.status is Status.COMPLETED
-    assert store.update_pending(ended, {"priority": 9}) is None  # not pending
+    assert store.update_if_unmoved(ended, {"priority": 9}) is None  # not pending
 
 
 def test_paused_templates_are_not_due(store: JobStore) -> None:
     tpl = template(store)
     now = utc_now()
     assert [t.id for t in store.due_templates(now, 10)] == [tpl.id]
-    paused = store.update_pending(tpl, transitions.template_paused("maintenance", now))
+    paused = store.update_if_unmoved(tpl, transitions.template_paused("maintenance", now))
     assert paused is not None
     assert (paused.paused, paused.pauseNote, paused.pausedAt) == (True, "maintenance", now)
     assert store.due_templates(now, 10) == []
-    resumed = store.update_pending(paused, transitions.template_resumed(now + MINUTE, now))
+    resumed = store.update_if_unmoved(paused, transitions.template_resumed(now + MINUTE, now))
     assert resumed is not None
     assert (resumed.paused, resumed.pauseNote, resumed.pausedAt) == (False, None, None)
     assert [t.id for t in store.due_templates(now + MINUTE, 10)] == [tpl.id]

@@ -95,7 +95,7 @@ def test_concurrent_spawns_of_one_fire_time_insert_one_run(harness: Harness) -> 
 
 def advanced(store: JobStore, template: Job, next_at: datetime) -> bool:
     """The leader's move of a template's fire-time cursor: a compare-and-set on its status and scheduledAt."""
-    return store.update_pending(template, transitions.template_rescheduled(next_at, utc_now())) is not None
+    return store.update_if_unmoved(template, transitions.template_rescheduled(next_at, utc_now())) is not None
 
 
 def test_a_template_moves_on_only_the_template_it_was_given(store: JobStore) -> None:

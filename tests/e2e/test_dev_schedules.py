@@ -131,7 +131,7 @@ def test_catch_up_after_a_ten_minute_outage(dev: Dev) -> None:
     for tpl in templates.values():
         stored = store.get(tpl["id"])
         assert stored is not None
-        assert store.update_pending(stored, {"scheduledAt": cursor, "updatedAt": utc_now()}) is not None
+        assert store.update_if_unmoved(stored, {"scheduledAt": cursor, "updatedAt": utc_now()}) is not None
     store.close()
     restarted = utc_now()
     dev.start()

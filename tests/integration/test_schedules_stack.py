@@ -125,7 +125,7 @@ def test_every_policy_and_endpoint_through_the_stack(
     cursor = utc_now().replace(second=0, microsecond=0) - 10 * MINUTE
     stored = mongo_store.get(caught["id"])
     assert stored is not None
-    assert mongo_store.update_pending(stored, {"scheduledAt": cursor, "updatedAt": utc_now()}) is not None
+    assert mongo_store.update_if_unmoved(stored, {"scheduledAt": cursor, "updatedAt": utc_now()}) is not None
     wait_until(lambda: "lastFiredAt" in api.get(f"/jobs/{caught['id']}").json(), 30, "the catch-up")
     last = parse_time(api.get(f"/jobs/{caught['id']}").json()["lastFiredAt"])
     expected = [format_time(cursor + i * MINUTE) for i in range(int((last - cursor) / MINUTE) + 1)]

@@ -111,7 +111,7 @@ async def patch(request: Request) -> Response:
         run_changes = (await checked(RunPatch, data)).changes(now)
         if job.status is not Status.PENDING:
             raise TransitionRefused(job, "update")
-        patched = await api.slots.write(api.store.update_pending, job, run_changes)
+        patched = await api.slots.write(api.store.update_if_unmoved, job, run_changes)
         if patched is None:  # claimed, cancelled or moved since it was read
             current = await api.slots.read(api.store.get, job.id)
             raise TransitionRefused(current or job, "update")
