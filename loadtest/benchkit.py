@@ -21,10 +21,9 @@ from typing import Any
 
 from pymongo import MongoClient
 
+from shared.backends import open_backend, sqlite_url
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
-from shared.store.mongo import MongoJobStore
-from shared.store.sqlite import SqliteJobStore
 from shared.store.transitions import KIND_RUN
 
 Figures = dict[str, Any]
@@ -207,7 +206,7 @@ def seed_sqlite(
     path: str | os.PathLike[str], count: int, scheduled_at: Callable[[int], datetime], key_prefix: str
 ) -> None:
     """Insert `count` pending noop jobs into the SQLite store at `path` through SqliteJobStore.create."""
-    store = SqliteJobStore(path, durable=False)
+    store = open_backend(sqlite_url(os.path.abspath(path)), durable=False).jobs
     try:
         store.ensure_schema()
         for n in range(count):
@@ -244,7 +243,7 @@ def drop_database(uri: str, name: str) -> None:
 def scratch_database(uri: str) -> Iterator[str]:
     """A fresh database with jobsched's schema, dropped afterwards: its name."""
     name = unique_name()
-    store = MongoJobStore.connect(uri, name)
+    store = open_backend(uri, database=name).jobs
     try:
         store.ensure_schema()
         yield name

@@ -20,11 +20,10 @@ from pymongo import MongoClient
 
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, seed_jobs, seed_sqlite, store_kind
 from loadtest.reference import ClaimNext, MongoClaimNext, store_claim_next
+from shared.backends import open_backend, sqlite_url
 from shared.model import utc_now
 from shared.store.base import JobStore
-from shared.store.mongo import MongoJobStore
 from shared.store.mongo import due_runs_filter as claim_filter  # the exact filter of both claims
-from shared.store.sqlite import SqliteJobStore
 
 JOB_TYPES = ("noop",)
 GROWS_FACTOR = 2.0  # a claim this many times slower at the largest backlog than at the smallest "grows"
@@ -78,7 +77,7 @@ def future_at(first: datetime) -> Callable[[int], datetime]:
 def mongo_sweep(uri: str, args: argparse.Namespace) -> tuple[dict[int, Figures], Figures]:
     """The sweep on MONGO_URI, and the server's plan of the claim query at the largest backlog."""
     with scratch_database(uri) as database:
-        store = MongoJobStore.connect(uri, database)
+        store = open_backend(uri, database=database).jobs
         claim_next = MongoClaimNext(uri, database)
         try:
 
@@ -118,7 +117,7 @@ def sqlite_sweep(args: argparse.Namespace) -> dict[int, Figures]:
         def seed(count: int, at: Callable[[int], datetime], prefix: str) -> None:
             seed_sqlite(path, count, at, prefix)
 
-        store = SqliteJobStore(path, durable=False)
+        store = open_backend(sqlite_url(os.path.abspath(path)), durable=False).jobs
         try:
             store.ensure_schema()
             return sweep(store, store_claim_next(store), seed, args.sizes, args.due, args.repeat, args.singles)

@@ -11,6 +11,7 @@ finish on a store with the console's indexes against one without them (their wri
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -22,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.benchkit import Scenario, envelope, ratio
+from shared.backends import open_backend, sqlite_url
 from shared.model import Outcome, Status, utc_now
 from shared.store.base import AttemptResult, NewJob
 from shared.store.browse import JobQuery, PageCursor
-from shared.store.browse_sqlite import SqliteBrowser
-from shared.store.sqlite import ENDED_SQL, FAILED_SQL, TEMPLATES_SQL, SqliteJobStore, _from_ms, _to_job, _to_ms
+from shared.store.sqlite import ENDED_SQL, FAILED_SQL, TEMPLATES_SQL, _from_ms, _to_job, _to_ms
 
 TENANT = "console-bench"
 PAGE = 50
@@ -65,7 +66,7 @@ def median_ms(call: Callable[[], object], repeat: int) -> float:
 
 def seed(path: Path, count: int, dlq_share: float) -> None:
     """`count` jobs through the store, then moved to their statuses in bulk (the reads do not care how)."""
-    store = SqliteJobStore(path, durable=False)
+    store = open_backend(sqlite_url(os.path.abspath(path)), durable=False).jobs
     start = utc_now() - timedelta(seconds=count)
     try:
         store.ensure_schema()
@@ -99,8 +100,8 @@ def seed(path: Path, count: int, dlq_share: float) -> None:
 
 
 def reads(path: Path, count: int, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
-    store = SqliteJobStore(path)
-    browser = SqliteBrowser(store)
+    backend = open_backend(sqlite_url(os.path.abspath(path)))
+    store, browser = backend.jobs, backend.browser
     since = utc_now() - timedelta(hours=1)
     depth = count // 2
     offset_sql = "SELECT * FROM jobs WHERE tenantId = ? ORDER BY createdAt DESC, id DESC LIMIT ? OFFSET ?"
@@ -141,7 +142,7 @@ def reads(path: Path, count: int, repeat: int) -> tuple[dict[str, float], dict[s
 
 def lifecycle_rate(path: Path, jobs: int, with_console_indexes: bool) -> float:
     """Jobs/s through create → claim → start → finish, one at a time, on a fresh store."""
-    store = SqliteJobStore(path)
+    store = open_backend(sqlite_url(os.path.abspath(path))).jobs
     try:
         store.ensure_schema()
         if not with_console_indexes:

@@ -27,10 +27,10 @@ from loadtest.procs import count_until
 from loadtest.reference import MongoClaimNext, ReferenceDispatcher
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.scheduler import Scheduler
+from shared.backends import open_backend
 from shared.bus.kafka import KafkaBus
 from shared.election.single import SingleNodeElector
 from shared.model import Status
-from shared.store.mongo import MongoJobStore
 
 
 def claimed_so_far() -> float:
@@ -50,7 +50,7 @@ def measure_dispatch(
 ) -> Run:
     with scratch_database(uri) as database:
         seed_due_jobs(uri, database, count)
-        store = MongoJobStore.connect(uri, database)
+        store = open_backend(uri, database=database).jobs
         bus = KafkaBus(brokers, partitions=6, topic_prefix=f"bench-{uuid.uuid4().hex[:8]}-")
         claim_next = MongoClaimNext(uri, database)
         try:

@@ -18,10 +18,9 @@ from jobsched.type_defaults import TypeDefaults
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.procs import Service, pipeline_env, wait_until
 from loadtest.stats import percentile
+from shared.backends import open_backend
 from shared.model import Status, utc_now
-from shared.store.base import NewJob
-from shared.store.mongo import MongoJobStore
-from tests.support import backend_beside
+from shared.store.base import JobStore, NewJob
 
 TARGETS_S = {"kill9": 12.0, "sigterm": 1.0}
 SIGNALS = {"kill9": signal.SIGKILL, "sigterm": signal.SIGTERM}
@@ -45,7 +44,7 @@ class Schedulers:
         return service
 
 
-def hand_over(store: MongoJobStore, leader: Service, standby: Service, signum: int, timeout_s: float) -> float:
+def hand_over(store: JobStore, leader: Service, standby: Service, signum: int, timeout_s: float) -> float:
     """Stop the leader with `signum`, create a due job: seconds until the standby has queued it."""
     claimed_before = standby.metric("scheduler_jobs_claimed_total")
     leader.signal(signum)
@@ -78,14 +77,13 @@ def hand_over(store: MongoJobStore, leader: Service, standby: Service, signum: i
 def measure_failover(uri: str, brokers: str, repeat: int, ttl_s: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {mode: [] for mode in SIGNALS}
     with scratch_database(uri) as database, ExitStack() as stack:
-        store = MongoJobStore.connect(uri, database)
-        stack.callback(store.close)
+        backend = open_backend(uri, database=database)
+        store = backend.jobs
+        stack.callback(backend.close)
         # What is measured is the claim: no executor consumes the wake-ups, one is announced for the whole run
         # so that the schedulers claim `noop` (they claim the types of live executors only).
         now = utc_now()
-        backend_beside(store).job_types.announce(
-            "failover-bench", {"noop": TypeDefaults()}, now, now + timedelta(days=1)
-        )
+        backend.job_types.announce("failover-bench", {"noop": TypeDefaults()}, now, now + timedelta(days=1))
         schedulers = Schedulers(pipeline_env(uri, brokers, database, {"LEASE_TTL": f"{ttl_s}s"}), stack)
         leader = schedulers.start(leading=True)
         standby = schedulers.start(leading=False)

@@ -133,3 +133,17 @@ def test_there_is_no_import_cycle() -> None:
     assert cycles == []
     assert "shared.store.browse" in GRAPH["shared.store.browse_sqlite"]  # the walk sees module-level imports
     assert "shared.store.browse_sqlite" in GRAPH["shared.backends"]  # ... and those inside functions
+
+
+def test_nothing_but_the_tests_imports_the_tests() -> None:
+    importing = sorted(
+        module
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        and any(
+            name.split(".")[0] == "tests"
+            for name in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+        )
+    )
+    assert importing == []
