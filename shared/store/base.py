@@ -239,22 +239,8 @@ class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
         its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
         JobRefused if the database cannot hold one of its values."""
 
-    def get(self, job_id: str) -> Job | None:
-        """The job with this id, or None (also for an id that is not a valid ObjectId)."""
-
     def list_executions(self, job_id: str) -> list[Execution]:
         """The job's attempt records, oldest first."""
-
-    def cancel(self, job_id: str) -> Job:
-        """pending|queued|buffered → cancelled, and return the cancelled job; claimed|running → cancelRequested set
-        (the status stays): the executor stops the handler, and the attempt's end makes the job cancelled
-        unless it is a success recorded first. Return the job either way.
-
-        The cancellation of a job that has not started takes the job's next attempt record first, so an
-        executor that received the job's wake-up message can never start it, whichever of the two acts first.
-        A request that races the attempt's end still ends the job cancelled unless the attempt succeeded.
-        Raise JobNotFound, or TransitionRefused when the job has finished.
-        """
 
     def redrive(self, job_id: str) -> Job:
         """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
