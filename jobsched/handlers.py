@@ -14,7 +14,6 @@ silently running the wrong code under one name.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import threading
@@ -24,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from jobsched.backoff import Backoff
-from jobsched.payloads import Payload, PayloadType
+from jobsched.payloads import Payload, PayloadType, called_function
 from jobsched.type_defaults import TypeDefaults
 
 P = TypeVar("P")
@@ -84,16 +83,15 @@ class JobType(Generic[P, R]):
     function: Callable[[P, HandlerContext], R]
     defaults: TypeDefaults = field(default_factory=TypeDefaults)
     payload: PayloadType[P] = field(init=False, repr=False)
+    # Read per attempt by the executors: found once, at registration.
+    is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "payload", PayloadType(self.function))
+        object.__setattr__(self, "is_async", is_async_callable(self.function))
 
     def __call__(self, payload: P, ctx: HandlerContext) -> R:
         return self.function(payload, ctx)
-
-    @property
-    def is_async(self) -> bool:
-        return is_async_callable(self.function)
 
     @property
     def module(self) -> str:
@@ -190,13 +188,7 @@ class JobTypes:
 def is_async_callable(function: Callable[..., Any]) -> bool:
     """Whether calling `function` gives a coroutine to await: an async function, also behind a partial or a
     decorator that kept `__wrapped__`, or an object whose `__call__` is async."""
-    target: Any = function
-    while isinstance(target, functools.partial):
-        target = target.func
-    target = inspect.unwrap(target)
-    if inspect.isfunction(target) or inspect.ismethod(target):
-        return inspect.iscoroutinefunction(target)
-    return inspect.iscoroutinefunction(type(target).__call__) if callable(target) else False
+    return inspect.iscoroutinefunction(called_function(function))
 
 
 def not_a_coroutine(result: Any, job_type: str) -> Any:

@@ -124,13 +124,20 @@ def _payload_annotation(function: Callable[..., Any]) -> Any:
     return _without_none(annotation)
 
 
-def _globals_of(function: Callable[..., Any]) -> dict[str, Any]:
+def called_function(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The function that runs when `function` is called: through partials, decorators that kept `__wrapped__`,
+    and a callable object's `__call__`."""
     target: Any = function
     while isinstance(target, functools.partial):
         target = target.func
-    if not inspect.isfunction(target) and not inspect.ismethod(target):
-        target = type(target).__call__
     target = inspect.unwrap(target)
+    if not inspect.isfunction(target) and not inspect.ismethod(target) and callable(target):
+        target = inspect.unwrap(type(target).__call__)
+    return cast(Callable[..., Any], target)
+
+
+def _globals_of(function: Callable[..., Any]) -> dict[str, Any]:
+    target = called_function(function)
     found = getattr(target, "__globals__", None)
     if found is None:
         module = sys.modules.get(getattr(target, "__module__", ""), None)
@@ -159,7 +166,7 @@ def _refuse_init_vars(cls: type[Any]) -> None:
 def _dataclass_of(cls: type[Any], payload: Any, where: str) -> Any:
     if not isinstance(payload, dict):
         raise PayloadMismatch(f"the payload does not fit {where}: expected an object, got {_json_name(payload)}")
-    hints = typing.get_type_hints(cls)
+    hints = _field_hints(cls)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if not field.init:
@@ -173,6 +180,18 @@ def _dataclass_of(cls: type[Any], payload: Any, where: str) -> Any:
         return cls(**values)
     except (TypeError, ValueError) as exc:  # the class's own checks (__post_init__, a pydantic dataclass)
         raise PayloadMismatch(f"the payload does not fit {where}: {exc}") from exc
+
+
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _field_hints(cls: type[Any]) -> dict[str, Any]:
+    """The dataclass's field types, evaluated once per class rather than at every attempt's decode (two threads
+    that race here compute the same thing)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
 
 
 def _field_value(hint: Any, value: Any, where: str) -> Any:

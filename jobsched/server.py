@@ -11,19 +11,16 @@
 
 from __future__ import annotations
 
-# The server extra's distributions, by the modules they install: only their absence means a client-only install.
-SERVER_DRIVERS = frozenset(
-    {"starlette", "uvicorn", "pymongo", "bson", "confluent_kafka", "etcd3", "grpc", "google", "croniter"}
-    | {"prometheus_client", "pydantic", "tzdata", "anyio"}
-)
+# jobsched's own packages: one of them missing is a defect of the install, anything else a missing driver.
+OWN_PACKAGES = frozenset({"jobsched", "services", "shared", "seed"})
 
 try:
     from services.cli import main
     from services.embedded.node import DatabaseInUse, Embedded
     from shared.config import ConfigError, Settings
 except ModuleNotFoundError as missing:
-    if (missing.name or "").partition(".")[0] not in SERVER_DRIVERS:
-        raise  # not a missing driver: a defect of the install, shown as it is
+    if (missing.name or "").partition(".")[0] in OWN_PACKAGES:
+        raise  # a defect of the install (an import the wheel's build did not rewrite), shown as it is
     raise ModuleNotFoundError(
         f"jobsched.server needs the server's drivers ({missing.name} is not installed): "
         'pip install "jobsched[server]"',

@@ -79,8 +79,7 @@ def stored(job_type: JobType[P, Any], payload: P) -> dict[str, Any]:
 def run(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContext | None = None) -> Any:
     """Run the handler once, as an executor would, and return what it returned (an async one is awaited on a
     new event loop; from inside a running loop, use `arun`). What it raises, propagates."""
-    ctx = ctx or context(job_type.name)
-    result = job_type.fn(stored(job_type, cast(P, payload)), ctx)
+    result = _called(job_type, payload, ctx)
     if job_type.is_async:
         return asyncio.run(cast(Coroutine[Any, Any, Any], result))
     return not_a_coroutine(result, job_type.name)
@@ -88,11 +87,15 @@ def run(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContex
 
 async def arun(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContext | None = None) -> Any:
     """`run` from async code: an async handler is awaited on the running loop."""
-    ctx = ctx or context(job_type.name)
-    result = job_type.fn(stored(job_type, cast(P, payload)), ctx)
+    result = _called(job_type, payload, ctx)
     if job_type.is_async:
         return await result
     return not_a_coroutine(result, job_type.name)
+
+
+def _called(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContext | None) -> Any:
+    """The handler called as an executor calls it: what it returned (a coroutine for an async one)."""
+    return job_type.fn(stored(job_type, cast(P, payload)), ctx or context(job_type.name))
 
 
 @contextmanager

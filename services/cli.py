@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 
 SERVICES = {
     "standalone": ".embedded.commands:standalone_main",
@@ -16,7 +17,6 @@ SERVICES = {
     "executor": ".executor.__main__:main",
     "reaper": ".reaper.__main__:main",
     "keys": ".keys_cli:main",
-    "seed": "seed",
 }
 SUMMARIES = {
     "standalone": "the whole product as one service on a SQLite file (--db, an absolute path; API on 127.0.0.1:8080)",
@@ -47,13 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help", "help"):
         print(HELP)
         raise SystemExit(0)
-    if not args or args[0] not in SERVICES:
+    if not args or (args[0] not in SERVICES and args[0] not in OTHER_COMMANDS):
         given = f"unknown command {args[0]!r}; " if args else ""
-        print(f"jobsched: {given}one of: {', '.join(SERVICES)} (see jobsched --help)", file=sys.stderr)
+        print(
+            f"jobsched: {given}one of: {', '.join([*SERVICES, *OTHER_COMMANDS])} (see jobsched --help)", file=sys.stderr
+        )
         raise SystemExit(2)
     sys.argv = [f"jobsched {args[0]}", *args[1:]]
-    if args[0] == "seed":
-        run_seed()
+    if args[0] in OTHER_COMMANDS:
+        OTHER_COMMANDS[args[0]]()
         return
     module, function = SERVICES[args[0]].split(":")
     getattr(importlib.import_module(module, __package__), function)()
@@ -64,6 +66,9 @@ def run_seed() -> None:
     from seed.__main__ import main as seed_main
 
     seed_main()
+
+
+OTHER_COMMANDS: dict[str, Callable[[], None]] = {"seed": run_seed}
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ def write_report(report: Report, ctx: HandlerContext) -> str:
 
 @jobs.handler("greet")
 async def greet(payload: Greeting, ctx: HandlerContext) -> str:
-    await asyncio.sleep(0)
     return f"hello {payload['who']}"
 
 
