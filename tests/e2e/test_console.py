@@ -444,8 +444,10 @@ def test_keyboard_alone_reaches_and_takes_an_action(dev: Dev, tab: Tab) -> None:
 
     page.locator("#redrive").focus()
     page.keyboard.press("Enter")
+    expect(page.locator("dialog#confirm")).to_be_visible()
+    expect(page.locator("#confirm-ok")).to_be_focused()  # the dialog opens with Confirm focused
     with page.expect_response(re.compile(r"/retry$")) as answer:
-        page.keyboard.press("Enter")  # the dialog opens with Confirm focused
+        page.keyboard.press("Enter")
     assert answer.value.json()["status"] == "pending"
 
 
