@@ -24,6 +24,7 @@ from loadtest.procs import PROFILE_ENV
 from loadtest.scenarios import (
     api,
     backlog,
+    bulk,
     console,
     dispatch,
     drain,
@@ -56,6 +57,7 @@ SCENARIOS: dict[str, Scenario] = {
         lateness_embedded.SCENARIO,
         due_now.SCENARIO,
         keepalive.SCENARIO,
+        bulk.SCENARIO,
     )
 }
 

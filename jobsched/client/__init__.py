@@ -22,7 +22,7 @@ from jobsched.client.errors import (
     Unavailable,
     WaitTimeout,
 )
-from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Enqueued, Execution, Job, ServedType
 from jobsched.client.sync import Client
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "ConnectionFailed",
     "Deleted",
     "DuplicateJob",
+    "Enqueued",
     "Execution",
     "Job",
     "JobschedError",

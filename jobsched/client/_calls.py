@@ -6,17 +6,28 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Generic, NoReturn, TypedDict, TypeVar
 
 import httpx
 
 from jobsched.client.errors import Conflict, ConnectionFailed, JobschedError, error_for
-from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Execution, Job, ServedType, parse_time
+from jobsched.client.models import (
+    TERMINAL_STATUSES,
+    Backfilled,
+    Deleted,
+    Enqueued,
+    Execution,
+    Job,
+    ServedType,
+    parse_time,
+)
 
 T = TypeVar("T")
+MAX_BATCH_JOBS = 1000  # jobs per POST /jobs/batch
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,56 @@ def create(
     if not recurring:
         body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))
     return Call("POST", "/jobs", _job, body={k: v for k, v in body.items() if v is not None})
+
+
+class ManyOptions(TypedDict, total=False):
+    """The optional arguments of `create_many`/`enqueue_many`: the same for every job of the call."""
+
+    tenant_id: str | None  # default: the client's tenant_id
+    scheduled_at: datetime | str | None  # default: now
+    priority: int | None
+    max_attempts: int | None
+    timeout_seconds: float | None
+    idempotency_keys: Sequence[str] | None  # one per payload, in order; default: generated
+
+
+def create_many(
+    job_type: str, payloads: Sequence[dict[str, Any]], default_tenant: str | None, options: ManyOptions
+) -> Iterator[Call[list[Enqueued]]]:
+    """One-off jobs of one type, one per payload: POST /jobs/batch calls of up to MAX_BATCH_JOBS jobs each, made
+    as they are sent (a million payloads are never one body). Resent after a failure like create: the keys
+    decide, so a job that an earlier try made comes back as a 409 naming it."""
+    keys = options.get("idempotency_keys")
+    if keys is not None and len(keys) != len(payloads):
+        raise ValueError(f"{len(keys)} idempotency_keys for {len(payloads)} payloads: give one per payload")
+    scheduled_at = format_time(options.get("scheduled_at") or datetime.now(UTC))
+    shared = {
+        "jobType": job_type,
+        "scheduledAt": scheduled_at,
+        "priority": options.get("priority"),
+        "maxAttempts": options.get("max_attempts"),
+        "timeoutSeconds": options.get("timeout_seconds"),
+    }
+    shared = {k: v for k, v in shared.items() if v is not None}
+    tenant = options.get("tenant_id") or default_tenant
+    for start in range(0, len(payloads), MAX_BATCH_JOBS):
+        jobs = [
+            {
+                "idempotencyKey": keys[i] if keys is not None else f"{job_type}-{uuid.uuid4().hex}",
+                "payload": json_payload(payloads[i]),
+                **shared,
+            }
+            for i in range(start, min(start + MAX_BATCH_JOBS, len(payloads)))
+        ]
+        body: dict[str, Any] = {"jobs": jobs} if tenant is None else {"tenantId": tenant, "jobs": jobs}
+        yield Call("POST", "/jobs/batch", partial(_enqueued, start), body=body)
+
+
+def _enqueued(offset: int, body: Any) -> list[Enqueued]:
+    return [
+        Enqueued(index=offset + i, status=int(r["status"]), id=r.get("id"), error=r.get("error"))
+        for i, r in enumerate(body["results"])
+    ]
 
 
 def json_payload(payload: dict[str, Any]) -> dict[str, Any]:

@@ -13,9 +13,18 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from jobsched.client import _calls
-from jobsched.client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
+from jobsched.client._calls import (
+    Call,
+    CreateOptions,
+    Exchange,
+    JobOptions,
+    ManyOptions,
+    Retries,
+    RetryIn,
+    UpdateOptions,
+)
 from jobsched.client.errors import DuplicateJob, WaitTimeout
-from jobsched.client.models import Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.client.models import Backfilled, Deleted, Enqueued, Execution, Job, ServedType
 from jobsched.handlers import JobType
 
 T = TypeVar("T")
@@ -49,6 +58,11 @@ class AsyncClient:
     ) -> None:
         await self.close()
 
+    @property
+    def base_url(self) -> str:
+        """The API this client talks to."""
+        return str(self._http.base_url)
+
     async def close(self) -> None:
         await self._http.aclose()
 
@@ -71,6 +85,22 @@ class AsyncClient:
         """`create` for a job type of a JobTypes collection, with its payload as the handler takes it (see
         Client.enqueue)."""
         return await self.create(job_type.name, job_type.encode(payload), **options)
+
+    async def create_many(
+        self, job_type: str, payloads: Iterable[dict[str, Any]], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """See Client.create_many."""
+        results: builtins.list[Enqueued] = []
+        for call in _calls.create_many(job_type, builtins.list(payloads), self.tenant_id, options):
+            batch: builtins.list[Enqueued] = await self._call(call)
+            results += batch
+        return results
+
+    async def enqueue_many(
+        self, job_type: JobType[P, Any], payloads: Iterable[P], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """See Client.enqueue_many."""
+        return await self.create_many(job_type.name, [job_type.encode(p) for p in payloads], **options)
 
     async def upsert(
         self,

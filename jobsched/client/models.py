@@ -151,3 +151,24 @@ class Deleted:
             status=str(body["status"]),
             runs_deleted=int(body.get("runsDeleted", 0)),
         )
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """One job of a create_many/enqueue_many call: `status` 201 created (`id` the new job), 409 its idempotency key
+    is held (`id` the holder: for a call that was resent, the job its earlier try made), 400/413 refused as a single
+    create would be, 503 not written (send it again: its key decides); `error` says why for all but 201."""
+
+    index: int  # the job's position in the call
+    status: int
+    id: str | None
+    error: str | None = None
+
+    @property
+    def created(self) -> bool:
+        return self.status == 201
+
+    @property
+    def ok(self) -> bool:
+        """The job exists: created now, or by an earlier call with its key."""
+        return self.status in (201, 409) and self.id is not None

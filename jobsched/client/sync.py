@@ -12,9 +12,18 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from jobsched.client import _calls
-from jobsched.client._calls import Call, CreateOptions, Exchange, JobOptions, Retries, RetryIn, UpdateOptions
+from jobsched.client._calls import (
+    Call,
+    CreateOptions,
+    Exchange,
+    JobOptions,
+    ManyOptions,
+    Retries,
+    RetryIn,
+    UpdateOptions,
+)
 from jobsched.client.errors import DuplicateJob, WaitTimeout
-from jobsched.client.models import Backfilled, Deleted, Execution, Job, ServedType
+from jobsched.client.models import Backfilled, Deleted, Enqueued, Execution, Job, ServedType
 from jobsched.handlers import JobType
 
 T = TypeVar("T")
@@ -48,6 +57,11 @@ class Client:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
+    @property
+    def base_url(self) -> str:
+        """The API this client talks to."""
+        return str(self._http.base_url)
+
     def close(self) -> None:
         self._http.close()
 
@@ -69,6 +83,25 @@ class Client:
         dataclass, a model or a dict): type checkers check `payload` against the handler's, and a payload of
         another type is a TypeError here rather than a failed attempt later."""
         return self.create(job_type.name, job_type.encode(payload), **options)
+
+    def create_many(
+        self, job_type: str, payloads: Iterable[dict[str, Any]], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """One-off jobs of `job_type`, one per payload (any number: sent 1,000 a request), each created or
+        refused on its own: one Enqueued per payload, in order (see Enqueued; the same options for all, see
+        ManyOptions). Raises only for a request refused whole or the API unreachable."""
+        results: builtins.list[Enqueued] = []
+        for call in _calls.create_many(job_type, builtins.list(payloads), self.tenant_id, options):
+            batch: builtins.list[Enqueued] = self._call(call)
+            results += batch
+        return results
+
+    def enqueue_many(
+        self, job_type: JobType[P, Any], payloads: Iterable[P], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """`create_many` for a job type of a JobTypes collection, with payloads as the handler takes them
+        (checked like `enqueue`'s, before anything is sent)."""
+        return self.create_many(job_type.name, [job_type.encode(p) for p in payloads], **options)
 
     def upsert(
         self,

@@ -4,7 +4,7 @@ function that finds it from its request (`context(request)`), so that a route ca
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ from services.api.http.store_slots import StoreSlots
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.job_types.known import KnownTypes
+from shared.model import Job, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import ApiStore
 from shared.store.browse import JobBrowser
@@ -40,6 +41,14 @@ class ApiContext:
     # A scheduler nudge, called after a one-off job due within `due_within` was stored.
     on_due_job: Callable[[], None] | None = None
     due_within: timedelta = timedelta(0)
+
+    def stored(self, jobs: Iterable[Job | object]) -> None:
+        """Tell the scheduler (on_due_job) when one of the jobs just stored is a one-off job due soon."""
+        if self.on_due_job is None:
+            return
+        horizon = utc_now() + self.due_within
+        if any(isinstance(j, Job) and not j.is_template and j.scheduledAt <= horizon for j in jobs):
+            self.on_due_job()
 
 
 def context(request: Request) -> ApiContext:

@@ -239,6 +239,13 @@ class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
         its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
         JobRefused if the database cannot hold one of its values."""
 
+    def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """create for each of `news`, answered in their order by the job or what create would raise for it
+        (DuplicateJob naming the holder, which may be an earlier job of the same call; JobRefused): each job is
+        created or refused on its own, never because of another, in as few writes as the store can. Raise
+        StoreUnavailable when nothing was written; a job the store could not settle after others were is answered
+        StoreUnavailable (sending it again is safe: its key decides)."""
+
     def list_executions(self, job_id: str) -> list[Execution]:
         """The job's attempt records, oldest first."""
 

@@ -225,6 +225,44 @@ class MongoJobStore:
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
 
+    def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """One unordered insert_many: the server inserts every document it can and names the ones it refused.
+        When the driver cannot encode one of them (nothing is sent then), the jobs go one create at a time."""
+        now = utc_now()
+        docs = [transitions.new_job(new, new.createdAt or now) for new in news]
+        if not docs:
+            return []
+        refused: dict[int, Document] = {}
+        with translate_errors():
+            try:
+                self._jobs.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                refused = {int(e["index"]): e for e in exc.details.get("writeErrors", [])}
+            except (InvalidDocument, OverflowError):
+                return [_caught(self.create, new) for new in news]
+            holders = self._holders([news[i] for i, e in refused.items() if e.get("code") == DUPLICATE_KEY])
+        answers: list[Job | StoreError] = []
+        for i, (new, doc) in enumerate(zip(news, docs, strict=True)):
+            error = refused.get(i)
+            if error is None:
+                answers.append(job_from_document(doc))
+            elif error.get("code") == DUPLICATE_KEY:
+                answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))
+            else:
+                answers.append(JobRefused(shorten(str(error.get("errmsg", "refused by the server")), 200)))
+        return answers
+
+    def _holders(self, news: Sequence[NewJob]) -> dict[tuple[str, str], str]:
+        """The ids of the jobs that hold these jobs' keys, by (tenant, key)."""
+        keys_by_tenant: dict[str, list[str]] = defaultdict(list)
+        for new in news:
+            keys_by_tenant[new.tenantId].append(new.idempotencyKey)
+        return {
+            (tenant, key): job_id
+            for tenant, keys in keys_by_tenant.items()
+            for key, job_id in self._ids_by_key(tenant, keys).items()
+        }
+
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
             return None

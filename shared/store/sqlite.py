@@ -355,7 +355,8 @@ class SqliteJobStore:
         # The API creates each job on a thread of its own. Each write transaction costs a WAL sync and a
         # hand-over of the write lock whatever it holds, so the creates that threads ask for while one
         # transaction runs are all written by the next one (group commit); each still succeeds or fails alone (a
-        # savepoint each). An executor batches its starts and outcomes itself (start_attempts, finish_attempts).
+        # taken key skips its own row only). An executor batches its starts and outcomes itself (start_attempts,
+        # finish_attempts).
         self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
 
     def close(self) -> None:
@@ -378,10 +379,28 @@ class SqliteJobStore:
     def create(self, new: NewJob) -> Job:
         return self._creates.submit(new)
 
-    def _create_batch(self, requests: Sequence[NewJob]) -> list[Job | BaseException]:
+    def _create_batch(self, requests: Sequence[NewJob]) -> list[Job | StoreError]:
         """The creates of concurrent API requests, one write transaction for all (group commit)."""
         with self._write() as conn:
-            return [_each_alone(conn, partial(_create_one, conn, new)) for new in requests]
+            return _created(conn, requests)
+
+    def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """RUNS_PER_TRANSACTION jobs a transaction, so that the executors' writes get their turns between them.
+        The first waits for its turn within the caller's deadline (a busy store refuses the whole call, which is
+        then simply sent again); once one is written the rest wait as long as the store allows, as add_runs'
+        do, and a transaction the store still could not make answers StoreUnavailable for its jobs."""
+        answers: list[Job | StoreError] = []
+        for start in range(0, len(news), RUNS_PER_TRANSACTION):
+            chunk = news[start : start + RUNS_PER_TRANSACTION]
+            try:
+                with self._write(patient=start > 0) as conn:
+                    created = _created(conn, chunk)
+            except StoreUnavailable as exc:
+                if start == 0:
+                    raise
+                created = [exc] * len(chunk)
+            answers += created
+        return answers
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
@@ -715,20 +734,6 @@ def _drop_global_idempotency_key(conn: sqlite3.Connection) -> None:
 # --- transitions of one job inside a write transaction -----------------------------------------------------
 
 
-def _each_alone(conn: sqlite3.Connection, step: Callable[[], T]) -> T | StoreError:
-    """Run one request's statements of a shared transaction under a savepoint: it changes all or nothing, and
-    its refusal (a StoreError) is its own result rather than the batch's. Anything else rolls back the whole
-    transaction."""
-    conn.execute("SAVEPOINT one_request")
-    try:
-        outcome: T | StoreError = step()
-    except StoreError as exc:
-        conn.execute("ROLLBACK TO one_request")
-        outcome = exc
-    conn.execute("RELEASE one_request")
-    return outcome
-
-
 def _refused_before_writing(step: Callable[[], T]) -> T | StoreError:
     """Run one request's statements of a shared transaction whose refusals (a StoreError: not found, not
     startable, attempt taken) are all decided before its first write: a refusal is its own result rather than the
@@ -740,15 +745,43 @@ def _refused_before_writing(step: Callable[[], T]) -> T | StoreError:
         return exc
 
 
-def _create_one(conn: sqlite3.Connection, new: NewJob) -> Job:
-    fields = {"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or utc_now())}
-    row = _insert_unique(conn, "jobs", fields)
-    if row is None:
-        holder = conn.execute(
+def _created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | StoreError]:
+    """The jobs inserted by multi-row INSERTs that skip a row whose unique key is taken (ON CONFLICT DO NOTHING:
+    the first of two rows with one key wins, as the first of two creates would); each skipped job is answered
+    DuplicateJob naming the key's holder. The created jobs are made from the values written, not read back."""
+    now = utc_now()
+    rows = [{"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or now)} for new in news]
+    columns = sorted(set().union(*rows))
+    _check_columns(dict.fromkeys(columns), _JOB_COLUMNS)
+    per_statement = max(1, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(columns))
+    values = [[_to_sql(c, row.get(c)) for c in columns] for row in rows]
+    inserted: set[str] = set()
+    for start in range(0, len(rows), per_statement):
+        chunk = values[start : start + per_statement]
+        marks = ", ".join([f"({_marks(columns)})"] * len(chunk))
+        sql = f"INSERT INTO jobs ({', '.join(columns)}) VALUES {marks} ON CONFLICT DO NOTHING RETURNING id"
+        inserted.update(str(r[0]) for r in conn.execute(sql, [v for row in chunk for v in row]))
+    holders = _holders(conn, [new for new, row in zip(news, rows, strict=True) if row["id"] not in inserted])
+    answers: list[Job | StoreError] = []
+    for new, row_values in zip(news, values, strict=True):
+        job_id = row_values[columns.index("id")]
+        if job_id in inserted:
+            answers.append(_job_from_values(dict(zip(columns, row_values, strict=True))))
+        else:
+            answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))
+    return answers
+
+
+def _holders(conn: sqlite3.Connection, news: Sequence[NewJob]) -> dict[tuple[str, str], str]:
+    """The ids of the jobs that hold these jobs' keys, by (tenant, key)."""
+    found: dict[tuple[str, str], str] = {}
+    for new in news:
+        row = conn.execute(
             "SELECT id FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (new.tenantId, new.idempotencyKey)
         ).fetchone()
-        raise DuplicateJob(new.idempotencyKey, str(holder[0]) if holder else None)
-    return _to_job(row)
+        if row is not None:
+            found[(new.tenantId, new.idempotencyKey)] = str(row[0])
+    return found
 
 
 def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> Job:
@@ -964,7 +997,11 @@ def _from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _to_job(row: sqlite3.Row) -> Job:
-    values = dict(zip(row.keys(), row, strict=True))
+    return _job_from_values(dict(zip(row.keys(), row, strict=True)))
+
+
+def _job_from_values(values: dict[str, Any]) -> Job:
+    """The job a row's column values hold (taken over, not copied)."""
     values.pop("kind", None)  # the store's own column, not a job field
     for key in _TIME_COLUMNS.intersection(values):
         if values[key] is not None:

@@ -9,7 +9,7 @@ A value of UNSET means "remove the field" (Mongo `$unset`, SQL NULL): it reads b
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -55,10 +55,15 @@ def stored_time(moment: datetime) -> datetime:
     return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
 
 
+_NEW_JOB_FIELDS: Final = tuple(f.name for f in fields(NewJob))
+
+
 def new_job(new: NewJob, now: datetime) -> Fields:
     """A fresh pending job (fields the client left out are omitted). `kind` separates runs from templates,
     so the claim query never has to look at cron/interval."""
-    doc: Fields = {k: v for k, v in asdict(new).items() if v is not None}
+    # The fields as they are (asdict would deep-copy the payload, most of a create's cost): the job's document
+    # shares the request's payload, which nothing changes afterwards.
+    doc: Fields = {k: v for k in _NEW_JOB_FIELDS if (v := getattr(new, k)) is not None}
     doc["scheduledAt"] = stored_time(new.scheduledAt)
     now = stored_time(now)
     doc.update(

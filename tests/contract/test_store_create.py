@@ -151,3 +151,51 @@ def test_list_for_tenant_newest_first_with_status_filter_and_limit(store: JobSto
     assert [j.status for j in tenant_jobs(store, "tenant-a", Status.QUEUED, 100)] == [Status.QUEUED]
     assert tenant_jobs(store, "tenant-a", Status.DLQ, 100) == []
     assert tenant_jobs(store, "nobody", None, 100) == []
+
+
+# --- create_many ----------------------------------------------------------------------------------------
+
+
+def test_create_many_answers_each_job_in_order_and_one_refusal_refuses_no_other(store: JobStore) -> None:
+    held = store.create(new("held"))
+    batch = [
+        new("first", payload={"n": 1}),
+        new("held"),  # a key taken before the call
+        new("second", priority=7),
+        new("first"),  # a key taken by an earlier job of the same call
+        new("held", tenantId="tenant-b"),  # the same key in another tenant is no conflict
+    ]
+    answers = store.create_many(batch)
+    assert len(answers) == 5
+    first, taken, second, repeated, other_tenant = answers
+    assert isinstance(first, Job)
+    assert isinstance(second, Job)
+    assert isinstance(other_tenant, Job)
+    assert (first.idempotencyKey, first.payload, first.status) == ("first", {"n": 1}, Status.PENDING)
+    assert (second.idempotencyKey, second.priority) == ("second", 7)
+    assert other_tenant.tenantId == "tenant-b"
+    assert isinstance(taken, DuplicateJob)
+    assert taken.existing_id == held.id
+    assert isinstance(repeated, DuplicateJob)
+    assert repeated.existing_id == first.id
+    for job in (first, second, other_tenant):
+        assert store.get(job.id) == job
+    assert {j.idempotencyKey for j in tenant_jobs(store, "tenant-a")} == {"held", "first", "second"}
+
+
+def test_create_many_of_nothing_writes_nothing(store: JobStore) -> None:
+    assert store.create_many([]) == []
+    assert tenant_jobs(store, "tenant-a") == []
+
+
+def test_create_many_jobs_are_claimed_like_created_ones(store: JobStore) -> None:
+    answers = store.create_many([new(jobType="bulk", priority=p) for p in (1, 5, 3)])
+    assert all(isinstance(a, Job) for a in answers)
+    claimed = store.claim_due_jobs(utc_now(), 10, {"bulk"})
+    assert [j.priority for j in claimed] == [5, 3, 1]
+
+
+def test_create_many_writes_more_jobs_than_one_transaction_holds(store: JobStore) -> None:
+    answers = store.create_many([new(f"many-{i}", tenantId="tenant-many") for i in range(1203)])
+    assert [a.idempotencyKey for a in answers if isinstance(a, Job)] == [f"many-{i}" for i in range(1203)]
+    assert len(tenant_jobs(store, "tenant-many", limit=2000)) == 1203

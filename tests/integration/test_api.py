@@ -339,6 +339,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
     key_paths = {"/api-keys", "/api-keys/{prefix}"} if auth_mode == "required" else set()
     assert set(doc["paths"]) == {
         "/jobs",
+        "/jobs/batch",
         "/jobs/{id}",
         "/jobs/{id}/executions",
         "/jobs/{id}/retry",

@@ -58,7 +58,9 @@ BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 MAX_INSPECTED_BODY_BYTES: Final = 1024 * 1024
 CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
-TENANT_BODIES: Final = frozenset({("POST", "/jobs")})
+TENANT_BODIES: Final = frozenset({("POST", "/jobs"), ("POST", "/jobs/batch")})
+# Routes whose JSON body lists what they create under `jobs`, each of which may name its own tenant.
+LISTED_BODIES: Final = frozenset({("POST", "/jobs/batch")})
 VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
 
 
@@ -255,11 +257,13 @@ class Authenticate:
         except jsonsafe.JsonRejected:
             data = None  # not JSON the API accepts: the route answers that
         if isinstance(data, dict):
-            if "tenantId" in data:
-                refusal = self._tenant_refusal(principal, [data["tenantId"]], where)
-                if refusal is not None:
-                    return receive, refusal
-            elif (method, self._path) in TENANT_BODIES:
+            named = [data["tenantId"]] if "tenantId" in data else []
+            if (method, self._path) in LISTED_BODIES and isinstance(data.get("jobs"), list):
+                named += [item["tenantId"] for item in data["jobs"] if isinstance(item, dict) and "tenantId" in item]
+            refusal = self._tenant_refusal(principal, named, where)
+            if refusal is not None:
+                return receive, refusal
+            if "tenantId" not in data and (method, self._path) in TENANT_BODIES:
                 body = _with_tenant(body, principal.tenant, empty=not data)
         return _replay(body, receive), None
 

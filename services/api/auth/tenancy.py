@@ -4,18 +4,18 @@ The API's routes never see the real job store: create_app hands them a TenantGua
 principal (set by the authentication wrapper, auth.py) and applies one rule per kind of argument, whatever the
 method is called. An argument named `job_id` (or `template_id`) must name a job of the principal's tenant, and a
 Job passed as `job` or `template` must be one, or the call raises JobNotFound (the 404 of an unknown id: another
-tenant's job is indistinguishable from none); `tenant_id`, and the tenant of a NewJob argument `new`, must be
-the principal's, or the call is 403. A store method with none of
-these arguments is refused unless it is one of the tenant-free ones (schema, ping, close), so a route added
-later that calls a new store method is scoped by its arguments' names, or fails loudly, never leaks. An admin
-key's principal may use every tenant.
+tenant's job is indistinguishable from none); `tenant_id`, and the tenant of a NewJob argument `new` (of each
+of `news`), must be the principal's, or the call is 403. A store method with none of these arguments is refused
+unless it is one of the tenant-free ones (schema, ping, close), so a route added later that calls a new store
+method is scoped by its arguments' names, or fails loudly, never leaks. An admin key's principal may use every
+tenant.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import wraps
@@ -151,6 +151,11 @@ def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob) -> Non
     check_tenant(principal, new.tenantId)
 
 
+def _check_new_jobs(guard: TenantGuard, principal: Principal, news: Sequence[NewJob]) -> None:
+    for new in news:
+        check_tenant(principal, new.tenantId)
+
+
 _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "job_id": _check_job_id,
     "template_id": _check_job_id,
@@ -158,6 +163,7 @@ _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "template": _check_job,
     "tenant_id": _check_tenant_id,
     "new": _check_new_job,
+    "news": _check_new_jobs,
 }
 SCOPING_ARGUMENTS: Final = frozenset(_CHECKS)
 """The argument names that scope a store method to the request's tenant (see the module docstring)."""

@@ -33,6 +33,42 @@ _DELETED: dict[str, Any] = {
     },
 }
 
+_BATCH_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "required": ["jobs"],
+    "additionalProperties": False,
+    "properties": {
+        "tenantId": {"type": "string", "description": "The tenant of every job that names none"},
+        "jobs": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {"$ref": REF.format(model="JobRequest")}},
+    },
+}
+_BATCH_RESULTS: dict[str, Any] = {
+    "type": "object",
+    "required": ["created", "duplicates", "refused", "results"],
+    "properties": {
+        "created": {"type": "integer"},
+        "duplicates": {"type": "integer"},
+        "refused": {"type": "integer"},
+        "results": {
+            "type": "array",
+            "description": "One per job, in order",
+            "items": {
+                "type": "object",
+                "required": ["status"],
+                "properties": {
+                    "status": {
+                        "type": "integer",
+                        "description": "201 created; 409 key held (by id); 400/413 refused as POST /jobs would; 503"
+                        " not written (send it again)",
+                    },
+                    "id": {"type": ["string", "null"], "description": "The job created, or the one holding its key"},
+                    "error": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
 
 def _schemas() -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -103,6 +139,20 @@ def openapi_document() -> dict[str, Any]:
                             },
                         },
                         **_errors(400, 503),
+                    },
+                },
+            },
+            "/jobs/batch": {
+                "post": {
+                    "summary": "Create up to 1,000 jobs (or templates) in one request; each is created or refused on"
+                    " its own",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": _BATCH_REQUEST}}},
+                    "responses": {
+                        "200": {
+                            "description": "One result per job",
+                            "content": {"application/json": {"schema": _BATCH_RESULTS}},
+                        },
+                        **_errors(400, 413, 503),
                     },
                 },
             },

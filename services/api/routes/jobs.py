@@ -16,7 +16,7 @@ from services.api.models.jobs import STATUS_VALUES
 from services.api.new_job import new_job_of
 from services.api.routes.pages import Page, page_of, page_query, stream_jobs
 from shared.jsonsafe import shorten
-from shared.model import TERMINAL, Status, utc_now
+from shared.model import TERMINAL, Status
 from shared.store.base import DuplicateJob, JobNotFound
 from shared.store.browse import JobQuery
 
@@ -42,8 +42,7 @@ async def create_job(request: Request) -> Response:
                 f" POST /jobs/{holder.id}/delete frees the key)"
             )
         return SafeJSONResponse({"error": message, "jobId": exc.existing_id}, status_code=409)
-    if api.on_due_job is not None and not job.is_template and job.scheduledAt <= utc_now() + api.due_within:
-        api.on_due_job()
+    api.stored([job])
     log.info("job created", extra={"action": "job_created", "jobId": job.id, "tenantId": job.tenantId})
     return SafeJSONResponse(job.to_wire(), status_code=201)
 
