@@ -37,6 +37,7 @@ from loadtest.scenarios import (
     peer,
     peers_celery,
     peers_embedded,
+    retention_soak,
 )
 from shared.cli import one_line_errors
 
@@ -58,6 +59,7 @@ SCENARIOS: dict[str, Scenario] = {
         due_now.SCENARIO,
         keepalive.SCENARIO,
         bulk.SCENARIO,
+        retention_soak.SCENARIO,
     )
 }
 

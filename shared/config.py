@@ -79,6 +79,10 @@ class Settings:
     job_types: tuple[str, ...] = ()
     # How long after its last announcement a type stays known (its jobs accepted, waiting for an executor).
     job_type_retention: timedelta = timedelta(days=7)
+    # How long finished jobs (and their attempt records) are kept after they finished; None: forever.
+    retain_completed: timedelta | None = timedelta(days=7)
+    retain_cancelled: timedelta | None = timedelta(days=7)
+    retain_dlq: timedelta | None = timedelta(days=30)
     # The contract's demo types (flaky, slow) beside noop and log-message; off where nobody needs them.
     demo_job_types: bool = True
     log_level: str = "INFO"
@@ -135,6 +139,9 @@ class Settings:
             executor_heartbeat=reader.duration("EXECUTOR_HEARTBEAT", cls.executor_heartbeat),
             job_types=reader.names("JOB_TYPES"),
             job_type_retention=reader.duration("JOB_TYPE_RETENTION", cls.job_type_retention),
+            retain_completed=reader.retention("RETAIN_COMPLETED", cls.retain_completed),
+            retain_cancelled=reader.retention("RETAIN_CANCELLED", cls.retain_cancelled),
+            retain_dlq=reader.retention("RETAIN_DLQ", cls.retain_dlq),
             demo_job_types=reader.choice("DEMO_JOB_TYPES", "true", ("true", "false")) == "true",
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
             log_format=reader.choice("LOG_FORMAT", cls.log_format, ("auto", "json", "text")),
@@ -193,6 +200,13 @@ class _Reader:
         if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
             raise ConfigError(f"{name}={raw!r} must be {'zero or more' if allow_zero else 'positive'}")
         return value
+
+    def retention(self, name: str, default: timedelta | None) -> timedelta | None:
+        """A positive duration, or `forever` (None: kept until deleted by hand)."""
+        raw = self._env.get(name, "").strip()
+        if not raw:
+            return default
+        return None if raw.lower() == "forever" else self.duration(name, timedelta(0))
 
     def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
         raw = self._env.get(name, "").strip()

@@ -82,6 +82,9 @@ EXECUTOR_DEAD_LETTERED = Counter("executor_dead_lettered_total", "Jobs moved to 
 
 # reaper
 REAPER_RECOVERED = Counter("reaper_recovered_jobs_total", "Jobs returned by the reaper", ["sweep"])
+RETENTION_DELETED = Counter(
+    "retention_deleted_jobs_total", "Finished jobs (with their attempt records) deleted by age", ["status"]
+)
 
 # bus
 BUS_PUBLISH_ERRORS = Counter("bus_publish_errors_total", "Best-effort publishes (events, DLQ) that failed", ["topic"])

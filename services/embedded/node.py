@@ -43,6 +43,7 @@ from services.executor.announcer import TypeAnnouncer
 from services.executor.attempt_runner import AttemptRunner
 from services.executor.executor import Executor
 from services.reaper import sweeper
+from services.reaper.retention import Retention
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.scheduler import Scheduler
 from shared.backends import open_backend, sqlite_url
@@ -294,6 +295,7 @@ class Embedded:
                 "stop": self._stop,
                 "job_types": job_type_registry,
                 "retention": settings.job_type_retention,
+                "jobs_kept": Retention.from_settings(settings),
             },
         )
         self._threads = [threading.Thread(target=scheduler.run, name="scheduler"), *executors, reaper]

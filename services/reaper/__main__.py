@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from services.reaper.retention import Retention
 from services.reaper.sweeper import run
 from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
@@ -30,6 +31,7 @@ def main() -> None:
         stop=stop,
         job_types=backend.job_types,
         retention=settings.job_type_retention,
+        jobs_kept=Retention.from_settings(settings),
     )
     store.close()
 

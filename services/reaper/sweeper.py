@@ -1,11 +1,13 @@
-"""The reaper's two sweeps. Several reapers may run at once: a re-pend is idempotent, and closing a lost
-attempt is decided by inserting its one outcome, so only one reaper (or the executor) wins it.
+"""The reaper's sweeps. Several reapers may run at once: a re-pend is idempotent, closing a lost attempt is
+decided by inserting its one outcome, so only one reaper (or the executor) wins it, and a job deleted by age is
+deleted once.
 
 - queued longer than QUEUED_TIMEOUT → pending: the wake-up was lost (publish or consumer failure).
 - running (or claimed, as earlier versions wrote) whose lease ran out (CLAIM_TIMEOUT after the start, extended
   by executor heartbeats) → the attempt is closed as `lost` and the job goes back to pending with attempts+1
   and backoff, or to dlq when its budget is spent: a job that crashes every executor ends in the DLQ instead of
   looping.
+- finished longer than its status's retention → deleted with its attempt records (retention.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from services.reaper.retention import KEEP_FOREVER, Retention, delete_aged
 from shared import metrics
 from shared.config import Settings
 from shared.job_types.announcements import JobTypeRegistry
@@ -31,6 +34,7 @@ DEFAULT_RETENTION = Settings.job_type_retention
 class SweepResult:
     requeued: int = 0
     recovered: int = 0
+    deleted: int = 0
 
 
 def sweep(
@@ -39,9 +43,10 @@ def sweep(
     queued_timeout: timedelta,
     job_types: JobTypeRegistry | None = None,
     retention: timedelta = DEFAULT_RETENTION,
+    jobs_kept: Retention = KEEP_FOREVER,
 ) -> SweepResult:
     """One pass. With `job_types`, a lost attempt is retried with its type's backoff as its executors announced
-    it, and announcements older than `retention` are forgotten."""
+    it, and announcements older than `retention` are forgotten. Finished jobs are kept as `jobs_kept` says."""
     now = utc_now()
     result = SweepResult(requeued=store.release_stale_claims(now - queued_timeout))
     if result.requeued:
@@ -70,6 +75,7 @@ def sweep(
                 "status": recovered.status.value,
             },
         )
+    result.deleted = sum(delete_aged(store, jobs_kept, now).values())
     return result
 
 
@@ -81,11 +87,12 @@ def run(
     stop: threading.Event,
     job_types: JobTypeRegistry | None = None,
     retention: timedelta = DEFAULT_RETENTION,
+    jobs_kept: Retention = KEEP_FOREVER,
 ) -> None:
     """Sweep every `interval` until `stop`; a failed sweep (store down) is retried on the next interval."""
     while not stop.is_set():
         try:
-            sweep(store, queued_timeout=queued_timeout, job_types=job_types, retention=retention)
+            sweep(store, queued_timeout=queued_timeout, job_types=job_types, retention=retention, jobs_kept=jobs_kept)
         except StoreError as exc:
             log.warning("sweep failed, retrying next interval", extra={"action": "sweep_failed", "error": str(exc)})
         stop.wait(interval.total_seconds())

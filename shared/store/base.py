@@ -336,6 +336,12 @@ class ReaperStore(StoreLifecycle, Protocol):
         attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
         executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
 
+    def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
+        """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of
+        its own) that are `status` (completed, cancelled or dlq) and have not changed since before
+        `finished_before` (their updatedAt), oldest first, with their attempt records; return how many. A job
+        re-driven meanwhile is not deleted. Its idempotency key is free again."""
+
 
 class JobStore(ApiStore, SchedulerStore, ExecutorStore, ReaperStore, Protocol):
     """What the API, the scheduler, the executors and the reaper ask of the job store, one method per outcome.

@@ -91,7 +91,7 @@ class SqliteBrowser:
             ).fetchall()
             ended = conn.execute(
                 f"SELECT jobType, status, count(*) FROM jobs INDEXED BY recent_endings "
-                f"WHERE {ENDED_SQL} AND updatedAt >= ? {tenant_sql} GROUP BY jobType, status",
+                f"WHERE {FINAL_SQL} AND {ENDED_SQL} AND updatedAt >= ? {tenant_sql} GROUP BY jobType, status",
                 [_to_ms(since), *tenant_params],
             ).fetchall()
             failed = conn.execute(

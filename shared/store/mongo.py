@@ -193,6 +193,7 @@ class MongoJobStore:
         )
         self._jobs.create_index([("templateId", ASCENDING), ("plannedAt", DESCENDING)], name="template_runs_planned")
         self._jobs.create_index([("status", ASCENDING), ("leaseExpiresAt", ASCENDING)], name="expired_attempts")
+        self._jobs.create_index([("status", ASCENDING), ("updatedAt", ASCENDING)], name="finished_age")
         self._executions.create_index([("jobId", ASCENDING), ("attempt", ASCENDING)], name="job_attempts")
         self._outcomes.create_index("jobId", name="job_outcomes")
         for collection, keys, options in OPERATOR_INDEXES:
@@ -817,6 +818,26 @@ class MongoJobStore:
                 self._update(transitions.requeued(utc_now())),
             )
         return int(result.modified_count)
+
+    def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
+        """The jobs first, each still as found (a job re-driven meanwhile stays), then the records of those that
+        went: a crash in between leaves records no job points to, never a job without its history."""
+        if status not in TERMINAL:
+            raise ValueError(f"only finished jobs are deleted by age, not {status.value} ones")
+        if limit <= 0:
+            return 0
+        aged = {"status": status.value, "updatedAt": {"$lt": finished_before}, "kind": {"$ne": KIND_TEMPLATE}}
+        with translate_errors():
+            found = [d["_id"] for d in self._jobs.find(aged, {"_id": 1}).sort("updatedAt", ASCENDING).limit(limit)]
+            if not found:
+                return 0
+            self._jobs.delete_many({"_id": {"$in": found}, **aged})
+            kept = {d["_id"] for d in self._jobs.find({"_id": {"$in": found}}, {"_id": 1})}
+            gone = [str(i) for i in found if i not in kept]
+            self._executions.delete_many({"jobId": {"$in": gone}})
+            self._outcomes.delete_many({"jobId": {"$in": gone}})
+            self._cancel_requests.delete_many({"_id": {"$in": gone}})
+        return len(gone)
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         query = {"status": {"$in": list(ATTEMPT_ACTIVE)}, "leaseExpiresAt": {"$lt": now}}

@@ -152,7 +152,7 @@ _SCHEMA: Final = (
     f"CREATE INDEX IF NOT EXISTS tenant_templates ON jobs (tenantId, createdAt DESC, id DESC) WHERE {TEMPLATES_SQL}",
     "CREATE INDEX IF NOT EXISTS template_runs ON jobs (templateId, createdAt DESC, id DESC) "
     "WHERE templateId IS NOT NULL",
-    f"CREATE INDEX IF NOT EXISTS recent_endings ON jobs (updatedAt, jobType, status, tenantId) WHERE {ENDED_SQL}",
+    f"CREATE INDEX IF NOT EXISTS recent_endings ON jobs (updatedAt, jobType, status, tenantId) WHERE {FINAL_SQL}",
     f"CREATE INDEX IF NOT EXISTS dead_letters ON jobs (lastError, updatedAt, jobType, tenantId) WHERE {DEAD_SQL}",
     "CREATE INDEX IF NOT EXISTS template_runs_planned ON jobs (templateId, plannedAt DESC)",
     """CREATE TABLE IF NOT EXISTS executions (
@@ -650,6 +650,24 @@ class SqliteJobStore:
                 [*set_params, Status.QUEUED.value, _to_ms(queued_before)],
             )
         return cursor.rowcount
+
+    def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
+        if status not in TERMINAL:
+            raise ValueError(f"only finished jobs are deleted by age, not {status.value} ones")
+        with self._write() as conn:  # the write lock: what the SELECT found is what the DELETEs remove
+            ids = [
+                str(r[0])
+                for r in conn.execute(
+                    f"""SELECT id FROM jobs INDEXED BY recent_endings
+                        WHERE {FINAL_SQL} AND status = ? AND updatedAt < ? AND kind != ?
+                        ORDER BY updatedAt LIMIT ?""",
+                    (status.value, _to_ms(finished_before), KIND_TEMPLATE, max(limit, 0)),
+                )
+            ]
+            for chunk in _chunks(ids):
+                conn.execute(f"DELETE FROM executions WHERE jobId IN ({_marks(chunk)})", chunk)
+                conn.execute(f"DELETE FROM jobs WHERE id IN ({_marks(chunk)})", chunk)
+        return len(ids)
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         with self._read() as conn:
