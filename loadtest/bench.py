@@ -38,6 +38,7 @@ from loadtest.scenarios import (
     peers_celery,
     peers_embedded,
     retention_soak,
+    scale,
 )
 from shared.cli import one_line_errors
 
@@ -60,6 +61,7 @@ SCENARIOS: dict[str, Scenario] = {
         keepalive.SCENARIO,
         bulk.SCENARIO,
         retention_soak.SCENARIO,
+        scale.SCENARIO,
     )
 }
 

@@ -1,13 +1,14 @@
 """JobBrowser on the SQLite store's file, through the store's own connection pool.
 
-The indexes these queries walk are created with the store's schema (sqlite.py). Jobs that have ended, the bulk
-of a store that has run for a while, are in partial indexes: final_listing for pages of one final status,
-final_counts for their counts (in GROUP BY order: one walk, no sort, no row read). Jobs still on their way
-(pending to running) are counted and listed through due_order, which starts with the status, so those cost
-what the live work is, and a job's way to its end writes to none of the console's indexes. tenant_type_listing
-serves pages of one type, tenant_templates and template_runs templates and their runs, recent_endings and
-failed_attempts (partial) the last hour, dead_letters (partial) the DLQ. Where SQLite's planner, which has no
-statistics here, would pick a shorter index and read every row behind it, INDEXED BY names the right one.
+The indexes these queries walk are created with the store's schema (sqlite.py). The counts by type and status,
+and the tenants, are read from job_counts, which triggers keep with every write. Jobs that have ended, the bulk
+of a store that has run for a while, are in partial indexes: final_listing for pages of one final status. A
+tenant's pending jobs are listed through pending_listing (theirs alone); the few jobs between pending and their
+end (queued to running) are listed and counted through due_order, which starts with the status.
+tenant_type_listing serves pages of one type, tenant_templates and template_runs templates and their runs,
+recent_endings and failed_attempts (partial) the last hour, dead_letters (partial) the DLQ. Where SQLite's
+planner, which has no statistics here, would pick a shorter index and read every row behind it, INDEXED BY names
+the right one.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from shared.store.sqlite import (
     ENDED_SQL,
     FAILED_SQL,
     FINAL_SQL,
+    RESTING,
     TEMPLATES_SQL,
-    UNDERWAY_SQL,
     SqliteJobStore,
     _to_job,
     _to_ms,
 )
+
+# The statuses a job passes through in moments (not in job_counts): few jobs are ever in them.
+PASSING_SQL = f"status IN ({', '.join(repr(s.value) for s in Status if s not in RESTING)})"
 
 
 class SqliteBrowser:
@@ -48,8 +52,10 @@ class SqliteBrowser:
                 if query.status in TERMINAL:
                     where.append(FINAL_SQL)
                     index = "INDEXED BY final_listing"
-                else:
+                elif query.status is not Status.PENDING:
                     index = "INDEXED BY due_order"
+            if query.status is Status.PENDING and query.templateId is None:
+                index = "INDEXED BY pending_listing"  # its condition is the status literal above
         if query.jobType is not None:
             where.append("jobType = ?")
             params.append(query.jobType)
@@ -80,12 +86,16 @@ class SqliteBrowser:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
         with self._store._read() as conn:
             by_status = conn.execute(
-                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY final_counts WHERE {FINAL_SQL} {tenant_sql} "
+                f"SELECT jobType, status, sum(n) FROM job_counts WHERE n > 0 {tenant_sql} GROUP BY jobType, status",
+                tenant_params,
+            ).fetchall()
+            templates = conn.execute(
+                f"SELECT jobType, status, sum(n) FROM job_counts WHERE template = 1 AND n > 0 {tenant_sql} "
                 "GROUP BY jobType, status",
                 tenant_params,
             ).fetchall()
             by_status += conn.execute(
-                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY due_order WHERE {UNDERWAY_SQL} {tenant_sql} "
+                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY due_order WHERE {PASSING_SQL} {tenant_sql} "
                 "GROUP BY jobType, status",
                 tenant_params,
             ).fetchall()
@@ -100,11 +110,6 @@ class SqliteBrowser:
                     GROUP BY jobs.jobType""",
                 [_to_ms(since), *tenant_params],
             ).fetchall()
-            templates = conn.execute(
-                f"SELECT jobType, status, count(*) FROM jobs WHERE {TEMPLATES_SQL} {tenant_sql} "
-                "GROUP BY jobType, status",
-                tenant_params,
-            ).fetchall()
             (paused,) = conn.execute(
                 f"SELECT count(*) FROM jobs WHERE {TEMPLATES_SQL} AND status = ? AND paused = 1 {tenant_sql}",
                 [Status.PENDING.value, *tenant_params],
@@ -115,7 +120,7 @@ class SqliteBrowser:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
         with self._store._read() as conn:
             rows = conn.execute(
-                f"SELECT DISTINCT tenantId FROM jobs WHERE 1 {tenant_sql} ORDER BY tenantId LIMIT ?",
+                f"SELECT DISTINCT tenantId FROM job_counts WHERE n > 0 {tenant_sql} ORDER BY tenantId LIMIT ?",
                 [*tenant_params, max(limit, 0)],
             )
             return [str(r[0]) for r in rows]

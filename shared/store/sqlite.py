@@ -86,8 +86,8 @@ def _one_of(column: str, values: Iterable[str]) -> str:
 # their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
 ENDED_SQL: Final = f"status IN ('{Status.COMPLETED.value}', '{Status.DLQ.value}')"
 FINAL_SQL: Final = _one_of("status", (s.value for s in Status if s in TERMINAL))
-UNDERWAY_SQL: Final = f"status IN ({', '.join(repr(s.value) for s in Status if s not in TERMINAL)})"
 DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
+PENDING_SQL: Final = f"status = '{Status.PENDING.value}'"
 TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
 FAILED_SQL: Final = _one_of("outcome", (Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value))
 
@@ -142,12 +142,13 @@ _SCHEMA: Final = (
     # single claims an order of magnitude slower.
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
-    # The operator's pages and counts (browse_sqlite.py). All but tenant_type_listing are partial, so a job on its
-    # way to an end writes nothing to them until it gets there: jobs that have ended (the bulk of a store, by
-    # status for pages, and in GROUP BY order for the counts), templates, runs, dead letters, failed attempts.
-    # Jobs still on their way are found through due_order (status first).
+    # The operator's pages (browse_sqlite.py; the counts are job_counts'). All but tenant_type_listing are
+    # partial, so a job on its way to an end writes to them only where it waits (pending) and where it gets: jobs
+    # that have ended (the bulk of a store, by status), templates, runs, dead letters, failed attempts. Jobs
+    # between pending and their end (few: what runs now) are found through due_order.
     f"CREATE INDEX IF NOT EXISTS final_listing ON jobs (tenantId, status, createdAt DESC, id DESC) WHERE {FINAL_SQL}",
-    f"CREATE INDEX IF NOT EXISTS final_counts ON jobs (jobType, status, tenantId) WHERE {FINAL_SQL}",
+    # A tenant's pending jobs, newest first: a job enters it when created or retried and leaves it when claimed.
+    f"CREATE INDEX IF NOT EXISTS pending_listing ON jobs (tenantId, createdAt DESC, id DESC) WHERE {PENDING_SQL}",
     "CREATE INDEX IF NOT EXISTS tenant_type_listing ON jobs (tenantId, jobType, createdAt DESC, id DESC)",
     f"CREATE INDEX IF NOT EXISTS tenant_templates ON jobs (tenantId, createdAt DESC, id DESC) WHERE {TEMPLATES_SQL}",
     "CREATE INDEX IF NOT EXISTS template_runs ON jobs (templateId, createdAt DESC, id DESC) "
@@ -170,6 +171,49 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
+
+# Jobs by tenant, type, status and whether they are templates, kept by triggers in the transaction of every write
+# that inserts, deletes or moves a job: the overview's counts and the tenants read these few rows, not millions
+# of index entries. Only the statuses where jobs wait or stay are counted (RESTING); a job passes through the
+# others (queued to running) in moments, so few are ever in them, and the reads count those from due_order.
+# A job's way from pending to its end thus costs two small upserts (leaving pending, reaching its end).
+RESTING: Final = (Status.PENDING, Status.BUFFERED, *sorted(TERMINAL))
+RESTING_VALUES: Final = tuple(s.value for s in RESTING)
+_COUNTS_TABLE: Final = """CREATE TABLE IF NOT EXISTS job_counts (
+        tenantId    TEXT NOT NULL,
+        jobType     TEXT NOT NULL,
+        status      TEXT NOT NULL,              -- one of RESTING
+        template    INTEGER NOT NULL,           -- 1: templates (counted as schedules, not as jobs)
+        n           INTEGER NOT NULL,
+        PRIMARY KEY (tenantId, jobType, status, template)
+    ) WITHOUT ROWID"""
+
+
+def _counted(row: str, change: str) -> str:
+    """The trigger statement that adds `change` (+1 or -1) to the count of `row` (new or old)."""
+    key = f"{row}.tenantId, {row}.jobType, {row}.status, {row}.kind = '{KIND_TEMPLATE}'"
+    return (
+        f"INSERT INTO job_counts (tenantId, jobType, status, template, n) VALUES ({key}, {change}) "
+        f"ON CONFLICT (tenantId, jobType, status, template) DO UPDATE SET n = n + {change};"
+    )
+
+
+def _resting(row: str) -> str:
+    return _one_of(f"{row}.status", RESTING_VALUES)
+
+
+_COUNT_TRIGGERS: Final = (
+    f"CREATE TRIGGER IF NOT EXISTS counted_insert AFTER INSERT ON jobs WHEN {_resting('new')} "
+    f"BEGIN {_counted('new', '1')} END",
+    f"CREATE TRIGGER IF NOT EXISTS counted_delete AFTER DELETE ON jobs WHEN {_resting('old')} "
+    f"BEGIN {_counted('old', '-1')} END",
+    "CREATE TRIGGER IF NOT EXISTS counted_leave AFTER UPDATE OF status ON jobs "
+    f"WHEN old.status IS NOT new.status AND {_resting('old')} BEGIN {_counted('old', '-1')} END",
+    "CREATE TRIGGER IF NOT EXISTS counted_enter AFTER UPDATE OF status ON jobs "
+    f"WHEN old.status IS NOT new.status AND {_resting('new')} BEGIN {_counted('new', '1')} END",
+)
+# Indexes of earlier versions that nothing reads any more (they would only cost writes).
+_OBSOLETE_INDEXES: Final = ("final_counts",)
 
 _JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
@@ -371,6 +415,9 @@ class SqliteJobStore:
             for statement in _SCHEMA[1:]:
                 conn.execute(statement)
             _add_missing_columns(conn, "executions", _ADDED_EXECUTION_COLUMNS)
+            _ensure_counts(conn)
+            for name in _OBSOLETE_INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
 
     def ping(self) -> None:
         with self._read() as conn:
@@ -718,6 +765,21 @@ def _add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str
     for column, kind in columns.items():
         if column not in present:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _ensure_counts(conn: sqlite3.Connection) -> None:
+    """The counts table and its triggers; a file written before them gets its counts from its jobs, in the same
+    transaction (the write lock held), so no write is counted twice or missed."""
+    counted = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts'").fetchone()
+    conn.execute(_COUNTS_TABLE)
+    for trigger in _COUNT_TRIGGERS:
+        conn.execute(trigger)
+    if counted is None:
+        conn.execute(
+            f"""INSERT INTO job_counts (tenantId, jobType, status, template, n)
+                SELECT tenantId, jobType, status, kind = '{KIND_TEMPLATE}', count(*) FROM jobs
+                WHERE {_one_of("status", RESTING_VALUES)} GROUP BY 1, 2, 3, 4"""
+        )
 
 
 def _drop_changed_indexes(conn: sqlite3.Connection) -> None:

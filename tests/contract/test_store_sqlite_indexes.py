@@ -17,11 +17,13 @@ from tests.support import backend_beside
 OLD_DEFINITIONS = {
     "final_listing": "CREATE INDEX final_listing ON jobs (tenantId, status, createdAt DESC, id DESC) "
     "WHERE status IN ('completed', 'dlq', 'cancelled')",
-    "final_counts": "CREATE INDEX final_counts ON jobs (jobType, status, tenantId) "
-    "WHERE status IN ('completed', 'dlq', 'cancelled')",
     "failed_attempts": "CREATE INDEX failed_attempts ON executions (finishedAt) "
     "WHERE outcome IN ('failed', 'timeout', 'lost')",
 }
+# An index of an earlier version that nothing reads any more.
+OBSOLETE = (
+    "CREATE INDEX final_counts ON jobs (jobType, status, tenantId) WHERE status IN ('completed', 'dlq', 'cancelled')"
+)
 
 
 def explain(path: Path, sql: str, params: tuple[object, ...]) -> list[str]:
@@ -55,6 +57,7 @@ def test_a_file_with_older_index_definitions_gets_the_current_ones(tmp_path: Pat
         for name, definition in OLD_DEFINITIONS.items():
             conn.execute(f"DROP INDEX {name}")
             conn.execute(definition)
+        conn.execute(OBSOLETE)
     conn.close()
 
     reopened = SqliteJobStore(path)
@@ -66,6 +69,7 @@ def test_a_file_with_older_index_definitions_gets_the_current_ones(tmp_path: Pat
         for name, definition in OLD_DEFINITIONS.items():
             assert name in stored
             assert stored[name] != definition
+        assert "final_counts" not in stored  # nothing reads it any more: it would only cost writes
         # The operator's queries name these indexes (INDEXED BY): with the old conditions they could not run.
         browser = backend_beside(reopened).browser
         counts = browser.counts(None, utc_now() - timedelta(hours=1))
@@ -73,3 +77,29 @@ def test_a_file_with_older_index_definitions_gets_the_current_ones(tmp_path: Pat
         assert [j.id for j in browser.page(done.tenantId, JobQuery(status=Status.COMPLETED))] == [done.id]
     finally:
         reopened.close()
+
+
+def test_a_tenants_pending_jobs_are_read_from_their_own_index(tmp_path: Path) -> None:
+    # Listing one tenant's pending jobs must not walk every tenant's (the due index has no tenant).
+    path = tmp_path / "jobs.db"
+    store = SqliteJobStore(path)
+    store.ensure_schema()
+    browser = backend_beside(store).browser
+    later = utc_now() + timedelta(hours=1)
+    for tenant, count in (("crowded", 30), ("quiet", 3)):
+        store.create_many([new(tenantId=tenant, jobType=f"t{n % 2}", scheduledAt=later) for n in range(count)])
+    page = browser.page("quiet", JobQuery(status=Status.PENDING, limit=10))
+    assert [j.tenantId for j in page] == ["quiet"] * 3
+    assert page == sorted(page, key=lambda j: (j.createdAt, j.id), reverse=True)
+    assert [j.jobType for j in browser.page("quiet", JobQuery(status=Status.PENDING, jobType="t1"))] == ["t1"]
+    statements: list[str] = []
+    with store._read() as traced:  # given back, it is the connection the next read takes (newest first)
+        traced.set_trace_callback(statements.append)
+    browser.page("quiet", JobQuery(status=Status.PENDING, limit=10))
+    traced.set_trace_callback(None)
+    [listing] = [s for s in statements if s.startswith("SELECT")]
+    with sqlite3.connect(path) as conn:
+        plan = " ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {listing}"))
+    conn.close()
+    store.close()
+    assert "USING INDEX pending_listing (tenantId=?)" in plan

@@ -31,6 +31,7 @@ TINY: dict[str, list[str]] = {
     "keepalive": ["--mode", "distributed", "--requests", "20"],
     "bulk": ["--clients", "2", "--duration", "0.5", "--batch", "50", "--batch-clients", "2", "--load", "200"],
     "retention-soak": ["--rate", "100", "--duration", "4", "--keep", "1", "--reaper", "1", "--sample", "1"],
+    "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -72,6 +73,7 @@ HEADLINES: dict[str, list[str]] = {
     "keepalive": ["jobsched.POST /jobs.ms.p50", "baseline.GET /jobs/{id}.ms.p99", "jobsched.GET /healthz.requests"],
     "bulk": ["jobsched.jobs_per_s", "baseline.jobs_per_s", "jobsched.load.jobs_per_s"],
     "retention-soak": ["jobsched.final_mb", "baseline.final_mb", "jobsched.deleted", "baseline.completed"],
+    "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.
