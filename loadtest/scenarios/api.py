@@ -14,7 +14,9 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -102,6 +104,16 @@ def is_ready(base_url: str, api: Service) -> bool:
         return httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+@contextmanager
+def dev_node(path: Path, **env: str) -> Iterator[tuple[str, Service]]:
+    """`python -m services.dev` on the SQLite file `path` (with `env`), once it answers /readyz: its URL and process."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(port), **env})) as [dev]:
+        wait_until(lambda: is_ready(base_url, dev), 120, "jobsched dev to answer /readyz")
+        yield base_url, dev
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

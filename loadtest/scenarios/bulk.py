@@ -27,7 +27,7 @@ import httpx2 as httpx
 from loadtest.__main__ import Sample
 from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.procs import Service, free_port, running, wait_until
-from loadtest.scenarios.api import creating, is_ready, saturate
+from loadtest.scenarios.api import creating, dev_node, is_ready, saturate
 from shared.model import format_time, utc_now
 
 TARGET_RATIO = 10.0
@@ -87,20 +87,16 @@ def load(base_url: str, count: int, size: int, clients: int) -> dict[str, Any]:
 
 @contextmanager
 def server(store: str) -> Iterator[str]:
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    if store == "mongo":
-        uri = os.environ["MONGO_URI"]
-        with scratch_database(uri) as database:
-            env = {"MONGO_URI": uri, "MONGO_DB": database, "API_PORT": str(port)}
-            with running(lambda: Service("api", env)) as [api]:
-                wait_until(lambda: is_ready(base_url, api), 60, "the API to answer /readyz")
-                yield base_url
+    if store == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="jobsched-bulk-") as folder, dev_node(Path(folder) / "dev.db") as node:
+            yield node[0]
         return
-    with tempfile.TemporaryDirectory(prefix="jobsched-bulk-") as folder:
-        env = {"JOBSCHED_DB": str(Path(folder) / "jobsched.db"), "API_PORT": str(port)}
-        with running(lambda: Service("dev", env)) as [dev]:
-            wait_until(lambda: is_ready(base_url, dev), 60, "jobsched dev to answer /readyz")
+    uri, port = os.environ["MONGO_URI"], free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with scratch_database(uri) as database:
+        env = {"MONGO_URI": uri, "MONGO_DB": database, "API_PORT": str(port)}
+        with running(lambda: Service("api", env)) as [api]:
+            wait_until(lambda: is_ready(base_url, api), 60, "the API to answer /readyz")
             yield base_url
 
 

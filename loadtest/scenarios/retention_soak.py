@@ -22,8 +22,7 @@ from typing import Any
 import httpx2 as httpx
 
 from loadtest.benchkit import Scenario, envelope, ratio, target
-from loadtest.procs import Service, free_port, running, wait_until
-from loadtest.scenarios.api import is_ready
+from loadtest.scenarios.api import dev_node
 from loadtest.scenarios.embedded import count_status
 from shared.model import Status, format_time, utc_now
 
@@ -68,16 +67,7 @@ async def steady_load(base_url: str, rate: int, duration_s: float, path: Path, s
 def soak(args: argparse.Namespace, keep: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="jobsched-soak-") as folder:
         path = Path(folder) / "jobsched.db"
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
-        env = {
-            "JOBSCHED_DB": str(path),
-            "API_PORT": str(port),
-            "RETAIN_COMPLETED": keep,
-            "REAPER_INTERVAL": f"{args.reaper}s",
-        }
-        with running(lambda: Service("dev", env)) as [dev]:
-            wait_until(lambda: is_ready(base_url, dev), 60, "jobsched dev to answer /readyz")
+        with dev_node(path, RETAIN_COMPLETED=keep, REAPER_INTERVAL=f"{args.reaper}s") as (base_url, dev):
             samples = asyncio.run(steady_load(base_url, args.rate, args.duration, path, args.sample))
             deleted = dev.metric("retention_deleted_jobs_total")
     half = next(s for s in samples if s[0] >= samples[-1][0] / 2)

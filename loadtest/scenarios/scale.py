@@ -21,8 +21,7 @@ import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,8 @@ import httpx2 as httpx
 
 from loadtest.benchkit import Scenario, envelope, ratio, target
 from loadtest.cpu import process_rss_mb
-from loadtest.procs import Service, free_port, running, wait_until
-from loadtest.scenarios.api import is_ready
+from loadtest.procs import wait_until
+from loadtest.scenarios.api import dev_node
 from loadtest.scenarios.retention_soak import file_mb
 from loadtest.stats import summary
 from shared.model import format_time, utc_now
@@ -45,15 +44,6 @@ TARGET_DRAIN_RATIO = 0.9
 
 def tenant(n: int) -> str:
     return f"tenant-{n:03d}"
-
-
-@contextmanager
-def node(path: Path) -> Iterator[tuple[str, Service]]:
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(port)})) as [dev]:
-        wait_until(lambda: is_ready(base_url, dev), 120, "jobsched dev to answer /readyz")
-        yield base_url, dev
 
 
 async def send_all(base_url: str, batches: list[dict[str, Any]], clients: int = 4) -> float:
@@ -200,16 +190,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="jobsched-scale-") as folder:
         path = Path(folder) / "large.db"
-        with node(path) as (base_url, _):
+        with dev_node(path) as (base_url, _):
             loaded = build(base_url, args.jobs, args.tenants)
         statuses = finish_in_bulk(path, args.pending_share)
-        with node(path) as (base_url, dev):
+        with dev_node(path) as (base_url, dev):
             large = drain(base_url, path, args.due)
             latency = reads(base_url, args.repeat)
             rss = process_rss_mb(dev.process.pid)
         size = file_mb(path)
         empty_path = Path(folder) / "empty.db"
-        with node(empty_path) as (base_url, _):
+        with dev_node(empty_path) as (base_url, _):
             empty = drain(base_url, empty_path, args.due)
     drain_ratio = ratio(True, large["jobs_per_s"], empty["jobs_per_s"])
     print(f"store: {args.jobs} jobs loaded in {loaded['seconds']} s ({loaded['jobs_per_s']} jobs/s), then {statuses}")
