@@ -3,9 +3,9 @@
 The indexes these queries use are created with the store's query indexes (mongo.py, `OPERATOR_INDEXES`):
 tenant_status_listing and tenant_type_listing for filtered pages, type_counts so the counts read index
 entries only, tenant_templates and template_runs for templates and their runs, recent_completions
-and dead_letters (partial: only completed or dead-lettered jobs enter them) for the last hour and the DLQ, and
-recent_outcomes on the attempt outcomes. The pipelines use only `$match`, `$sort` and `$group` with `$sum`,
-which every Mongo-compatible server answers.
+and dead_letters / tenant_dead_letters (partial: only completed or dead-lettered jobs enter them) for the last
+hour and the DLQ (of every tenant, of one), and recent_outcomes on the attempt outcomes. The pipelines use only
+`$match`, `$sort` and `$group` with `$sum`, which every Mongo-compatible server answers.
 """
 
 from __future__ import annotations

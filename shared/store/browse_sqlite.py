@@ -6,7 +6,8 @@ of a store that has run for a while, are in partial indexes: final_listing for p
 tenant's pending jobs are listed through pending_listing (theirs alone); the few jobs between pending and their
 end (queued to running) are listed and counted through due_order, which starts with the status.
 tenant_type_listing serves pages of one type, tenant_templates and template_runs templates and their runs,
-recent_endings and failed_attempts (partial) the last hour, dead_letters (partial) the DLQ. Where SQLite's
+recent_endings and failed_attempts (partial) the last hour, dead_letters and tenant_dead_letters (partial) the
+DLQ of every tenant and of one. Where SQLite's
 planner, which has no statistics here, would pick a shorter index and read every row behind it, INDEXED BY names
 the right one.
 """
@@ -127,9 +128,10 @@ class SqliteBrowser:
 
     def dlq_groups(self, tenant_id: str | None, limit: int) -> list[ErrorGroup]:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
+        index = "dead_letters" if tenant_id is None else "tenant_dead_letters"
         with self._store._read() as conn:
             rows = conn.execute(
-                f"SELECT lastError, jobType, count(*) FROM jobs INDEXED BY dead_letters WHERE {DEAD_SQL} {tenant_sql} "
+                f"SELECT lastError, jobType, count(*) FROM jobs INDEXED BY {index} WHERE {DEAD_SQL} {tenant_sql} "
                 "GROUP BY lastError, jobType",
                 tenant_params,
             ).fetchall()

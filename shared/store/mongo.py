@@ -105,6 +105,11 @@ OPERATOR_INDEXES: list[tuple[str, list[tuple[str, int]], dict[str, Any]]] = [
         [("lastError", 1), ("updatedAt", -1), ("tenantId", 1)],
         {"name": "dead_letters", "partialFilterExpression": {"status": Status.DLQ.value}},
     ),
+    (
+        "jobs",
+        [("tenantId", 1), ("lastError", 1), ("updatedAt", -1)],
+        {"name": "tenant_dead_letters", "partialFilterExpression": {"status": Status.DLQ.value}},
+    ),
     ("attempt_outcomes", [("outcome", 1), ("at", 1)], {"name": "recent_outcomes"}),
 ]
 CANCEL_TRIES = 5

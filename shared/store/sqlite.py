@@ -155,6 +155,9 @@ _SCHEMA: Final = (
     "WHERE templateId IS NOT NULL",
     f"CREATE INDEX IF NOT EXISTS recent_endings ON jobs (updatedAt, jobType, status, tenantId) WHERE {FINAL_SQL}",
     f"CREATE INDEX IF NOT EXISTS dead_letters ON jobs (lastError, updatedAt, jobType, tenantId) WHERE {DEAD_SQL}",
+    # One tenant's dead letters by error (its DLQ page), without walking every tenant's.
+    "CREATE INDEX IF NOT EXISTS tenant_dead_letters ON jobs (tenantId, lastError, jobType, updatedAt) "
+    f"WHERE {DEAD_SQL}",
     "CREATE INDEX IF NOT EXISTS template_runs_planned ON jobs (templateId, plannedAt DESC)",
     """CREATE TABLE IF NOT EXISTS executions (
         id          TEXT PRIMARY KEY,               -- '<jobId>:<attempt>': inserting it claims the attempt
