@@ -221,3 +221,51 @@ def test_no_path_or_query_makes_the_api_fail(
         assert response.status_code < 500, response.text
         if response.status_code >= 400:
             assert len(response.json()["error"]) < 1000
+
+
+batch_jobs = st.lists(st.one_of(hostile_payload, altered, objects, json_values), min_size=1, max_size=6)
+batches = st.tuples(
+    st.builds(lambda jobs: {"jobs": jobs}, batch_jobs)
+    | st.builds(
+        lambda jobs, tenant: {"tenantId": tenant, "jobs": jobs}, batch_jobs, plausible["tenantId"] | json_values
+    )
+    | objects
+    | json_values,
+    mutations,
+)
+
+
+def test_hostile_batches_never_fail_the_api_and_each_job_is_answered(
+    api: TestClient, api_store: JobStore, auth_mode: str
+) -> None:
+    accepted: list[str] = []
+    another_tenant = (403,) if auth_mode == "required" else ()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=batches)
+    def post(case: tuple[Any, Mutation]) -> None:
+        body, mutate = case
+        response = api.post("/jobs/batch", content=mutate(encode(body)), headers=JSON)
+        assert response.status_code in (200, 400, 413, *another_tenant), response.text
+        answer = response.json()
+        if response.status_code != 200:
+            assert isinstance(answer["error"], str)
+            return
+        assert len(answer["results"]) == len(body["jobs"])
+        for result in answer["results"]:
+            assert result["status"] in (201, 400, 409, 413), result
+            if result["status"] == 201:
+                accepted.append(result["id"])
+            else:
+                assert isinstance(result["error"], str)
+                assert len(result["error"]) < 1000
+
+    post()
+    assert accepted, "no job was accepted: the strategies no longer reach the store"
+    run_what_is_due(api_store)
+    for job_id in accepted:
+        job = api.get(f"/jobs/{job_id}")
+        assert job.status_code == 200, job.text
+        if job.json()["status"] not in FINAL:
+            assert api.delete(f"/jobs/{job_id}").status_code == 200
+        assert api.get(f"/jobs/{job_id}").json()["status"] in FINAL
