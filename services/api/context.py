@@ -17,7 +17,7 @@ from services.api.store_ping import StorePing
 from shared.job_types.known import KnownTypes
 from shared.model import Job, utc_now
 from shared.schedules.engine import ScheduleEngine
-from shared.store.base import ApiStore
+from shared.store.base import ApiStore, StoreError
 from shared.store.browse import JobBrowser
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ApiContext:
     on_due_job: Callable[[], None] | None = None
     due_within: timedelta = timedelta(0)
 
-    def stored(self, jobs: Iterable[Job | object]) -> None:
+    def stored(self, jobs: Iterable[Job | StoreError]) -> None:
         """Tell the scheduler (on_due_job) when one of the jobs just stored is a one-off job due soon."""
         if self.on_due_job is None:
             return

@@ -17,6 +17,7 @@ from services.api.http.errors import ApiError
 from services.api.http.request_bodies import INLINE_PARSE_BYTES, validated
 from services.api.models.jobs import JobRequest
 from shared.cron import ScheduleError
+from shared.jsonsafe import shorten
 from shared.model import utc_now
 from shared.store.base import NewJob
 
@@ -40,3 +41,8 @@ async def new_job_of(
     if body_bytes <= INLINE_PARSE_BYTES and not schedule:
         return new_job(data, type_max_attempts)
     return await run_in_threadpool(new_job, data, type_max_attempts)
+
+
+def unknown_type(job_type: str, known: list[str]) -> str:
+    """The 400's message for a job of a type the API does not accept."""
+    return f"jobType: unknown jobType {shorten(job_type)!r}; known types: {', '.join(known)}"

@@ -44,19 +44,19 @@ class SqliteBrowser:
         params: list[Any] = [tenant_id]
         index = ""
         if query.status is not None:
-            # A literal (an enum value, never client text): a final status's partial index applies only then.
+            # A literal (an enum value, never client text): a status's partial index applies only then.
             where.append(f"status = '{query.status.value}'")
-            if query.jobType is None and query.templateId is None:
+            if query.status is Status.PENDING and query.templateId is None:
+                index = "INDEXED BY pending_listing"  # a tenant's pending jobs alone, in page order
+            elif query.jobType is None and query.templateId is None:
                 # Ended jobs are many: walk their index in page order (the condition repeated as the partial index
-                # states it, which is how SQLite sees that it applies). Jobs underway are what is live: find them
-                # by status and sort those few (a tenant-wide walk would read every row to find them).
+                # states it, which is how SQLite sees that it applies). Jobs between pending and their end are what
+                # runs now: find them by status and sort those few (a tenant-wide walk would read every row).
                 if query.status in TERMINAL:
                     where.append(FINAL_SQL)
                     index = "INDEXED BY final_listing"
-                elif query.status is not Status.PENDING:
+                else:
                     index = "INDEXED BY due_order"
-            if query.status is Status.PENDING and query.templateId is None:
-                index = "INDEXED BY pending_listing"  # its condition is the status literal above
         if query.jobType is not None:
             where.append("jobType = ?")
             params.append(query.jobType)

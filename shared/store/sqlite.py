@@ -846,9 +846,9 @@ def _created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | Sto
         inserted.update(str(r[0]) for r in conn.execute(sql, [v for row in chunk for v in row]))
     holders = _holders(conn, [new for new, row in zip(news, rows, strict=True) if row["id"] not in inserted])
     answers: list[Job | StoreError] = []
+    id_column = columns.index("id")
     for new, row_values in zip(news, values, strict=True):
-        job_id = row_values[columns.index("id")]
-        if job_id in inserted:
+        if row_values[id_column] in inserted:
             answers.append(_job_from_values(dict(zip(columns, row_values, strict=True))))
         else:
             answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))

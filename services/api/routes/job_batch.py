@@ -23,7 +23,7 @@ from starlette.routing import Route
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import read_json
-from services.api.new_job import new_job
+from services.api.new_job import new_job, unknown_type
 from shared.jsonsafe import shorten
 from shared.model import Job
 from shared.store.base import DuplicateJob, JobRefused, NewJob, StoreError, StoreUnavailable
@@ -44,12 +44,10 @@ async def create_jobs(request: Request) -> Response:
     for _, new in news:
         if new.jobType not in accepted:
             accepted[new.jobType] = await api.known.accepts(new.jobType)
-    if not all(accepted.values()):
-        names = ", ".join(api.known.names())
-        for i, new in news:
-            if not accepted[new.jobType]:
-                results[i] = _refused(400, f"jobType: unknown jobType {shorten(new.jobType)!r}; known types: {names}")
-        news = [(i, n) for i, n in news if accepted[n.jobType]]
+    for i, new in news:
+        if not accepted[new.jobType]:
+            results[i] = _refused(400, unknown_type(new.jobType, api.known.names()))
+    news = [(i, n) for i, n in news if accepted[n.jobType]]
     if news:
         await api.schema.wait_ready()
         answers = await api.slots.write(api.store.create_many, [n for _, n in news])

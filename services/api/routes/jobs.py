@@ -13,7 +13,7 @@ from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse, error
 from services.api.http.request_bodies import list_limit, path_job_id, read_json
 from services.api.models.jobs import STATUS_VALUES
-from services.api.new_job import new_job_of
+from services.api.new_job import new_job_of, unknown_type
 from services.api.routes.pages import Page, page_of, page_query, stream_jobs
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Status
@@ -27,8 +27,7 @@ async def create_job(request: Request) -> Response:
     api = context(request)
     new = await new_job_of(await read_json(request), len(await request.body()), api.known.max_attempts)
     if not await api.known.accepts(new.jobType):
-        names = ", ".join(api.known.names())
-        raise ApiError(400, f"jobType: unknown jobType {shorten(new.jobType)!r}; known types: {names}")
+        raise ApiError(400, unknown_type(new.jobType, api.known.names()))
     await api.schema.wait_ready()
     try:
         job = await api.slots.write(api.store.create, new)
