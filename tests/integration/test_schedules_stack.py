@@ -65,9 +65,16 @@ def test_leader_killed_with_buffered_runs_loses_none_and_doubles_none(launch: La
         remainingRuns=RUNS,
         payload={"sleepMs": 1500},
     )
-    wait_until(lambda: count(api, template["id"], "buffered") >= 2, 60, "two buffered runs")
+    waiting: dict[str, str] = {}  # the buffered runs as last read before the kill (read after it, the dying
+    # leader may have promoted one in between)
+
+    def two_buffered() -> bool:
+        waiting.clear()
+        waiting.update({r["id"]: r["plannedAt"] for r in runs(api, template["id"]) if r["status"] == "buffered"})
+        return len(waiting) >= 2
+
+    wait_until(two_buffered, 60, "two buffered runs")
     first.kill()
-    waiting = {r["id"]: r["plannedAt"] for r in runs(api, template["id"]) if r["status"] == "buffered"}
     assert len(waiting) >= 2
     wait_until(lambda: leading([second]), TAKEOVER_BOUND_S, "scheduler b to take over")
     wait_until(lambda: count(api, template["id"], "completed") == RUNS, 120, f"all {RUNS} runs to complete")
