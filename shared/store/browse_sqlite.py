@@ -6,10 +6,9 @@ of a store that has run for a while, are in partial indexes: final_listing for p
 tenant's pending jobs are listed through pending_listing (theirs alone); the few jobs between pending and their
 end (queued to running) are listed and counted through due_order, which starts with the status.
 tenant_type_listing serves pages of one type, tenant_templates and template_runs templates and their runs,
-recent_endings and failed_attempts (partial) the last hour, dead_letters and tenant_dead_letters (partial) the
-DLQ of every tenant and of one. Where SQLite's
-planner, which has no statistics here, would pick a shorter index and read every row behind it, INDEXED BY names
-the right one.
+dead_letters and tenant_dead_letters (partial) the DLQ of every tenant and of one; the last hour's endings are
+counted by minute as they happen (sqlite_recent.py). Where SQLite's planner, which has no statistics here, would
+pick a shorter index and read every row behind it, INDEXED BY names the right one.
 """
 
 from __future__ import annotations
@@ -18,12 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from shared.model import TERMINAL, Job, Status
+from shared.store import sqlite_recent
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
 from shared.store.sqlite import (
     DEAD_SQL,
-    ENDED_SQL,
     FAILED_SQL,
     FINAL_SQL,
+    RECENTLY_ENDED_SQL,
     RESTING,
     TEMPLATES_SQL,
     SqliteJobStore,
@@ -100,17 +100,7 @@ class SqliteBrowser:
                 "GROUP BY jobType, status",
                 tenant_params,
             ).fetchall()
-            ended = conn.execute(
-                f"SELECT jobType, status, count(*) FROM jobs INDEXED BY recent_endings "
-                f"WHERE {FINAL_SQL} AND {ENDED_SQL} AND updatedAt >= ? {tenant_sql} GROUP BY jobType, status",
-                [_to_ms(since), *tenant_params],
-            ).fetchall()
-            failed = conn.execute(
-                f"""SELECT jobs.jobType, count(*) FROM executions JOIN jobs ON jobs.id = executions.jobId
-                    WHERE {FAILED_SQL} AND executions.finishedAt >= ? {tenant_sql}  -- outcome: executions only
-                    GROUP BY jobs.jobType""",
-                [_to_ms(since), *tenant_params],
-            ).fetchall()
+            ended, failed = sqlite_recent.last_hour(conn, tenant_id, since, RECENTLY_ENDED_SQL, FAILED_SQL)
             (paused,) = conn.execute(
                 f"SELECT count(*) FROM jobs WHERE {TEMPLATES_SQL} AND status = ? AND paused = 1 {tenant_sql}",
                 [Status.PENDING.value, *tenant_params],

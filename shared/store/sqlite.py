@@ -38,7 +38,7 @@ from bson import ObjectId
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
-from shared.store import transitions
+from shared.store import sqlite_recent, transitions
 from shared.store.base import (
     WAIT_DEADLINE,
     ActiveRuns,
@@ -86,6 +86,8 @@ def _one_of(column: str, values: Iterable[str]) -> str:
 # their SQL as literals: SQLite uses a partial index only when a query's WHERE visibly implies the index's own.
 ENDED_SQL: Final = f"status IN ('{Status.COMPLETED.value}', '{Status.DLQ.value}')"
 FINAL_SQL: Final = _one_of("status", (s.value for s in Status if s in TERMINAL))
+# Jobs that ended as the overview's last hour counts them, in the terms of the recent_endings index.
+RECENTLY_ENDED_SQL: Final = f"{FINAL_SQL} AND {ENDED_SQL}"
 DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
 PENDING_SQL: Final = f"status = '{Status.PENDING.value}'"
 TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
@@ -419,6 +421,7 @@ class SqliteJobStore:
                 conn.execute(statement)
             _add_missing_columns(conn, "executions", _ADDED_EXECUTION_COLUMNS)
             _ensure_counts(conn)
+            sqlite_recent.ensure(conn, RECENTLY_ENDED_SQL, FAILED_SQL, int(time.time() * 1000))
             for name in _OBSOLETE_INDEXES:
                 conn.execute(f"DROP INDEX IF EXISTS {name}")
 
