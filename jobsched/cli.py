@@ -1,4 +1,5 @@
-"""The `jobsched` command: the server's, which a client-only install does not have."""
+"""The `jobsched` command. The operator's commands (jobs, dlq, schedules) only talk to the API and work with a
+client-only install; every other command is the server's."""
 
 from __future__ import annotations
 
@@ -6,9 +7,15 @@ import sys
 
 
 def main() -> None:
+    from jobsched.commands import GROUPS
+    from jobsched.commands import main as operate
+
+    if sys.argv[1:2] and sys.argv[1] in GROUPS:
+        operate(sys.argv[1:])
+        return
     try:
         from jobsched.server import main as server_main
     except ModuleNotFoundError as missing:
-        print(f"jobsched: {missing}", file=sys.stderr)
+        print(f"jobsched: {missing} (the commands {', '.join(sorted(GROUPS))} work without it)", file=sys.stderr)
         raise SystemExit(2) from None
     server_main()

@@ -7,6 +7,9 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from jobsched.commands import GROUPS as OPERATOR_GROUPS
+from jobsched.commands import main as operate
+
 SERVICES = {
     "standalone": ".embedded.commands:standalone_main",
     "dev": ".embedded.commands:dev_main",
@@ -29,6 +32,9 @@ SUMMARIES = {
     "reaper": "returns jobs a crashed executor or scheduler left behind",
     "keys": "create, list and revoke API keys (AUTH=required)",
     "seed": "insert a realistic mix of demo jobs (--count N; --sqlite PATH for an embedded file)",
+    "jobs": "list, show, cancel, retry and wait for jobs, through the API (--url, --api-key)",
+    "dlq": "list the dead letters by error and send them back, through the API",
+    "schedules": "list, show, pause, resume, trigger and backfill schedules, through the API",
 }
 HELP = "\n".join(
     [
@@ -47,11 +53,12 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help", "help"):
         print(HELP)
         raise SystemExit(0)
+    if args and args[0] in OPERATOR_GROUPS:
+        operate(args)
+        return
     if not args or (args[0] not in SERVICES and args[0] not in OTHER_COMMANDS):
         given = f"unknown command {args[0]!r}; " if args else ""
-        print(
-            f"jobsched: {given}one of: {', '.join([*SERVICES, *OTHER_COMMANDS])} (see jobsched --help)", file=sys.stderr
-        )
+        print(f"jobsched: {given}one of: {', '.join(SUMMARIES)} (see jobsched --help)", file=sys.stderr)
         raise SystemExit(2)
     sys.argv = [f"jobsched {args[0]}", *args[1:]]
     if args[0] in OTHER_COMMANDS:

@@ -16,6 +16,7 @@ import argparse
 import sys
 from datetime import datetime
 
+from jobsched.commands.render import table
 from shared.backends import tool_backend
 from shared.config import Settings
 from shared.keys import tokens
@@ -78,10 +79,7 @@ def run(keys: KeyStore, args: argparse.Namespace) -> None:
         key, _ = issue_key(keys, args.tenant, Role(args.role), args.name, by="cli")
         print(key)
     elif args.command == "list":
-        rows = [[_cell(getattr(k, c)) for c in COLUMNS] for k in keys.list_keys(args.tenant)]
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
-        for row in [list(COLUMNS), *rows]:
-            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print(table(COLUMNS, ([_cell(getattr(k, c)) for c in COLUMNS] for k in keys.list_keys(args.tenant))))
     elif revoke_key(keys, args.prefix, by="cli") is None:
         raise SystemExit(f"jobsched keys: no API key with prefix {args.prefix!r}")
 

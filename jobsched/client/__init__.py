@@ -22,7 +22,17 @@ from jobsched.client.errors import (
     Unavailable,
     WaitTimeout,
 )
-from jobsched.client.models import TERMINAL_STATUSES, Backfilled, Deleted, Enqueued, Execution, Job, ServedType
+from jobsched.client.models import (
+    TERMINAL_STATUSES,
+    Backfilled,
+    DeadLetters,
+    Deleted,
+    Enqueued,
+    Execution,
+    Job,
+    Redriven,
+    ServedType,
+)
 from jobsched.client.sync import Client
 
 __all__ = [
@@ -33,6 +43,7 @@ __all__ = [
     "Client",
     "Conflict",
     "ConnectionFailed",
+    "DeadLetters",
     "Deleted",
     "DuplicateJob",
     "Enqueued",
@@ -41,6 +52,7 @@ __all__ = [
     "JobschedError",
     "NotFound",
     "PayloadTooLarge",
+    "Redriven",
     "Retries",
     "ServedType",
     "ServerError",

@@ -18,10 +18,12 @@ from jobsched.client.errors import Conflict, ConnectionFailed, JobschedError, er
 from jobsched.client.models import (
     TERMINAL_STATUSES,
     Backfilled,
+    DeadLetters,
     Deleted,
     Enqueued,
     Execution,
     Job,
+    Redriven,
     ServedType,
     parse_time,
 )
@@ -353,9 +355,37 @@ def get(job_id: str) -> Call[Job]:
     return Call("GET", f"/jobs/{job_id}", _job)
 
 
-def list_jobs(tenant_id: str | None, status: str | None, limit: int | None) -> Call[list[Job]]:
-    params = {"tenantId": tenant_id, "status": status, "limit": str(limit) if limit is not None else None}
+class ListFilter(TypedDict, total=False):
+    """GET /jobs's narrowing: one job type, templates (`kind="template"`) or one-off jobs and runs (`"run"`), or
+    one template's runs."""
+
+    job_type: str | None
+    kind: str | None
+    template_id: str | None
+
+
+def list_jobs(tenant_id: str | None, status: str | None, limit: int | None, narrowed: ListFilter) -> Call[list[Job]]:
+    params = {
+        "tenantId": tenant_id,
+        "status": status,
+        "limit": str(limit) if limit is not None else None,
+        "jobType": narrowed.get("job_type"),
+        "kind": narrowed.get("kind"),
+        "templateId": narrowed.get("template_id"),
+    }
     return Call("GET", "/jobs", _jobs, params={k: v for k, v in params.items() if v is not None})
+
+
+def dead_letters(tenant_id: str | None) -> Call[list[DeadLetters]]:
+    params = {"tenantId": tenant_id} if tenant_id else None
+    return Call("GET", "/dlq", lambda body: [DeadLetters.from_wire(g) for g in body], params=params)
+
+
+def redrive(job_ids: Sequence[str] | None, last_error: str | None, tenant_id: str | None) -> Call[Redriven]:
+    body: dict[str, Any] = {"jobIds": list(job_ids)} if job_ids is not None else {"lastError": last_error}
+    if tenant_id and job_ids is None:
+        body["tenantId"] = tenant_id
+    return Call("POST", "/dlq/redrive", Redriven.from_wire, body=body, resendable=False)
 
 
 def cancel(job_id: str) -> Call[Job]:

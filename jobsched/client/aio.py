@@ -18,13 +18,14 @@ from jobsched.client._calls import (
     CreateOptions,
     Exchange,
     JobOptions,
+    ListFilter,
     ManyOptions,
     Retries,
     RetryIn,
     UpdateOptions,
 )
 from jobsched.client.errors import DuplicateJob, WaitTimeout
-from jobsched.client.models import Backfilled, Deleted, Enqueued, Execution, Job, ServedType
+from jobsched.client.models import Backfilled, DeadLetters, Deleted, Enqueued, Execution, Job, Redriven, ServedType
 from jobsched.handlers import JobType
 
 T = TypeVar("T")
@@ -170,9 +171,34 @@ class AsyncClient:
         return await self._call(_calls.get(job_id))
 
     async def list(
-        self, tenant_id: str | None = None, *, status: str | None = None, limit: int | None = None
+        self,
+        tenant_id: str | None = None,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        **narrowed: Unpack[ListFilter],
     ) -> builtins.list[Job]:
-        return await self._call(_calls.list_jobs(tenant_id or self.tenant_id, status, limit))
+        """The newest `limit` jobs (default 100, at most 5,000) of the tenant, narrowed by status, job type,
+        kind (`"template"` or `"run"`) or template (`template_id`: its runs)."""
+        return await self._call(_calls.list_jobs(tenant_id or self.tenant_id, status, limit, narrowed))
+
+    async def dead_letters(self, tenant_id: str | None = None) -> builtins.list[DeadLetters]:
+        """The DLQ grouped by last error, largest group first, each with its most recent jobs."""
+        return await self._call(_calls.dead_letters(tenant_id or self.tenant_id))
+
+    async def redrive(
+        self,
+        job_ids: Iterable[str] | None = None,
+        *,
+        last_error: str | None = None,
+        tenant_id: str | None = None,
+    ) -> Redriven:
+        """Send dead letters back to pending: the jobs named, or every one whose last error is `last_error` (of
+        the tenant; `Redriven.more` says a group had more than one call re-drives)."""
+        if (job_ids is None) == (last_error is None):
+            raise ValueError("give job_ids or last_error, not both and not neither")
+        ids = None if job_ids is None else builtins.list(job_ids)
+        return await self._call(_calls.redrive(ids, last_error, tenant_id or self.tenant_id))
 
     async def cancel(self, job_id: str) -> Job:
         return await self._call(_calls.cancel(job_id))

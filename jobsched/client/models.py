@@ -154,6 +154,46 @@ class Deleted:
 
 
 @dataclass(frozen=True)
+class DeadLetters:
+    """Dead-lettered jobs that share one last error: how many, of which types, and the most recent of them
+    (without their payloads)."""
+
+    error: str
+    count: int
+    job_types: list[str]
+    jobs: list[Job]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> DeadLetters:
+        return cls(
+            error=str(body["error"]),
+            count=int(body["count"]),
+            job_types=[str(t) for t in body.get("jobTypes", [])],
+            jobs=[Job.from_wire(j) for j in body.get("jobs", [])],
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class Redriven:
+    """What a re-drive from the DLQ did: the ids sent back to pending, the jobs refused (`{"id", "error"}`: no longer
+    in the DLQ, or unknown), and `more`: dead letters of the group are left (one call re-drives a bounded number)."""
+
+    redriven: list[str]
+    refused: list[dict[str, str]]
+    more: bool
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Redriven:
+        return cls(
+            redriven=[str(i) for i in body.get("redriven", [])],
+            refused=[{str(k): str(v) for k, v in r.items()} for r in body.get("refused", [])],
+            more=bool(body.get("more", False)),
+        )
+
+
+@dataclass(frozen=True)
 class Enqueued:
     """One job of a create_many/enqueue_many call: `status` 201 created (`id` the new job), 409 its idempotency key
     is held (`id` the holder: for a call that was resent, the job its earlier try made), 400/413 refused as a single

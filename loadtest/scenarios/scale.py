@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import sqlite3
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -46,26 +46,39 @@ def tenant(n: int) -> str:
     return f"tenant-{n:03d}"
 
 
-async def send_all(base_url: str, batches: list[dict[str, Any]], clients: int = 4) -> float:
-    """Send the batches, `clients` at a time; seconds taken."""
+async def send_all(base_url: str, batches: Iterable[dict[str, Any]], clients: int = 4) -> tuple[float, int]:
+    """Send the batches, `clients` at a time: seconds taken, and how many times a batch was sent again because
+    the store was busy (503, whole or for some of its jobs: the idempotency keys make sending it again safe)."""
     pending = iter(batches)
+    resent = 0
     async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
 
         async def worker() -> None:
+            nonlocal resent
             for body in pending:
-                response = await client.post("/jobs/batch", json=body)
+                while True:
+                    response = await client.post("/jobs/batch", json=body)
+                    if not _busy(response):
+                        break
+                    resent += 1
+                    await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
                 if response.status_code != 200 or response.json()["refused"]:
                     raise RuntimeError(f"a batch failed: {response.status_code} {response.text[:300]}")
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
-        return time.perf_counter() - started
+        return time.perf_counter() - started, resent
+
+
+def _busy(response: httpx.Response) -> bool:
+    if response.status_code == 503:
+        return True
+    return response.status_code == 200 and any(r["status"] == 503 for r in response.json()["results"])
 
 
 def build(base_url: str, jobs: int, tenants: int) -> dict[str, Any]:
     now = utc_now()
     run_id = uuid.uuid4().hex[:8]
-    numbers = itertools.count()
 
     def job(n: int) -> dict[str, Any]:
         due = now + timedelta(days=1 + 29 * (n % 997) / 997, seconds=n % 86_400)
@@ -77,16 +90,14 @@ def build(base_url: str, jobs: int, tenants: int) -> dict[str, Any]:
             "payload": {"n": n},
         }
 
-    batches = []
-    for start in range(0, jobs, BATCH):
-        batches.append({"jobs": [job(next(numbers)) for _ in range(start, min(start + BATCH, jobs))]})
-    seconds = asyncio.run(send_all(base_url, batches))
+    batches = ({"jobs": [job(n) for n in range(start, min(start + BATCH, jobs))]} for start in range(0, jobs, BATCH))
+    seconds, resent = asyncio.run(send_all(base_url, batches))
     templates = [
         {"idempotencyKey": f"scale-{run_id}-nightly-{t}", "tenantId": tenant(t), "jobType": "noop", "cron": "0 3 * * *"}
         for t in range(tenants)
     ]
     asyncio.run(send_all(base_url, [{"jobs": templates}]))
-    return {"jobs": jobs, "seconds": round(seconds, 1), "jobs_per_s": round(jobs / seconds, 1)}
+    return {"jobs": jobs, "seconds": round(seconds, 1), "jobs_per_s": round(jobs / seconds, 1), "resent": resent}
 
 
 def finish_in_bulk(path: Path, pending_share: float) -> dict[str, int]:
@@ -202,7 +213,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with dev_node(empty_path) as (base_url, _):
             empty = drain(base_url, empty_path, args.due)
     drain_ratio = ratio(True, large["jobs_per_s"], empty["jobs_per_s"])
-    print(f"store: {args.jobs} jobs loaded in {loaded['seconds']} s ({loaded['jobs_per_s']} jobs/s), then {statuses}")
+    print(
+        f"store: {args.jobs} jobs loaded in {loaded['seconds']} s ({loaded['jobs_per_s']} jobs/s; batches sent again"
+        f" while the store was busy: {loaded['resent']}), then {statuses}"
+    )
     print(f"file {size} MB, node RSS {rss:.0f} MB")
     for name, figures in latency.items():
         print(f"  {name:<24} p50 {figures['p50']:8.2f}  p99 {figures['p99']:8.2f}  max {figures['max']:8.2f} ms")

@@ -4,6 +4,7 @@ has top-level packages named like the repository's folders (services, shared, se
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import textwrap
@@ -85,6 +86,10 @@ def test_a_client_only_install_enqueues_typed_against_jobsched_dev(client_only: 
         script = tmp_path / "enqueue.py"
         script.write_text(textwrap.dedent(ENQUEUES))
         assert run(client_only, script, dev.base_url, cwd=tmp_path).strip() == "completed"
+        # The operator's commands talk to the API only: the client install has them.
+        command = [client_only.parent / "jobsched", "jobs", "list", "--url", dev.base_url, "--tenant", "installed"]
+        listed = json.loads(run(*command, "--output", "json"))
+        assert [(j["jobType"], j["status"]) for j in listed] == [("log-message", "completed")]
     finally:
         dev.close()
 

@@ -1,0 +1,202 @@
+"""Each operator command: the client call it makes and what it prints (a table, or the API's JSON)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jobsched.client import Client, Execution, Job
+from jobsched.commands.render import as_json, cell, fields, table
+
+JOB_COLUMNS = ("id", "tenantId", "jobType", "status", "attempts", "scheduledAt", "lastError")
+SCHEDULE_COLUMNS = ("id", "jobType", "schedule", "timezone", "status", "paused", "nextRun", "lastFiredAt")
+ATTEMPT_COLUMNS = ("attempt", "outcome", "worker", "startedAt", "durationMs", "error")
+
+
+class NotSucceeded(Exception):
+    """The command was carried out but what it reports is a failure (a job that ended badly, a refused
+    re-drive): `shown` is printed as on success, then the message, and the exit status is 1."""
+
+    def __init__(self, message: str, shown: str) -> None:
+        super().__init__(message)
+        self.shown = shown
+
+
+def run(client: Client, args: argparse.Namespace) -> str:
+    command: Callable[[Client, argparse.Namespace], str] = COMMANDS[args.group, args.command]
+    return command(client, args)
+
+
+def jobs_list(client: Client, args: argparse.Namespace) -> str:
+    listed = client.list(status=args.status, limit=args.limit, job_type=args.job_type, kind=args.kind)
+    return _jobs(listed, args.output)
+
+
+def jobs_get(client: Client, args: argparse.Namespace) -> str:
+    return _job(client.get(args.job_id), args.output)
+
+
+def jobs_attempts(client: Client, args: argparse.Namespace) -> str:
+    attempts = client.executions(args.job_id)
+    if args.output == "json":
+        return as_json([a.raw for a in attempts])
+    return table(ATTEMPT_COLUMNS, (_attempt_row(a) for a in attempts))
+
+
+def jobs_cancel(client: Client, args: argparse.Namespace) -> str:
+    return _job(client.cancel(args.job_id), args.output)
+
+
+def jobs_retry(client: Client, args: argparse.Namespace) -> str:
+    return _job(client.retry(args.job_id), args.output)
+
+
+def jobs_wait(client: Client, args: argparse.Namespace) -> str:
+    job = client.wait(args.job_id, timeout=args.timeout)
+    shown = _job(job, args.output)
+    if job.status != "completed":
+        raise NotSucceeded(
+            f"job {job.id} ended {job.status}" + (f": {job.last_error}" if job.last_error else ""), shown
+        )
+    return shown
+
+
+def dlq_list(client: Client, args: argparse.Namespace) -> str:
+    groups = client.dead_letters()
+    if args.output == "json":
+        return as_json([g.raw for g in groups])
+    return table(("count", "jobTypes", "error"), ((g.count, ",".join(g.job_types), g.error) for g in groups))
+
+
+def dlq_retry(client: Client, args: argparse.Namespace) -> str:
+    redriven: list[str] = []
+    refused: list[dict[str, str]] = []
+    if args.error is None:
+        done = client.redrive(args.job_ids)
+        redriven, refused = done.redriven, done.refused
+    else:
+        while True:  # one call re-drives a bounded number of a group: go on while some are left and some moved
+            done = client.redrive(last_error=args.error)
+            redriven += done.redriven
+            refused += done.refused
+            if not (done.more and done.redriven):
+                break
+    if args.output == "json":
+        shown = as_json({"redriven": redriven, "refused": refused})
+    else:
+        shown = "\n".join(
+            [f"re-driven: {len(redriven)}", *(f"refused: {r.get('id')}: {r.get('error')}" for r in refused)]
+        )
+    if refused:
+        raise NotSucceeded(f"{len(refused)} of {len(redriven) + len(refused)} refused", shown)
+    return shown
+
+
+def schedules_list(client: Client, args: argparse.Namespace) -> str:
+    templates = client.list(limit=args.limit, job_type=args.job_type, kind="template")
+    if args.output == "json":
+        return as_json([t.raw for t in templates])
+    return table(SCHEDULE_COLUMNS, (_schedule_row(t) for t in templates))
+
+
+def schedules_get(client: Client, args: argparse.Namespace) -> str:
+    template = client.get(args.job_id)
+    upcoming = client.upcoming(args.job_id, args.next) if args.next > 0 else []
+    if args.output == "json":
+        return as_json({**template.raw, "upcoming": [cell(t) for t in upcoming]})
+    shown = dict(zip(SCHEDULE_COLUMNS, _schedule_row(template), strict=True))
+    extra = {"pauseNote": template.raw.get("pauseNote"), "payload": template.payload}
+    return fields([*shown.items(), *extra.items(), ("upcoming", ", ".join(cell(t) for t in upcoming))])
+
+
+def schedules_runs(client: Client, args: argparse.Namespace) -> str:
+    return _jobs(client.runs(args.job_id, limit=args.limit), args.output)
+
+
+def schedules_pause(client: Client, args: argparse.Namespace) -> str:
+    return _schedule(client.pause(args.job_id, args.note), args.output)
+
+
+def schedules_resume(client: Client, args: argparse.Namespace) -> str:
+    return _schedule(client.resume(args.job_id), args.output)
+
+
+def schedules_trigger(client: Client, args: argparse.Namespace) -> str:
+    return _job(client.trigger(args.job_id, idempotency_key=args.key), args.output)
+
+
+def schedules_backfill(client: Client, args: argparse.Namespace) -> str:
+    done = client.backfill(args.job_id, args.start, args.end)
+    if args.output == "json":
+        return as_json(vars(done))
+    return fields(vars(done).items())
+
+
+def _job(job: Job, output: str) -> str:
+    if output == "json":
+        return as_json(job.raw)
+    return fields((name, job.raw.get(name)) for name in (*JOB_COLUMNS, "maxAttempts", "priority", "payload"))
+
+
+def _jobs(jobs: Sequence[Job], output: str) -> str:
+    if output == "json":
+        return as_json([j.raw for j in jobs])
+    return table(JOB_COLUMNS, (_job_row(j) for j in jobs))
+
+
+def _schedule(template: Job, output: str) -> str:
+    if output == "json":
+        return as_json(template.raw)
+    return table(SCHEDULE_COLUMNS, [_schedule_row(template)])
+
+
+def _job_row(job: Job) -> list[Any]:
+    return [
+        job.id,
+        job.tenant_id,
+        job.job_type,
+        job.status,
+        f"{job.attempts}/{job.max_attempts}",
+        job.scheduled_at,
+        job.last_error,
+    ]
+
+
+def _schedule_row(template: Job) -> list[Any]:
+    schedule = f"cron {template.cron}" if template.cron else f"every {template.interval}"
+    paused = bool(template.raw.get("paused"))
+    return [
+        template.id,
+        template.job_type,
+        schedule,
+        template.timezone or "UTC",
+        template.status,
+        paused,
+        template.scheduled_at if template.status == "pending" else None,
+        template.raw.get("lastFiredAt"),
+    ]
+
+
+def _attempt_row(attempt: Execution) -> list[Any]:
+    duration = None if attempt.duration_ms is None else f"{attempt.duration_ms:.0f}"
+    return [attempt.attempt, attempt.outcome, attempt.worker, attempt.started_at, duration, attempt.error]
+
+
+COMMANDS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], str]] = {
+    ("jobs", "list"): jobs_list,
+    ("jobs", "get"): jobs_get,
+    ("jobs", "attempts"): jobs_attempts,
+    ("jobs", "cancel"): jobs_cancel,
+    ("jobs", "retry"): jobs_retry,
+    ("jobs", "wait"): jobs_wait,
+    ("dlq", "list"): dlq_list,
+    ("dlq", "retry"): dlq_retry,
+    ("schedules", "list"): schedules_list,
+    ("schedules", "get"): schedules_get,
+    ("schedules", "runs"): schedules_runs,
+    ("schedules", "pause"): schedules_pause,
+    ("schedules", "resume"): schedules_resume,
+    ("schedules", "trigger"): schedules_trigger,
+    ("schedules", "backfill"): schedules_backfill,
+}

@@ -1,0 +1,139 @@
+"""`jobsched jobs|dlq|schedules` as an operator types them, against `jobsched dev` with AUTH=required: every
+command, its JSON output parsed, its table read, and the exit status a script relies on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobsched
+from shared.model import format_time, utc_now
+from tests.e2e.devmode import JOBSCHED, Dev
+
+
+class Operator:
+    """Runs `jobsched` commands with a key and the API's URL in the environment, as an operator's shell has them."""
+
+    def __init__(self, url: str, key: str | None) -> None:
+        self.env = {**os.environ, "JOBSCHED_URL": url, "JOBSCHED_API_KEY": key or ""}
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([JOBSCHED, *args], capture_output=True, text=True, timeout=60, env=self.env, check=False)
+
+    def json(self, *args: str, status: int = 0) -> Any:
+        done = self.run(*args, "--output", "json")
+        assert done.returncode == status, (args, done.returncode, done.stdout, done.stderr)
+        return json.loads(done.stdout)
+
+    def fails(self, status: int, *args: str) -> str:
+        done = self.run(*args)
+        assert done.returncode == status, (args, done.returncode, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, no traceback
+        return done.stderr
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[Dev]:
+    node = Dev(tmp_path)
+    node.start(AUTH="required")
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+def test_jobs_and_the_dlq_from_the_command_line(dev: Dev) -> None:
+    key = dev.new_api_key("acme")
+    operator = Operator(dev.base_url, key)
+    with jobsched.Client(dev.base_url, key) as client:
+        done = client.create("noop")
+        failing = client.create("flaky", {"failRate": 1}, max_attempts=1)
+        later = client.create("noop", scheduled_at=utc_now() + timedelta(hours=1))
+
+    assert operator.json("jobs", "wait", done.id)["status"] == "completed"
+    dead = operator.json("jobs", "wait", failing.id, status=1)  # ended, but not well: exit 1, the job shown
+    assert dead["status"] == "dlq"
+    assert f"job {failing.id} ended dlq" in operator.run("jobs", "wait", failing.id).stderr
+    assert operator.fails(7, "jobs", "wait", later.id, "--timeout", "0.3")
+
+    assert [j["id"] for j in operator.json("jobs", "list", "--status", "dlq")] == [failing.id]
+    assert {j["id"] for j in operator.json("jobs", "list", "--type", "noop")} == {done.id, later.id}
+    table = operator.run("jobs", "list").stdout.splitlines()
+    assert table[0].split() == ["id", "tenantId", "jobType", "status", "attempts", "scheduledAt", "lastError"]
+    assert {line.split()[0] for line in table[1:]} == {done.id, failing.id, later.id}
+    assert operator.json("jobs", "get", done.id)["id"] == done.id
+    assert "status       completed" in operator.run("jobs", "get", done.id).stdout
+    [attempt] = operator.json("jobs", "attempts", failing.id)
+    assert (attempt["attempt"], attempt["outcome"]) == (1, "failed")
+
+    [group] = operator.json("dlq", "list")
+    assert (group["count"], group["jobTypes"]) == (1, ["flaky"])
+    assert "failed on purpose" in group["error"]
+    assert operator.json("dlq", "retry", "--error", group["error"]) == {"redriven": [failing.id], "refused": []}
+    assert operator.json("jobs", "wait", failing.id, status=1)["status"] == "dlq"  # it fails again
+    assert operator.json("jobs", "retry", failing.id)["status"] == "pending"
+    assert operator.json("jobs", "wait", failing.id, status=1)["status"] == "dlq"
+    refused = operator.json("dlq", "retry", done.id, status=1)  # not a dead letter: refused, said so
+    assert refused["redriven"] == []
+    assert [r["id"] for r in refused["refused"]] == [done.id]
+
+    assert operator.json("jobs", "cancel", later.id)["status"] == "cancelled"
+    assert "409" in operator.fails(5, "jobs", "cancel", later.id)  # finished: the API refuses it
+    assert "404" in operator.fails(3, "jobs", "get", "ffffffffffffffffffffffff")
+
+    stranger = Operator(dev.base_url, dev.new_api_key("other"))
+    assert "404" in stranger.fails(3, "jobs", "get", done.id)  # another tenant's job does not exist for it
+    assert stranger.json("jobs", "list") == []
+    assert "401" in Operator(dev.base_url, None).fails(4, "jobs", "list")
+    assert Operator("http://127.0.0.1:1", key).fails(6, "jobs", "list")
+    usage = operator.run("jobs", "list", "--status", "lost")
+    assert usage.returncode == 2
+    assert "invalid choice" in usage.stderr
+
+
+def test_schedules_from_the_command_line(dev: Dev) -> None:
+    key = dev.new_api_key("acme")
+    operator = Operator(dev.base_url, key)
+    with jobsched.Client(dev.base_url, key) as client:
+        nightly = client.create("noop", cron="0 3 * * *", timezone="Europe/Berlin")
+        client.create("noop")  # a one-off job: not a schedule
+
+    [listed] = operator.json("schedules", "list")
+    assert (listed["id"], listed["cron"]) == (nightly.id, "0 3 * * *")
+    table = operator.run("schedules", "list").stdout.splitlines()
+    assert table[1].split()[:5] == [nightly.id, "noop", "cron", "0", "3"]
+    shown = operator.json("schedules", "get", nightly.id, "--next", "3")
+    assert shown["timezone"] == "Europe/Berlin"
+    assert len(shown["upcoming"]) == 3
+    assert "upcoming" in operator.run("schedules", "get", nightly.id).stdout
+
+    paused = operator.json("schedules", "pause", nightly.id, "--note", "vendor maintenance")
+    assert (paused["paused"], paused["pauseNote"]) == (True, "vendor maintenance")
+    assert operator.json("schedules", "get", nightly.id)["upcoming"] == []
+    assert operator.json("schedules", "resume", nightly.id)["paused"] is False
+
+    run = operator.json("schedules", "trigger", nightly.id, "--key", "by-hand-1")
+    assert run["templateId"] == nightly.id
+    assert operator.json("schedules", "trigger", nightly.id, "--key", "by-hand-1")["id"] == run["id"]
+    start = (utc_now() - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+    backfilled = operator.json(
+        "schedules",
+        "backfill",
+        nightly.id,
+        "--start",
+        format_time(start),
+        "--end",
+        format_time(start + timedelta(days=2)),
+    )
+    assert backfilled == {"spawned": 2, "existing": 0, "skipped": 0}
+    runs = operator.json("schedules", "runs", nightly.id)
+    assert run["id"] in {r["id"] for r in runs}
+    assert len(runs) == 3
+    assert "400" in operator.fails(5, "schedules", "backfill", nightly.id, "--start", "yesterday", "--end", "today")
