@@ -47,6 +47,7 @@ from jobsched.client import (
 )
 from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
 from jobsched.payloads import Payload, PayloadMismatch
+from jobsched.schedules import Schedule
 
 __version__ = version("jobsched")
 
@@ -76,6 +77,7 @@ __all__ = [
     "PayloadTooLarge",
     "Redriven",
     "Retries",
+    "Schedule",
     "ServedType",
     "ServerError",
     "Unauthorized",

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from jobsched.backoff import Backoff
 from jobsched.payloads import Payload, PayloadType, called_function
+from jobsched.schedules import Schedule
 from jobsched.type_defaults import TypeDefaults
 
 P = TypeVar("P")
@@ -82,6 +83,7 @@ class JobType(Generic[P, R]):
     name: str
     function: Callable[[P, HandlerContext], R]
     defaults: TypeDefaults = field(default_factory=TypeDefaults)
+    schedules: tuple[Schedule, ...] = ()  # recurring templates declared with the type (jobsched.schedules)
     payload: PayloadType[P] = field(init=False, repr=False)
     # Read per attempt by the executors: found once, at registration.
     is_async: bool = field(init=False)
@@ -120,6 +122,12 @@ class JobType(Generic[P, R]):
         """The JSON object to enqueue for `payload` (a TypeError when it is not of the handler's type)."""
         return self.payload.encode(payload)
 
+    def declared(self, tenant_id: str) -> list[dict[str, Any]]:
+        """The schedules declared with the type, as POST /jobs bodies (`tenant_id`: theirs unless they name one)."""
+        return [
+            s.body(self.name, tenant_id, {} if s.payload is None else self.encode(s.payload)) for s in self.schedules
+        ]
+
 
 class JobTypes:
     """A collection of job types, named by `JOBSCHED_HANDLERS=myapp.jobs:jobs` (or an entry point) to be run."""
@@ -136,16 +144,22 @@ class JobTypes:
         timeout: float | timedelta | None = None,
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
+        schedule: Schedule | Iterable[Schedule] = (),
     ) -> Callable[[Callable[[P, HandlerContext], R]], JobType[P, R]]:
         """Register the decorated function as job type `name`. `timeout` (seconds, or a timedelta) bounds each
         attempt (default JOB_TIMEOUT); `max_attempts` is the budget of jobs that give none (default 3);
         `backoff` spaces the retries (default 2^attempts s, capped at 5 min). A job's own timeoutSeconds and
-        maxAttempts win over these."""
+        maxAttempts win over these. `schedule`: one or more recurring templates of this type, kept in the store
+        by the executors that serve it (jobsched.Schedule)."""
         check_name(name)
         defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff)
+        schedules = (schedule,) if isinstance(schedule, Schedule) else tuple(schedule)
+        names = [s.name for s in schedules]
+        if len(set(names)) != len(names):
+            raise ValueError(f"job type {name!r} declares a schedule name twice: {sorted(names)}")
 
         def decorate(function: Callable[[P, HandlerContext], R]) -> JobType[P, R]:
-            job_type = JobType(name, function, defaults)
+            job_type = JobType(name, function, defaults, schedules)
             self.include([job_type])
             return job_type
 

@@ -1,6 +1,8 @@
 """What a job type's registration sets for its jobs unless a job sets its own: the per-attempt timeout, the
 attempt budget and the retry backoff. Executors announce them with their types (shared/job_types/announcements.py),
-so that processes that never import the handler (the API, the reaper) apply the same ones."""
+so that processes that never import the handler (the API, the reaper) apply the same ones; with them, a digest of
+the schedules the executor's code declares with the type, so that a declared schedule changes only once every live
+executor of the type declares the same (shared/schedules/declared.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ class TypeDefaults:
     timeout_s: float | None = None  # None: JOB_TIMEOUT
     max_attempts: int | None = None  # None: 3
     backoff: Backoff = DEFAULT_BACKOFF
+    declared: str | None = None  # the digest of the type's declared schedules (None: an executor before them)
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:
@@ -45,6 +48,7 @@ class TypeDefaults:
                 "capSeconds": self.backoff.cap_s,
                 "jitter": self.backoff.jitter,
             },
+            "declaredSchedules": self.declared,
         }
 
     @classmethod
@@ -61,10 +65,12 @@ class TypeDefaults:
             )
             timeout = doc.get("timeoutSeconds")
             attempts = doc.get("maxAttempts")
+            declared = doc.get("declaredSchedules")
             return cls(
                 timeout_s=float(timeout) if timeout is not None else None,
                 max_attempts=int(attempts) if attempts is not None else None,
                 backoff=backoff,
+                declared=declared if isinstance(declared, str) else None,
             )
         except (TypeError, ValueError, AttributeError):
             return cls()

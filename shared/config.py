@@ -85,6 +85,10 @@ class Settings:
     retain_dlq: timedelta | None = timedelta(days=30)
     # The contract's demo types (flaky, slow) beside noop and log-message; off where nobody needs them.
     demo_job_types: bool = True
+    # Schedules declared with the code (jobsched.Schedule): the tenant of those that name none, and what happens
+    # to one the code no longer declares: keep (reported only), pause or cancel.
+    declared_schedules_tenant: str = "default"
+    declared_schedules_removed: str = "keep"
     log_level: str = "INFO"
     log_format: str = "auto"  # json | text | auto: text on a terminal, JSON otherwise
     # API authentication: "required" or "off"; "" (not set) is off, refused on a non-loopback API_HOST.
@@ -143,6 +147,10 @@ class Settings:
             retain_cancelled=reader.retention("RETAIN_CANCELLED", cls.retain_cancelled),
             retain_dlq=reader.retention("RETAIN_DLQ", cls.retain_dlq),
             demo_job_types=reader.choice("DEMO_JOB_TYPES", "true", ("true", "false")) == "true",
+            declared_schedules_tenant=reader.text("DECLARED_SCHEDULES_TENANT", cls.declared_schedules_tenant),
+            declared_schedules_removed=reader.choice(
+                "DECLARED_SCHEDULES_REMOVED", cls.declared_schedules_removed, ("keep", "pause", "cancel")
+            ),
             log_level=reader.choice("LOG_LEVEL", cls.log_level, ("DEBUG", "INFO", "WARNING", "ERROR")),
             log_format=reader.choice("LOG_FORMAT", cls.log_format, ("auto", "json", "text")),
             auth=reader.choice("AUTH", cls.auth, ("required", "off")),

@@ -129,6 +129,10 @@ class Job(TemplatePolicy):
     # Set by DELETE (or a schedule's cancel_other) on a claimed or running job: its executor stops the handler,
     # and the attempt's end, unless it is a success that came first, makes the job cancelled.
     cancelRequested: bool | None = None
+    # A template declared with the code (jobsched.schedules): where (`code`), and the digest of the declaration
+    # it was last made from, which the executors compare with what their code declares.
+    declaredBy: str | None = None
+    declaration: str | None = None
     lastError: str | None = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None

@@ -39,8 +39,8 @@ from services.api.auth.api_auth import api_auth
 from services.api.http.request_limits import ApiLimits
 from services.api.http.same_origin import allowed_hosts
 from services.api.http.server import bind, make_server
-from services.executor.announcer import TypeAnnouncer
 from services.executor.attempt_runner import AttemptRunner
+from services.executor.declared_schedules import announcer_with_schedules
 from services.executor.executor import Executor
 from services.reaper import sweeper
 from services.reaper.retention import Retention
@@ -256,11 +256,8 @@ class Embedded:
         )
         executors = []
         for job_type in job_types:
-            announcer = TypeAnnouncer(
-                job_type_registry,
-                f"{self._name}-{job_type}",
-                {job_type: self._handlers[job_type].defaults},
-                settings.executor_heartbeat,
+            announcer = announcer_with_schedules(
+                backend, f"{self._name}-{job_type}", self._handlers[job_type], settings
             )
             # Before the scheduler's first tick: its view of the live types is re-read only every second, and a
             # job created right after start (nudged, with a long tick) must find its type live.

@@ -10,13 +10,13 @@ import threading
 
 from confluent_kafka import KafkaException
 
-from services.executor.announcer import TypeAnnouncer
 from services.executor.attempt_runner import AttemptRunner
+from services.executor.declared_schedules import announcer_with_schedules
 from services.executor.executor import Executor
 from shared.backends import backend_from_settings
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
-from shared.config import Settings
+from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.logging import configure_logging
@@ -48,6 +48,11 @@ def main() -> None:
     configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     backend = backend_from_settings(settings)
+    try:
+        announcer = announcer_with_schedules(backend, worker_id, registry[args.job_type], settings)
+    except ConfigError as exc:
+        print(f"jobsched executor: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     store = backend.jobs
     bus = connect_bus(settings)
     worker = AttemptRunner(
@@ -72,9 +77,7 @@ def main() -> None:
         lease=settings.claim_timeout,
         stop=stop,
         heartbeat=settings.executor_heartbeat,
-        announcer=TypeAnnouncer(
-            backend.job_types, worker_id, {args.job_type: worker.defaults}, settings.executor_heartbeat
-        ),
+        announcer=announcer,
     )
     try:
         executor.run()

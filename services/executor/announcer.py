@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from jobsched.type_defaults import TypeDefaults
+from shared.cron import ScheduleError
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
+from shared.schedules.declared import DeclaredSchedules
 from shared.store.base import StoreError
 
 log = logging.getLogger("jobsched.executor")
@@ -18,21 +20,41 @@ LIVE_BEATS = 3  # an announcement stays live this many heartbeats: one missed be
 
 class TypeAnnouncer:
     def __init__(
-        self, registry: JobTypeRegistry, executor_id: str, types: Mapping[str, TypeDefaults], heartbeat: timedelta
+        self,
+        registry: JobTypeRegistry,
+        executor_id: str,
+        types: Mapping[str, TypeDefaults],
+        heartbeat: timedelta,
+        *,
+        schedules: DeclaredSchedules | None = None,
     ) -> None:
+        """`schedules`: the declared schedules of the (one) type, kept after each announcement."""
         self._registry = registry
         self._executor_id = executor_id
         self._types = dict(types)
         self._live_for = heartbeat * LIVE_BEATS
+        self._schedules = schedules
+
+    @property
+    def schedules(self) -> DeclaredSchedules | None:
+        return self._schedules
 
     def announce(self) -> bool:
-        """Announce (or renew); a store failure is logged and retried at the next beat."""
+        """Announce (or renew), then keep the declared schedules; a store failure is logged and retried at the
+        next beat."""
         now = utc_now()
         try:
             self._registry.announce(self._executor_id, self._types, now, now + self._live_for)
         except StoreError as exc:
             log.warning("job types not announced", extra={"action": "announce_failed", "error": str(exc)})
             return False
+        if self._schedules is not None:
+            try:
+                self._schedules.keep(now)
+            except (StoreError, ScheduleError) as exc:
+                log.warning("declared schedules not kept", extra={"action": "schedules_failed", "error": str(exc)})
+            except Exception:  # a defect there must not stop the heartbeat (cancellations, announcements)
+                log.exception("declared schedules not kept", extra={"action": "schedules_failed"})
         return True
 
     def withdraw(self) -> None:

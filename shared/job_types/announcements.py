@@ -55,6 +55,9 @@ class JobTypeRegistry(Protocol):
     def job_types(self, now: datetime, seen_since: datetime) -> list[JobTypeInfo]:
         """Every type announced at or after `seen_since`, by name, with its live executors at `now`."""
 
+    def announcements(self, job_type: str) -> list[Announcement]:
+        """Every executor's record for `job_type`, live or not (a few: one per executor that served it lately)."""
+
     def forget(self, seen_before: datetime) -> int:
         """Delete records last announced before `seen_before` (executors long gone); return how many."""
 

@@ -59,6 +59,10 @@ class MongoJobTypes:
         recent = {r.jobType for r in records if r.seenAt >= seen_since}
         return summarize((r for r in records if r.jobType in recent), now)
 
+    def announcements(self, job_type: str) -> list[Announcement]:
+        with translate_errors():
+            return [_to_announcement(d) for d in self._records.find({"jobType": job_type})]
+
     def forget(self, seen_before: datetime) -> int:
         with translate_errors():
             return int(self._records.delete_many({"seenAt": {"$lt": seen_before}}).deleted_count)

@@ -70,6 +70,12 @@ class SqliteJobTypes:
             ).fetchall()
         return summarize((_to_announcement(r) for r in rows), now)
 
+    def announcements(self, job_type: str) -> list[Announcement]:
+        self._ensure_table()
+        with self._store._read() as conn:
+            rows = conn.execute("SELECT * FROM job_type_announcements WHERE jobType = ?", (job_type,)).fetchall()
+        return [_to_announcement(r) for r in rows]
+
     def forget(self, seen_before: datetime) -> int:
         self._ensure_table()
         with self._store._write() as conn:

@@ -154,6 +154,8 @@ class NewJob(TemplatePolicy):
     templateId: str | None = None
     # The anchor of an interval schedule; the store uses its own clock when None.
     createdAt: datetime | None = None
+    declaredBy: str | None = None  # a template declared with the code: see Job
+    declaration: str | None = None
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,9 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         resumedAt       INTEGER,
         lastFiredAt     INTEGER,
         plannedAt       INTEGER,                    -- a template run's fire time
-        cancelRequested INTEGER                     -- 1: a claimed or running job asked to stop
+        cancelRequested INTEGER,                    -- 1: a claimed or running job asked to stop
+        declaredBy      TEXT,                       -- a template declared with the code
+        declaration     TEXT
     )"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
@@ -236,6 +238,7 @@ _ADDED_COLUMNS: Final = {
         ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
     ),
     **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
+    **dict.fromkeys(("declaredBy", "declaration"), "TEXT"),
 }
 _ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT"}
 _CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"

@@ -58,9 +58,7 @@ def counted_from_jobs(path: Path, tenant: str | None, since_ms: int) -> dict[str
         figures.setdefault(job_type, Counter())[status] = count
     for job_type, count in failed:
         figures.setdefault(job_type, Counter())["failed"] = count
-    return {
-        t: RecentCounts(completed=c["completed"], failed=c["failed"], dlq=c["dlq"]) for t, c in figures.items()
-    }
+    return {t: RecentCounts(completed=c["completed"], failed=c["failed"], dlq=c["dlq"]) for t, c in figures.items()}
 
 
 def store_with_jobs(path: Path, count: int) -> tuple[SqliteJobStore, list[tuple[str, str]]]:

@@ -87,8 +87,8 @@ def test_a_client_only_install_enqueues_typed_against_jobsched_dev(client_only: 
         script.write_text(textwrap.dedent(ENQUEUES))
         assert run(client_only, script, dev.base_url, cwd=tmp_path).strip() == "completed"
         # The operator's commands talk to the API only: the client install has them.
-        command = [client_only.parent / "jobsched", "jobs", "list", "--url", dev.base_url, "--tenant", "installed"]
-        listed = json.loads(run(*command, "--output", "json"))
+        options = ["--url", dev.base_url, "--tenant", "installed", "--output", "json"]
+        listed = json.loads(run(client_only.parent / "jobsched", "jobs", "list", *options))
         assert [(j["jobType"], j["status"]) for j in listed] == [("log-message", "completed")]
     finally:
         dev.close()

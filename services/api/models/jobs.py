@@ -14,11 +14,11 @@ from pydantic import (
     model_validator,
 )
 
-from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH, ScheduleError
+from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.jsonsafe import check_field_names, encoded_size
-from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
+from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
 from shared.rfc3339 import EXAMPLE, parse_time
-from shared.schedules.spec import TemplateSpec
+from shared.schedules.spec import new_template
 from shared.store.base import NewJob
 
 MAX_TIMEOUT_S = 24 * 3600
@@ -134,38 +134,26 @@ class JobRequest(SchedulePolicy):
         """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires.
         `default_max_attempts`: the job type's, for a request without a positive maxAttempts (3 when the type
         sets none)."""
-        scheduled_at = self.scheduledAt
-        template: dict[str, Any] = {}
+        own: dict[str, Any] = {
+            "idempotencyKey": self.idempotencyKey,
+            "tenantId": self.tenantId,
+            "jobType": self.jobType,
+            "payload": self.payload,
+            "priority": self.priority,
+            "maxAttempts": effective_max_attempts(self.maxAttempts, default_max_attempts),
+            "timeoutSeconds": self.timeoutSeconds,
+        }
         if self.cron is not None or self.interval is not None:
-            policy = TemplatePolicy(**self.policy_fields())
-            spec = TemplateSpec.build(
-                cron=self.cron, interval=self.interval, timezone=self.timezone, created_at=now, policy=policy
+            return new_template(
+                own,
+                cron=self.cron,
+                interval=self.interval,
+                timezone=self.timezone,
+                policy=self.policy_fields(),
+                now=now,
             )
-            scheduled_at = spec.next_fire(now)
-            if scheduled_at is None:
-                raise ScheduleError("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
-            template = {
-                **self.policy_fields(),
-                "overlap": spec.overlap.value,
-                "catchup": spec.catchup.value,
-                "paused": False,
-            }
-        assert scheduled_at is not None
-        return NewJob(
-            idempotencyKey=self.idempotencyKey,
-            tenantId=self.tenantId,
-            jobType=self.jobType,
-            scheduledAt=scheduled_at,
-            payload=self.payload,
-            priority=self.priority,
-            maxAttempts=effective_max_attempts(self.maxAttempts, default_max_attempts),
-            timeoutSeconds=self.timeoutSeconds,
-            cron=self.cron,
-            interval=self.interval,
-            timezone=(self.timezone or "UTC") if self.cron else None,
-            createdAt=now,
-            **template,
-        )
+        assert self.scheduledAt is not None
+        return NewJob(**own, scheduledAt=self.scheduledAt, createdAt=now)
 
 
 class ErrorBody(BaseModel):

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from jobsched.schedules import DECLARED_IN_CODE
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import checked, json_object, list_limit, path_job_id
@@ -102,6 +103,12 @@ async def patch(request: Request) -> Response:
     await api.schema.wait_ready()
     now = utc_now()
     if job.is_template:
+        if job.declaredBy == DECLARED_IN_CODE:
+            raise ApiError(
+                409,
+                f"schedule {job.idempotencyKey!r} is declared in the code of job type {job.jobType!r}: change it "
+                "there (pause, resume, trigger and backfill work here)",
+            )
         changes = (await checked(TemplatePatch, data)).changes(job, api.known.max_attempts(job.jobType))
         try:
             updated = await api.slots.write(api.schedules.update_template, job, changes, now)
