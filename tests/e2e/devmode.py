@@ -3,7 +3,9 @@ a server."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +76,16 @@ class Dev:
 
     def statuses(self) -> list[str]:
         return [j["status"] for j in self.http.get("/jobs", params={"tenantId": "dev", "limit": "5000"}).json()]
+
+
+def start_failing(service: str, tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """`service` run to its end on a file under `tmp_path` (expected to refuse to start): its status and output."""
+    return subprocess.run(
+        [sys.executable, "-m", f"services.{service}", *args],
+        env={**os.environ, **NO_SERVERS, "JOBSCHED_DB": str(tmp_path / "x.db"), **env},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )

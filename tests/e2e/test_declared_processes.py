@@ -15,7 +15,7 @@ from shared.backends import Backend, open_backend
 from shared.model import Job
 from shared.store.browse import JobQuery
 from tests.conftest import Launch
-from tests.e2e.devmode import Dev
+from tests.e2e.devmode import Dev, start_failing
 from tests.support import ServiceProcess, wait_until
 
 V1 = """
@@ -96,3 +96,12 @@ def test_dev_restarted_with_changed_code_updates_its_schedules_in_place(dev: Dev
     assert now["weekly"]["cron"] == "0 10 * * MON"
     assert now["hourly"]["paused"] is True
     assert now["nightly"] == listed["nightly"]
+
+
+@pytest.mark.parametrize("service", ["executor", "dev"])
+def test_a_declaration_the_api_would_refuse_stops_start_up_with_status_2(tmp_path: Path, service: str) -> None:
+    broken = plugin(tmp_path / "broken", V1.replace('"0 3 * * *"', '"61 3 * * *"'))
+    args = ["--type", "digest"] if service == "executor" else []
+    done = start_failing(service, tmp_path, args, **broken)
+    assert done.returncode == 2, done.stderr
+    assert "schedule 'nightly' of job type 'digest'" in done.stderr

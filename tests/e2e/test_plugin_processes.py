@@ -4,16 +4,13 @@ with exit status 2 and a message naming the module and the cause."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.devmode import NO_SERVERS, Dev
-from tests.support import REPO_ROOT, installed_distribution, wait_until
+from tests.e2e.devmode import Dev, start_failing
+from tests.support import installed_distribution, wait_until
 
 PLUGIN = """
     import jobsched
@@ -64,18 +61,6 @@ def test_dev_runs_a_plugin_of_an_installed_distribution(dev: Dev, tmp_path: Path
     installed_distribution(site, "greeting_plugin_dist", "greetings = greeting_plugin")
     dev.start(PYTHONPATH=str(site))
     run_greetings(dev)
-
-
-def start_failing(service: str, tmp_path: Path, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", f"services.{service}", *args],
-        env={**os.environ, **NO_SERVERS, "JOBSCHED_DB": str(tmp_path / "x.db"), **env},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("service", ["executor", "dev"])
