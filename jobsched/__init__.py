@@ -22,6 +22,7 @@ from importlib.metadata import version
 from jobsched.backoff import Backoff
 from jobsched.client import (
     TERMINAL_STATUSES,
+    Applied,
     AsyncClient,
     Backfilled,
     BadRequest,
@@ -53,6 +54,7 @@ __version__ = version("jobsched")
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Applied",
     "AsyncClient",
     "Backfilled",
     "Backoff",

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-# Where a template came from (its `declaredBy`): a handler module. Templates made through the API have none.
+# Where a template came from (its `declaredBy`): a handler module, or a file applied with `jobsched schedules apply`.
+# Templates made through the API otherwise have none.
 DECLARED_IN_CODE = "code"
+DECLARED_IN_FILE = "file"
 NAME_MAX = 256  # an idempotency key's length limit
 
 
@@ -56,6 +58,9 @@ class Schedule:
             raise ValueError(f"schedule {self.name!r}: give cron or interval, one of them")
         if self.timezone is not None and self.cron is None:
             raise ValueError(f"schedule {self.name!r}: timezone applies only to cron schedules")
+        for bound in (self.start_at, self.end_at):
+            if bound is not None and (not isinstance(bound, datetime) or bound.tzinfo is None):
+                raise ValueError(f"schedule {self.name!r}: start_at and end_at are datetimes with a timezone")
 
     def body(self, job_type: str, tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
         """The template as POST /jobs takes it (camelCase, only what is set), `payload` already encoded."""
@@ -93,8 +98,4 @@ def digest_of_all(bodies: Iterable[dict[str, Any]]) -> str:
 
 
 def _time(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        raise ValueError("a schedule's start_at and end_at need a timezone (e.g. datetime(..., tzinfo=UTC))")
-    return moment.isoformat()
+    return None if moment is None else moment.isoformat()

@@ -24,6 +24,7 @@ from jobsched.client.errors import (
 )
 from jobsched.client.models import (
     TERMINAL_STATUSES,
+    Applied,
     Backfilled,
     DeadLetters,
     Deleted,
@@ -37,6 +38,7 @@ from jobsched.client.sync import Client
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Applied",
     "AsyncClient",
     "Backfilled",
     "BadRequest",

@@ -17,6 +17,7 @@ import httpx
 from jobsched.client.errors import Conflict, ConnectionFailed, JobschedError, error_for
 from jobsched.client.models import (
     TERMINAL_STATUSES,
+    Applied,
     Backfilled,
     DeadLetters,
     Deleted,
@@ -27,6 +28,7 @@ from jobsched.client.models import (
     ServedType,
     parse_time,
 )
+from jobsched.schedules import Schedule
 
 T = TypeVar("T")
 MAX_BATCH_JOBS = 1000  # jobs per POST /jobs/batch
@@ -374,6 +376,26 @@ def list_jobs(tenant_id: str | None, status: str | None, limit: int | None, narr
         "templateId": narrowed.get("template_id"),
     }
     return Call("GET", "/jobs", _jobs, params={k: v for k, v in params.items() if v is not None})
+
+
+def schedule_body(declared: tuple[str, Schedule], tenant_id: str | None) -> dict[str, Any]:
+    """A (job type, Schedule) pair as POST /schedules/apply takes it (no tenantId: the request's)."""
+    job_type, schedule = declared
+    if schedule.payload is not None and not isinstance(schedule.payload, dict):
+        raise TypeError(f"schedule {schedule.name!r}: a payload applied from a file is a dict")
+    body = schedule.body(job_type, tenant_id or "", json_payload(schedule.payload or {}))
+    if not body["tenantId"]:
+        del body["tenantId"]
+    return body
+
+
+def apply_schedules(
+    schedules: Sequence[dict[str, Any]], tenant_id: str | None, removed: str, dry_run: bool
+) -> Call[Applied]:
+    body: dict[str, Any] = {"schedules": list(schedules), "removed": removed, "dryRun": dry_run}
+    if tenant_id:
+        body["tenantId"] = tenant_id
+    return Call("POST", "/schedules/apply", Applied.from_wire, body=body)
 
 
 def dead_letters(tenant_id: str | None) -> Call[list[DeadLetters]]:

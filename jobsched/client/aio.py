@@ -25,8 +25,19 @@ from jobsched.client._calls import (
     UpdateOptions,
 )
 from jobsched.client.errors import DuplicateJob, WaitTimeout
-from jobsched.client.models import Backfilled, DeadLetters, Deleted, Enqueued, Execution, Job, Redriven, ServedType
+from jobsched.client.models import (
+    Applied,
+    Backfilled,
+    DeadLetters,
+    Deleted,
+    Enqueued,
+    Execution,
+    Job,
+    Redriven,
+    ServedType,
+)
 from jobsched.handlers import JobType
+from jobsched.schedules import Schedule
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -181,6 +192,21 @@ class AsyncClient:
         """The newest `limit` jobs (default 100, at most 5,000) of the tenant, narrowed by status, job type,
         kind (`"template"` or `"run"`) or template (`template_id`: its runs)."""
         return await self._call(_calls.list_jobs(tenant_id or self.tenant_id, status, limit, narrowed))
+
+    async def apply_schedules(
+        self,
+        schedules: Iterable[tuple[str, Schedule]],
+        *,
+        tenant_id: str | None = None,
+        removed: str = "keep",
+        dry_run: bool = False,
+    ) -> Applied:
+        """Make the tenant's schedules applied from a file what `schedules` declares ((job type, Schedule) pairs):
+        created, updated in place, and those applied earlier that are not given any more reported, or paused or
+        cancelled (`removed`). With `dry_run`, only say what it would do. Their payloads are dicts."""
+        tenant = tenant_id or self.tenant_id
+        bodies = [_calls.schedule_body(s, tenant) for s in schedules]
+        return await self._call(_calls.apply_schedules(bodies, tenant, removed, dry_run))
 
     async def dead_letters(self, tenant_id: str | None = None) -> builtins.list[DeadLetters]:
         """The DLQ grouped by last error, largest group first, each with its most recent jobs."""

@@ -194,6 +194,28 @@ class Redriven:
 
 
 @dataclass(frozen=True)
+class Applied:
+    """What applying a file's schedules did (or, `dry_run`, would do), by schedule name: `changes` gives, per
+    changed schedule, each field that differs as [stored, declared]."""
+
+    added: list[str]
+    changed: list[str]
+    unchanged: list[str]
+    removed: list[str]
+    conflicts: list[str]
+    changes: dict[str, dict[str, list[Any]]]
+    dry_run: bool
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Applied:
+        kinds = ("added", "changed", "unchanged", "removed", "conflicts")
+        names = {k: [str(n) for n in body.get(k, [])] for k in kinds}
+        changes = dict(body.get("changes") or {})
+        return cls(**names, changes=changes, dry_run=bool(body.get("dryRun", False)), raw=body)
+
+
+@dataclass(frozen=True)
 class Enqueued:
     """One job of a create_many/enqueue_many call: `status` 201 created (`id` the new job), 409 its idempotency key
     is held (`id` the holder: for a call that was resent, the job its earlier try made), 400/413 refused as a single

@@ -26,10 +26,11 @@ from jobsched.client import (
 )
 from jobsched.commands.parser import parser
 from jobsched.commands.run import NotSucceeded, run
+from jobsched.commands.schedule_file import ScheduleFileError
 
 GROUPS = frozenset({"jobs", "dlq", "schedules"})
 # Exit statuses (the parser's epilog says the same to users).
-NOT_SUCCEEDED, NOT_FOUND, REFUSED_KEY, REFUSED, UNREACHABLE, TIMED_OUT = 1, 3, 4, 5, 6, 7
+NOT_SUCCEEDED, BAD_ARGUMENTS, NOT_FOUND, REFUSED_KEY, REFUSED, UNREACHABLE, TIMED_OUT = 1, 2, 3, 4, 5, 6, 7
 HTTP_TIMEOUT_S = 30.0
 
 
@@ -45,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except JobschedError as exc:
         print(f"jobsched {args.group} {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(exit_status(exc)) from None
+    except ScheduleFileError as exc:
+        print(f"jobsched {args.group} {args.command}: {exc}", file=sys.stderr)
+        raise SystemExit(BAD_ARGUMENTS) from None
 
 
 def exit_status(error: JobschedError) -> int:

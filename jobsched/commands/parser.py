@@ -99,6 +99,17 @@ def parser(program: str) -> argparse.ArgumentParser:
     trigger = schedule.add_parser("trigger", parents=[after], help="one run now")
     trigger.add_argument("job_id")
     trigger.add_argument("--key", help="an idempotency key: the same key again gives the same run")
+    apply = schedule.add_parser(
+        "apply", parents=[after], help="make the tenant's schedules what a TOML file declares (prints the diff)"
+    )
+    apply.add_argument("file", help="the schedules file ([[schedule]] tables; see docs/cli.md)")
+    apply.add_argument("--dry-run", action="store_true", help="only print what applying would change")
+    apply.add_argument(
+        "--removed",
+        choices=("keep", "pause", "cancel"),
+        default="keep",
+        help="a schedule applied from a file before and not in this one: keep it (default), pause or cancel it",
+    )
     backfill = schedule.add_parser("backfill", parents=[after], help="a run for each fire time in [start, end)")
     backfill.add_argument("job_id")
     backfill.add_argument("--start", required=True, help="RFC 3339, e.g. 2026-12-01T00:00:00Z")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from jobsched.client import Client, Execution, Job
+from jobsched.client import Applied, Client, Execution, Job
 from jobsched.commands.render import as_json, cell, fields, table
+from jobsched.commands.schedule_file import read_schedules
 
 JOB_COLUMNS = ("id", "tenantId", "jobType", "status", "attempts", "scheduledAt", "lastError")
 SCHEDULE_COLUMNS = ("id", "jobType", "schedule", "timezone", "status", "paused", "nextRun", "lastFiredAt")
@@ -133,6 +135,33 @@ def schedules_backfill(client: Client, args: argparse.Namespace) -> str:
     return fields(vars(done).items())
 
 
+def schedules_apply(client: Client, args: argparse.Namespace) -> str:
+    declared = read_schedules(Path(args.file))
+    done = client.apply_schedules(declared, removed=args.removed, dry_run=args.dry_run)
+    shown = as_json(done.raw) if args.output == "json" else _diff(done, args.removed)
+    if done.conflicts:
+        held = ", ".join(done.conflicts)
+        raise NotSucceeded(f"{held}: held by a schedule not applied from a file (or one that has ended)", shown)
+    return shown
+
+
+def _diff(done: Applied, removed: str) -> str:
+    """What applying did, as `kubectl diff` shows a change: + added, ~ changed (field: stored -> declared),
+    - no longer in the file, ! left alone."""
+    lines = ["dry run: nothing was changed"] if done.dry_run else []
+    lines += [f"+ {name}" for name in done.added]
+    for name in done.changed:
+        lines.append(f"~ {name}")
+        lines += [
+            f"    {field}: {cell(old)} -> {cell(new)}" for field, (old, new) in done.changes.get(name, {}).items()
+        ]
+    what = {"keep": "kept", "pause": "paused", "cancel": "cancelled"}[removed]
+    lines += [f"- {name} (not in the file: {what})" for name in done.removed]
+    lines += [f"! {name} (held by a schedule not applied from a file: left alone)" for name in done.conflicts]
+    lines.append(f"{len(done.unchanged)} unchanged")
+    return "\n".join(lines)
+
+
 def _job(job: Job, output: str) -> str:
     if output == "json":
         return as_json(job.raw)
@@ -199,4 +228,5 @@ COMMANDS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], str]] = {
     ("schedules", "resume"): schedules_resume,
     ("schedules", "trigger"): schedules_trigger,
     ("schedules", "backfill"): schedules_backfill,
+    ("schedules", "apply"): schedules_apply,
 }

@@ -29,7 +29,7 @@ from services.api.http.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.http.store_slots import StoreSlots
 from services.api.openapi.auth import secured
 from services.api.openapi.document import openapi_document
-from services.api.routes import docs, job_batch, job_types, jobs, keys, operator, probes, schedules
+from services.api.routes import docs, job_batch, job_types, jobs, keys, operator, probes, schedule_apply, schedules
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.backends import Backend
@@ -102,6 +102,7 @@ def create_app(
 
     routes: list[Route] = [
         *job_batch.ROUTES,
+        *schedule_apply.ROUTES,
         *jobs.ROUTES,
         *schedules.ROUTES,
         *job_types.ROUTES,

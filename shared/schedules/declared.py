@@ -18,18 +18,18 @@ reported.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from jobsched.schedules import DECLARED_IN_CODE, digest, digest_of_all
 from shared.job_types.announcements import JobTypeRegistry
-from shared.model import Job, Status
+from shared.model import Job, Status, format_time
 from shared.schedules.engine import ScheduleEngine
 from shared.store import transitions
-from shared.store.base import DuplicateJob, JobStore, NewJob, StoreError, TransitionRefused
+from shared.store.base import ApiStore, DuplicateJob, JobStore, NewJob, StoreError, TransitionRefused
 
 log = logging.getLogger("jobsched.schedules")
 # The fields a declaration sets: a template made from it and the declaration compare on these alone.
@@ -65,19 +65,22 @@ class WhenRemoved(StrEnum):
 
 @dataclass
 class Reconciled:
-    """What one pass did, by schedule name."""
+    """What one pass did (or, dry, would do), by schedule name; `changes`: per changed schedule, each field that
+    differs as [stored, declared]."""
 
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # no longer declared (kept, paused or cancelled)
-    conflicts: list[str] = field(default_factory=list)  # held by an API-made or finished template: left alone
+    conflicts: list[str] = field(default_factory=list)  # held by another template, or one that has ended
     waiting: bool = False  # the type's live executors declare different schedules: nothing was changed
+    changes: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Declaration:
-    """One declared schedule: its POST /jobs body, and the job that body makes (validated as the API does)."""
+    """One declared schedule: its body as POST /jobs takes it (what its digest is of), and the template it makes
+    (validated as the API validates one)."""
 
     body: dict[str, Any]
     new: NewJob
@@ -87,8 +90,93 @@ class Declaration:
         return self.new.idempotencyKey
 
 
+class Reconciler:
+    """Makes the store hold what a set of declarations says, for declarations from one origin (`code`, `file`):
+    templates of that origin in `present` (the scope: a job type's, a tenant's) that are not declared are the
+    removed ones."""
+
+    def __init__(self, store: ApiStore, origin: str, when_removed: WhenRemoved) -> None:
+        self._store = store
+        self._origin = origin
+        self._when_removed = when_removed
+        self._engine = ScheduleEngine(store)
+
+    def reconcile(
+        self, declarations: Sequence[Declaration], present: Iterable[Job], now: datetime, *, write: bool = True
+    ) -> Reconciled:
+        """Apply the declarations (without `write`: only say what applying them would do)."""
+        done = Reconciled()
+        for declaration in declarations:
+            self._apply(declaration, now, done, write)
+        declared = {(d.new.tenantId, d.name) for d in declarations}
+        for template in present:
+            if template.declaredBy != self._origin or (template.tenantId, template.idempotencyKey) in declared:
+                continue
+            if template.status is Status.PENDING:  # cancelled or ended already: nothing left to do
+                self._remove(template, now, write)
+                done.removed.append(template.idempotencyKey)
+        return done
+
+    def _apply(self, declaration: Declaration, now: datetime, done: Reconciled, write: bool) -> None:
+        wanted = digest(declaration.body)
+        stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
+        if stored is None:
+            if not write:
+                done.added.append(declaration.name)
+                return
+            try:
+                self._store.create(replace(declaration.new, declaredBy=self._origin, declaration=wanted))
+                done.added.append(declaration.name)
+                return
+            except DuplicateJob:  # another executor of the same version made it first
+                stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
+                if stored is None:
+                    raise StoreError(f"schedule {declaration.name!r} vanished while it was made") from None
+        if stored.declaredBy != self._origin or stored.jobType != declaration.new.jobType or not stored.is_template:
+            log.warning(
+                "a declared schedule's name is held by another job: left alone",
+                extra={"action": "schedule_conflict", "jobId": stored.id, "schedule": declaration.name},
+            )
+            done.conflicts.append(declaration.name)
+        elif stored.declaration == wanted:
+            done.unchanged.append(declaration.name)
+        elif stored.status is not Status.PENDING:
+            done.conflicts.append(declaration.name)  # cancelled or ended: an operator's decision stands
+        else:
+            differs = [n for n in DECLARED_FIELDS if getattr(declaration.new, n) != getattr(stored, n)]
+            done.changes[declaration.name] = {
+                n: [_shown(getattr(stored, n)), _shown(getattr(declaration.new, n))] for n in differs
+            }
+            done.changed.append(declaration.name)
+            if write:
+                self._update(stored, declaration.new, differs, wanted, now)
+
+    def _update(self, stored: Job, new: NewJob, differs: list[str], wanted: str, now: datetime) -> None:
+        changes = {n: transitions.UNSET if (value := getattr(new, n)) is None else value for n in differs}
+        if changes:
+            self._engine.update_template(stored, {**changes, "declaration": wanted}, now)
+        elif self._store.update_if_unmoved(stored, {"declaration": wanted}) is None:
+            raise TransitionRefused(stored, "change")
+
+    def _remove(self, template: Job, now: datetime, write: bool) -> None:
+        if write and self._when_removed is WhenRemoved.PAUSE and not template.paused:
+            self._engine.pause(template, NOT_DECLARED_NOTE, now)
+        elif write and self._when_removed is WhenRemoved.CANCEL:
+            self._store.cancel(template.id)
+        log.warning(
+            "a declared schedule is no longer declared",
+            extra={
+                "action": "schedule_not_declared",
+                "jobId": template.id,
+                "schedule": template.idempotencyKey,
+                "done": self._when_removed.value if write else "nothing (dry run)",
+            },
+        )
+
+
 class DeclaredSchedules:
-    """The declarations of one job type, applied by one executor (`executor` as it announces itself)."""
+    """The declarations of one job type in the code, applied by one executor (`executor` as it announces itself)
+    while the type's live executors agree on them."""
 
     def __init__(
         self,
@@ -104,15 +192,13 @@ class DeclaredSchedules:
     ) -> None:
         """`templates_of(tenant, job_type)`: that tenant's templates of the type; `tenants`: where to look for
         templates no longer declared (the declarations' tenants and the default one)."""
-        self._store = store
         self._registry = registry
         self._job_type = job_type
         self._declarations = list(declarations)
         self._templates_of = templates_of
         self._executor = executor
-        self._when_removed = when_removed
         self._tenants = sorted({*tenants, *(d.new.tenantId for d in declarations)})
-        self._engine = ScheduleEngine(store)
+        self._reconciler = Reconciler(store, DECLARED_IN_CODE, when_removed)
         self.digest = digest_of_all(d.body for d in declarations)
         self._applied = False  # since the type's executors last agreed
         self._waiting = False
@@ -139,82 +225,20 @@ class DeclaredSchedules:
         return done
 
     def reconcile(self, now: datetime) -> Reconciled:
-        done = Reconciled()
-        for declaration in self._declarations:
-            self._apply(declaration, now, done)
-        self._remove_undeclared(now, done)
+        present = [t for tenant in self._tenants for t in self._templates_of(tenant, self._job_type)]
+        try:
+            done = self._reconciler.reconcile(self._declarations, present, now)
+        except TransitionRefused:
+            # A template moved meanwhile (another executor of this version updated it, or the scheduler fired it):
+            # the next beat looks again.
+            self._applied = False
+            raise StoreError("a declared schedule moved while it was updated; trying again") from None
         log.info(
             "declared schedules reconciled",
             extra={"action": "schedules_reconciled", "jobType": self._job_type, **vars(done)},
         )
         return done
 
-    def _apply(self, declaration: Declaration, now: datetime, done: Reconciled) -> None:
-        wanted = digest(declaration.body)
-        stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
-        if stored is None:
-            try:
-                self._store.create(_declared(declaration.new, wanted))
-                done.added.append(declaration.name)
-                return
-            except DuplicateJob:  # another executor of the same version made it first
-                stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
-                if stored is None:
-                    raise StoreError(f"schedule {declaration.name!r} vanished while it was made") from None
-        if stored.declaredBy != DECLARED_IN_CODE or stored.jobType != self._job_type or not stored.is_template:
-            log.warning(
-                "a declared schedule's name is held by another job: left alone",
-                extra={"action": "schedule_conflict", "jobId": stored.id, "schedule": declaration.name},
-            )
-            done.conflicts.append(declaration.name)
-        elif stored.declaration == wanted:
-            done.unchanged.append(declaration.name)
-        elif stored.status is not Status.PENDING:
-            done.conflicts.append(declaration.name)  # cancelled or ended: an operator's decision stands
-        else:
-            self._update(stored, declaration.new, wanted, now)
-            done.changed.append(declaration.name)
 
-    def _update(self, stored: Job, new: NewJob, wanted: str, now: datetime) -> None:
-        changes: dict[str, Any] = {
-            name: transitions.UNSET if (value := getattr(new, name)) is None else value
-            for name in DECLARED_FIELDS
-            if getattr(new, name) != getattr(stored, name)
-        }
-        try:
-            if changes:
-                self._engine.update_template(stored, {**changes, "declaration": wanted}, now)
-            elif self._store.update_if_unmoved(stored, {"declaration": wanted}) is None:
-                raise TransitionRefused(stored, "change")
-        except TransitionRefused:
-            # It moved meanwhile: another executor of this version updated it, or the scheduler fired it; the next
-            # pass (when the executors next come to agree) finds it as it is.
-            self._applied = False
-
-    def _remove_undeclared(self, now: datetime, done: Reconciled) -> None:
-        declared = {(d.new.tenantId, d.name) for d in self._declarations}
-        for tenant in self._tenants:
-            for template in self._templates_of(tenant, self._job_type):
-                if template.declaredBy != DECLARED_IN_CODE or (tenant, template.idempotencyKey) in declared:
-                    continue
-                if template.status is not Status.PENDING:
-                    continue  # cancelled or ended already
-                if self._when_removed is WhenRemoved.PAUSE and not template.paused:
-                    self._engine.pause(template, NOT_DECLARED_NOTE, now)
-                elif self._when_removed is WhenRemoved.CANCEL:
-                    self._store.cancel(template.id)
-                log.warning(
-                    "a declared schedule is no longer declared in the code",
-                    extra={
-                        "action": "schedule_not_declared",
-                        "jobId": template.id,
-                        "schedule": template.idempotencyKey,
-                        "done": self._when_removed.value,
-                    },
-                )
-                done.removed.append(template.idempotencyKey)
-
-
-def _declared(new: NewJob, wanted: str) -> NewJob:
-    fields = {**new.__dict__, "declaredBy": DECLARED_IN_CODE, "declaration": wanted}
-    return NewJob(**fields)
+def _shown(value: Any) -> Any:
+    return format_time(value) if isinstance(value, datetime) else value

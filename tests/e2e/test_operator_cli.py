@@ -137,3 +137,56 @@ def test_schedules_from_the_command_line(dev: Dev) -> None:
     assert run["id"] in {r["id"] for r in runs}
     assert len(runs) == 3
     assert "400" in operator.fails(5, "schedules", "backfill", nightly.id, "--start", "yesterday", "--end", "today")
+
+
+SCHEDULES_FILE = """
+[[schedule]]
+name = "weekly-digest"
+job_type = "noop"
+cron = "0 9 * * MON"
+timezone = "Europe/Berlin"
+payload = { list = "all" }
+
+[[schedule]]
+name = "hourly-sync"
+job_type = "noop"
+interval = "1h"
+overlap = "skip"
+"""
+
+
+def test_schedules_applied_from_a_file_print_their_diff(dev: Dev, tmp_path: Path) -> None:
+    operator = Operator(dev.base_url, dev.new_api_key("acme"))
+    file = tmp_path / "schedules.toml"
+    file.write_text(SCHEDULES_FILE)
+
+    dry = operator.run("schedules", "apply", str(file), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        "dry run: nothing was changed",
+        "+ weekly-digest",
+        "+ hourly-sync",
+        "0 unchanged",
+    ]
+    assert operator.json("schedules", "list") == []
+
+    assert operator.run("schedules", "apply", str(file)).stdout.splitlines()[:2] == ["+ weekly-digest", "+ hourly-sync"]
+    listed = {s["idempotencyKey"]: s for s in operator.json("schedules", "list")}
+    assert (listed["weekly-digest"]["declaredBy"], listed["hourly-sync"]["overlap"]) == ("file", "skip")
+
+    file.write_text(SCHEDULES_FILE.replace("0 9 * * MON", "0 10 * * MON").split('[[schedule]]\nname = "hourly')[0])
+    changed = operator.run("schedules", "apply", str(file), "--removed", "pause")
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.splitlines() == [
+        "~ weekly-digest",
+        "    cron: 0 9 * * MON -> 0 10 * * MON",
+        "- hourly-sync (not in the file: paused)",
+        "0 unchanged",
+    ]
+    applied = operator.json("schedules", "apply", str(file))
+    assert (applied["unchanged"], applied["removed"]) == (["weekly-digest"], ["hourly-sync"])
+
+    file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "0 9 * * *"\nevery = "day"\n')
+    assert "unknown key 'every'" in operator.fails(2, "schedules", "apply", str(file))
+    file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "61 9 * * *"\n')
+    assert "400" in operator.fails(5, "schedules", "apply", str(file))

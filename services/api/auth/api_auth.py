@@ -58,9 +58,9 @@ BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 MAX_INSPECTED_BODY_BYTES: Final = 1024 * 1024
 CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
-TENANT_BODIES: Final = frozenset({("POST", "/jobs"), ("POST", "/jobs/batch")})
-# Routes whose JSON body lists what they create under `jobs`, each of which may name its own tenant.
-LISTED_BODIES: Final = frozenset({("POST", "/jobs/batch")})
+TENANT_BODIES: Final = frozenset({("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply")})
+# Routes whose JSON body lists what they create (under the key named here), each of which may name its own tenant.
+LISTED_BODIES: Final = {("POST", "/jobs/batch"): "jobs", ("POST", "/schedules/apply"): "schedules"}
 VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
 
 
@@ -258,8 +258,9 @@ class Authenticate:
             data = None  # not JSON the API accepts: the route answers that
         if isinstance(data, dict):
             named = [data["tenantId"]] if "tenantId" in data else []
-            if (method, self._path) in LISTED_BODIES and isinstance(data.get("jobs"), list):
-                named += [item["tenantId"] for item in data["jobs"] if isinstance(item, dict) and "tenantId" in item]
+            listed = data.get(LISTED_BODIES.get((method, self._path), ""))
+            if isinstance(listed, list):
+                named += [item["tenantId"] for item in listed if isinstance(item, dict) and "tenantId" in item]
             refusal = self._tenant_refusal(principal, named, where)
             if refusal is not None:
                 return receive, refusal

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +17,24 @@ from shared.store import transitions
 class PauseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     note: str | None = Field(default=None, max_length=2000, description="Why; shown as the template's pauseNote")
+
+
+MAX_APPLIED_SCHEDULES = 1000
+
+
+class ApplyRequest(BaseModel):
+    """POST /schedules/apply: every schedule of a tenant declared in a file; each item is a POST /jobs body of a
+    template (its tenantId, if any, the request's)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tenantId: str | None = Field(default=None, min_length=1, max_length=256, description="AUTH=required: the key's")
+    schedules: list[dict[str, Any]] = Field(
+        max_length=MAX_APPLIED_SCHEDULES, description="The templates the file declares (empty: none)"
+    )
+    removed: Literal["keep", "pause", "cancel"] = Field(
+        default="keep", description="What happens to a template applied from a file earlier that this one drops"
+    )
+    dryRun: bool = Field(default=False, description="Only say what applying would do")
 
 
 class EmptyRequest(BaseModel):

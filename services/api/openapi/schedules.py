@@ -6,7 +6,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from services.api.models.schedules import BackfillRequest, PauseRequest, RunPatch, TemplatePatch, TriggerRequest
+from services.api.models.schedules import (
+    ApplyRequest,
+    BackfillRequest,
+    PauseRequest,
+    RunPatch,
+    TemplatePatch,
+    TriggerRequest,
+)
 
 REF = "#/components/schemas/{model}"
 MODELS: dict[str, type[BaseModel]] = {
@@ -15,6 +22,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "BackfillRequest": BackfillRequest,
     "TemplatePatch": TemplatePatch,
     "RunPatch": RunPatch,
+    "ApplyRequest": ApplyRequest,
 }
 ERRORS = {400: "Bad input", 404: "Unknown job", 409: "Conflict", 413: "Payload too large", 503: "Store unavailable"}
 JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}}
@@ -48,6 +56,19 @@ def _errors(*codes: int) -> dict[str, Any]:
 JOB = {"$ref": REF.format(model="Job")}
 JOBS = {"type": "array", "items": JOB}
 TIMES = {"type": "array", "items": {"type": "string", "format": "date-time"}}
+NAMES = {"type": "array", "items": {"type": "string"}}
+APPLIED = {
+    "type": "object",
+    "properties": {
+        **{k: NAMES for k in ("added", "changed", "unchanged", "removed", "conflicts")},
+        "changes": {
+            "type": "object",
+            "description": "Per changed schedule: each field that differs, as [stored, declared]",
+            "additionalProperties": {"type": "object"},
+        },
+        "dryRun": {"type": "boolean"},
+    },
+}
 
 
 def _post(summary: str, body: dict[str, Any] | None, answer: dict[str, Any], *errors: int) -> dict[str, Any]:
@@ -127,6 +148,17 @@ def schedule_paths() -> dict[str, Any]:
                 ]
                 + [COUNT],
                 "responses": {"200": _answer("Fire times", TIMES), **_errors(400)},
+            }
+        },
+        "/schedules/apply": {
+            "post": {
+                "summary": "Make the tenant's schedules what a file declares (jobsched schedules apply): create,"
+                " update in place, report or pause or cancel the dropped ones; dryRun only says what it would do",
+                "requestBody": {**_body("ApplyRequest"), "required": True},
+                "responses": {
+                    "200": _answer("What was (or would be) done, by schedule name", APPLIED),
+                    **_errors(400, 413, 503),
+                },
             }
         },
     }

@@ -1,0 +1,60 @@
+"""A schedules file, for `jobsched schedules apply FILE`: TOML, one `[[schedule]]` table per schedule.
+
+    [[schedule]]
+    name = "weekly-digest"          # its idempotency key: unique in the tenant
+    job_type = "send-digest"
+    cron = "0 9 * * MON"            # or interval = "15m"
+    timezone = "Europe/Berlin"
+    payload = { list = "all" }
+    overlap = "skip"
+
+Every other key of jobsched.Schedule may be given (priority, max_attempts, timeout, catchup, catchup_window,
+jitter, start_at, end_at as TOML date-times, pause_on_failure).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from jobsched.schedules import Schedule
+
+KEYS = frozenset(f.name for f in fields(Schedule)) - {"tenant_id"}
+
+
+class ScheduleFileError(ValueError):
+    """The file cannot be read as schedules: the message says where and why."""
+
+
+def read_schedules(path: Path) -> list[tuple[str, Schedule]]:
+    """The (job type, Schedule) pairs the file declares, in its order."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScheduleFileError(f"{path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScheduleFileError(f"{path}: not TOML: {exc}") from None
+    unknown = sorted(set(document) - {"schedule"})
+    if unknown:
+        raise ScheduleFileError(f"{path}: unknown top-level key {unknown[0]!r}; schedules are [[schedule]] tables")
+    tables = document.get("schedule", [])
+    if not isinstance(tables, list):
+        raise ScheduleFileError(f"{path}: schedule must be an array of tables ([[schedule]])")
+    return [_schedule(path, n, table) for n, table in enumerate(tables, start=1)]
+
+
+def _schedule(path: Path, number: int, table: dict[str, Any]) -> tuple[str, Schedule]:
+    where = f"{path}: schedule {number}" + (f" ({table['name']!r})" if isinstance(table.get("name"), str) else "")
+    table = dict(table)
+    job_type = table.pop("job_type", None)
+    if not isinstance(job_type, str) or not job_type:
+        raise ScheduleFileError(f"{where}: job_type is required")
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise ScheduleFileError(f"{where}: unknown key {unknown[0]!r}; known: job_type, {', '.join(sorted(KEYS))}")
+    try:
+        return job_type, Schedule(**table)
+    except (TypeError, ValueError) as exc:
+        raise ScheduleFileError(f"{where}: {exc}") from None
