@@ -302,6 +302,20 @@ def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: De
     expect(page.locator("h1")).to_contain_text(f"Template {nightly['id']}")
 
 
+def test_a_declared_schedule_says_where_it_is_declared(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    body = {"idempotencyKey": "from-file", "jobType": "noop", "interval": "1h"}
+    applied = dev.http.post("/schedules/apply", json={"tenantId": "declared", "schedules": [body]})
+    assert applied.status_code == 200, applied.text
+    made = create(dev, "declared", "by-hand", interval="2h")
+
+    page.goto(ui(dev, "/schedules?tenantId=declared"))
+    expect(page.locator("tbody tr")).to_have_count(2)
+    expect(page.locator("[data-declared]")).to_have_count(1)
+    expect(page.locator("[data-declared]")).to_have_text("declared in a file")
+    expect(page.locator(f'tr[data-job-id="{made["id"]}"] [data-declared]')).to_have_count(0)
+
+
 def fire_times(page: Page, template_id: str) -> list[str]:
     times = page.locator(f'[data-fire-times="{template_id}"] time')
     expect(times).to_have_count(5)

@@ -24,10 +24,16 @@ export function overlapOf(template) {
   return template.overlap || "allow_all";
 }
 
+// Where a schedule came from when it is declared (in the code of its handlers, or in a file applied with
+// `jobsched schedules apply`): it is changed there, not here.
+const DECLARED = { code: "declared in code", file: "declared in a file" };
+
 export function stateOf(template) {
+  const declared = DECLARED[template.declaredBy];
   return [
     badge(template.status),
     template.paused ? [" ", badge("paused")] : null,
+    declared ? [" ", h("span", { class: "badge declared", dataset: { declared: template.declaredBy } }, declared)] : null,
     template.paused && template.pauseNote ? h("div", { class: "muted", dataset: { pauseNote: "" } }, template.pauseNote) : null,
   ];
 }
