@@ -1,6 +1,6 @@
-"""Schedules declared in a handler module, kept by real processes: two executors of one version started at once
-(MongoDB), a new version deployed beside the old one and then alone, and `jobsched dev` restarted with changed
-code on its SQLite file."""
+"""Schedules declared in a handler module, kept by real processes: two executors of one version started at once, a
+new version deployed beside the old one and then alone (on MongoDB, and on one SQLite file the processes share),
+and `jobsched dev` restarted with changed code on its SQLite file."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pymongo.database import Database
 
-from shared.backends import Backend, open_backend
+from shared.backends import Backend, open_backend, sqlite_url
 from shared.model import Job
 from shared.store.browse import JobQuery
 from tests.conftest import Launch
@@ -49,24 +48,34 @@ def logged(process: ServiceProcess, action: str) -> bool:
     return f'"action": "{action}"' in process.log_text()
 
 
-@pytest.fixture
-def backend(product_env: dict[str, str], mongo_db: Database[dict[str, object]]) -> Iterator[Backend]:
-    opened = open_backend(product_env["MONGO_URI"], database=mongo_db.name)
-    yield opened
+@pytest.fixture(params=["mongo", "sqlite"])
+def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Backend, dict[str, str]]]:
+    """The store the executors share: the test's MongoDB database, or one SQLite file (MONGO_URI names any
+    store's URL) that the processes open side by side."""
+    if request.param == "mongo":
+        env: dict[str, str] = request.getfixturevalue("product_env")
+        opened = open_backend(env["MONGO_URI"], database=env["MONGO_DB"])
+        yield opened, {}
+    else:
+        url = sqlite_url(str(tmp_path / "jobs.db"))
+        opened = open_backend(url)
+        opened.jobs.ensure_schema()
+        yield opened, {"MONGO_URI": url}
     opened.close()
 
 
 def test_executors_keep_declared_schedules_through_a_rolling_deploy(
-    launch: Launch, backend: Backend, tmp_path: Path
+    launch: Launch, store_env: tuple[Backend, dict[str, str]], tmp_path: Path
 ) -> None:
-    v1 = plugin(tmp_path / "v1", V1)
+    backend, store = store_env
+    v1 = {**plugin(tmp_path / "v1", V1), **store}
     old = [launch("executor", "--type", "digest", name=f"old-{n}", **v1) for n in range(2)]  # at once
     wait_until(lambda: sorted(templates(backend)) == ["hourly", "nightly", "weekly"], 60, "the three schedules")
     wait_until(lambda: all(logged(p, "schedules_reconciled") for p in old), 60, "both executors to reconcile")
     assert len(templates(backend)) == 3  # both applied them: each schedule was made once
     before = templates(backend)
 
-    new = launch("executor", "--type", "digest", name="new", **plugin(tmp_path / "v2", V2))
+    new = launch("executor", "--type", "digest", name="new", **plugin(tmp_path / "v2", V2), **store)
     wait_until(lambda: logged(new, "schedules_waiting"), 60, "the new version to see the old one")
     assert templates(backend) == before  # side by side: nothing changes
 
