@@ -88,9 +88,10 @@ def test_seed_finds_a_running_local_stack_by_its_env_file(
 
 
 def test_jobsched_help_lists_every_command_and_succeeds(tmp_path: Path) -> None:
+    from jobsched.commands import GROUPS as OPERATOR_GROUPS
     from services.cli import OTHER_COMMANDS, SERVICES
 
     done = run("services.cli", "--help", STACK_DIR=str(tmp_path / "no-stack"))
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert sorted(listed) == sorted([*SERVICES, *OTHER_COMMANDS])
+    assert sorted(listed) == sorted([*SERVICES, *OTHER_COMMANDS, *OPERATOR_GROUPS])
