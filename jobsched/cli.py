@@ -7,10 +7,10 @@ import sys
 
 
 def main() -> None:
-    from jobsched.commands import GROUPS
+    from jobsched.commands import GROUPS, is_operator_command
     from jobsched.commands import main as operate
 
-    if sys.argv[1:2] and sys.argv[1] in GROUPS:
+    if is_operator_command(sys.argv[1:]):
         operate(sys.argv[1:])
         return
     try:

@@ -123,7 +123,7 @@ class JobType(Generic[P, R]):
         return self.payload.encode(payload)
 
     def declared(self, tenant_id: str) -> list[dict[str, Any]]:
-        """The schedules declared with the type, as POST /jobs bodies (`tenant_id`: theirs unless they name one)."""
+        """The schedules declared with the type, as POST /jobs bodies of `tenant_id`'s templates."""
         return [
             s.body(self.name, tenant_id, {} if s.payload is None else self.encode(s.payload)) for s in self.schedules
         ]

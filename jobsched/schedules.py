@@ -31,15 +31,14 @@ class Schedule:
     """A recurring template declared with a job type: `cron` (with `timezone`, default UTC) or `interval`
     (`"15m"`), the payload its runs get (a dict, or the handler's payload type), and what a template made
     through the API takes: priority, max_attempts, timeout (seconds or a timedelta), and the schedule policy
-    (overlap, catchup, catchup_window, jitter, start_at, end_at, pause_on_failure; docs/schedules.md).
-    `tenant_id`: the tenant it belongs to (default: DECLARED_SCHEDULES_TENANT)."""
+    (overlap, catchup, catchup_window, jitter, start_at, end_at, pause_on_failure; docs/schedules.md). It belongs
+    to the tenant DECLARED_SCHEDULES_TENANT names (a file's schedules: to the tenant applying them)."""
 
     name: str
     cron: str | None = None
     interval: str | None = None
     timezone: str | None = None
     payload: Any = None
-    tenant_id: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
     timeout: float | timedelta | None = None
@@ -63,11 +62,12 @@ class Schedule:
                 raise ValueError(f"schedule {self.name!r}: start_at and end_at are datetimes with a timezone")
 
     def body(self, job_type: str, tenant_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """The template as POST /jobs takes it (camelCase, only what is set), `payload` already encoded."""
+        """The template as POST /jobs takes it (camelCase, only what is set) for `tenant_id`, `payload` already
+        encoded."""
         timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else self.timeout
         fields: dict[str, Any] = {
             "idempotencyKey": self.name,
-            "tenantId": self.tenant_id or tenant_id,
+            "tenantId": tenant_id,
             "jobType": job_type,
             "cron": self.cron,
             "interval": self.interval,

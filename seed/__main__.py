@@ -13,10 +13,10 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from services.api.models.jobs import JobRequest
 from shared.backends import tool_backend
 from shared.cli import OneLineParser, fail, one_line_errors
 from shared.config import Settings
+from shared.job_requests import JobRequest
 from shared.local_stack import tool_environment
 from shared.model import format_time, utc_now
 from shared.store.base import DuplicateJob, JobStore, StoreUnavailable

@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from jobsched.commands import GROUPS as OPERATOR_GROUPS
+from jobsched.commands import is_operator_command
 from jobsched.commands import main as operate
 
 SERVICES = {
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help", "help"):
         print(HELP)
         raise SystemExit(0)
-    if args and args[0] in OPERATOR_GROUPS:
+    if is_operator_command(args):
         operate(args)
         return
     if not args or (args[0] not in SERVICES and args[0] not in OTHER_COMMANDS):

@@ -205,11 +205,13 @@ class Applied:
     conflicts: list[str]
     changes: dict[str, dict[str, list[Any]]]
     dry_run: bool
+    ended: list[str] = field(default_factory=list)  # no fire time left: nothing made, or its template completed
+    resumed: list[str] = field(default_factory=list)  # paused when dropped from the file, given again
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Applied:
-        kinds = ("added", "changed", "unchanged", "removed", "conflicts")
+        kinds = ("added", "changed", "unchanged", "removed", "conflicts", "ended", "resumed")
         names = {k: [str(n) for n in body.get(k, [])] for k in kinds}
         changes = dict(body.get("changes") or {})
         return cls(**names, changes=changes, dry_run=bool(body.get("dryRun", False)), raw=body)

@@ -29,6 +29,21 @@ from jobsched.commands.run import NotSucceeded, run
 from jobsched.commands.schedule_file import ScheduleFileError
 
 GROUPS = frozenset({"jobs", "dlq", "schedules"})
+_VALUED_OPTIONS = frozenset({"--url", "--api-key", "--tenant", "--output", "-o"})
+
+
+def is_operator_command(args: Sequence[str]) -> bool:
+    """Whether `jobsched ARGS` is one of these commands: its first word that is not an option (nor an option's
+    value, `jobsched --output json jobs list`) names one of GROUPS."""
+    words = iter(args)
+    for word in words:
+        if word in _VALUED_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word in GROUPS
+    return False
+
+
 # Exit statuses (the parser's epilog says the same to users).
 NOT_SUCCEEDED, BAD_ARGUMENTS, NOT_FOUND, REFUSED_KEY, REFUSED, UNREACHABLE, TIMED_OUT = 1, 2, 3, 4, 5, 6, 7
 HTTP_TIMEOUT_S = 30.0

@@ -141,7 +141,7 @@ def schedules_apply(client: Client, args: argparse.Namespace) -> str:
     shown = as_json(done.raw) if args.output == "json" else _diff(done, args.removed)
     if done.conflicts:
         held = ", ".join(done.conflicts)
-        raise NotSucceeded(f"{held}: held by a schedule not applied from a file (or one that has ended)", shown)
+        raise NotSucceeded(f"{held}: held by a schedule not applied from a file, or cancelled", shown)
     return shown
 
 
@@ -150,6 +150,7 @@ def _diff(done: Applied, removed: str) -> str:
     - no longer in the file, ! left alone."""
     lines = ["dry run: nothing was changed"] if done.dry_run else []
     lines += [f"+ {name}" for name in done.added]
+    lines += [f"> {name} (resumed: paused when it was dropped, given again)" for name in done.resumed]
     for name in done.changed:
         lines.append(f"~ {name}")
         lines += [
@@ -157,7 +158,10 @@ def _diff(done: Applied, removed: str) -> str:
         ]
     what = {"keep": "kept", "pause": "paused", "cancel": "cancelled"}[removed]
     lines += [f"- {name} (not in the file: {what})" for name in done.removed]
-    lines += [f"! {name} (held by a schedule not applied from a file: left alone)" for name in done.conflicts]
+    lines += [
+        f"! {name} (held by a schedule not applied from a file, or cancelled: left alone)" for name in done.conflicts
+    ]
+    lines += [f"= {name} (ended: its bounds leave it no fire time)" for name in done.ended]
     lines.append(f"{len(done.unchanged)} unchanged")
     return "\n".join(lines)
 

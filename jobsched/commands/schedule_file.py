@@ -14,6 +14,7 @@ jitter, start_at, end_at as TOML date-times, pause_on_failure).
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 from jobsched.schedules import Schedule
 
-KEYS = frozenset(f.name for f in fields(Schedule)) - {"tenant_id"}
+KEYS = frozenset(f.name for f in fields(Schedule))
 
 
 class ScheduleFileError(ValueError):
@@ -45,9 +46,20 @@ def read_schedules(path: Path) -> list[tuple[str, Schedule]]:
     return [_schedule(path, n, table) for n, table in enumerate(tables, start=1)]
 
 
-def _schedule(path: Path, number: int, table: dict[str, Any]) -> tuple[str, Schedule]:
+def _schedule(path: Path, number: int, table: Any) -> tuple[str, Schedule]:
+    if not isinstance(table, dict):
+        raise ScheduleFileError(f"{path}: schedule {number} is not a table ([[schedule]] with keys)")
     where = f"{path}: schedule {number}" + (f" ({table['name']!r})" if isinstance(table.get("name"), str) else "")
     table = dict(table)
+    payload = table.get("payload")
+    if payload is not None and not isinstance(payload, dict):
+        raise ScheduleFileError(f"{where}: payload must be a table (a JSON object)")
+    try:
+        json.dumps(payload)
+    except (TypeError, ValueError):
+        raise ScheduleFileError(
+            f"{where}: payload holds a value JSON has none for (a date? write it as text)"
+        ) from None
     job_type = table.pop("job_type", None)
     if not isinstance(job_type, str) or not job_type:
         raise ScheduleFileError(f"{where}: job_type is required")

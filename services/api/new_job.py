@@ -15,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from services.api.http.errors import ApiError
 from services.api.http.request_bodies import INLINE_PARSE_BYTES, validated
-from services.api.models.jobs import JobRequest
 from shared.cron import ScheduleError
+from shared.job_requests import JobRequest
 from shared.jsonsafe import shorten
 from shared.model import utc_now
 from shared.store.base import NewJob

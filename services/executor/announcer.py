@@ -4,8 +4,9 @@ schedulers, which do not import the handler modules, learn which types exist and
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from jobsched.type_defaults import TypeDefaults
 from shared.cron import ScheduleError
@@ -15,6 +16,7 @@ from shared.schedules.declared import DeclaredSchedules
 from shared.store.base import StoreError
 
 log = logging.getLogger("jobsched.executor")
+KEEPER_JOIN_S = 10.0  # how long a stopping executor waits for a pass over its declared schedules
 LIVE_BEATS = 3  # an announcement stays live this many heartbeats: one missed beat is not a dead executor
 
 
@@ -34,31 +36,57 @@ class TypeAnnouncer:
         self._types = dict(types)
         self._live_for = heartbeat * LIVE_BEATS
         self._schedules = schedules
+        self._keeper: threading.Thread | None = None
 
     @property
     def schedules(self) -> DeclaredSchedules | None:
         return self._schedules
 
     def announce(self) -> bool:
-        """Announce (or renew), then keep the declared schedules; a store failure is logged and retried at the
-        next beat."""
+        """Announce (or renew), then keep the declared schedules, before returning (at start: the schedules exist
+        before the executor serves); a store failure is logged and retried at the next beat."""
         now = utc_now()
+        if not self._announce(now):
+            return False
+        self._keep_schedules(now)
+        return True
+
+    def beat(self) -> bool:
+        """announce, for the heartbeat: the declared schedules are kept on a thread of their own, one pass at a
+        time, so that a slow pass never delays the beat's lease renewals and cancellation checks."""
+        now = utc_now()
+        if not self._announce(now):
+            return False
+        if self._schedules is not None and (self._keeper is None or not self._keeper.is_alive()):
+            self._keeper = threading.Thread(
+                target=self._keep_schedules, args=(now,), name="declared-schedules", daemon=True
+            )
+            self._keeper.start()
+        return True
+
+    def _announce(self, now: datetime) -> bool:
         try:
             self._registry.announce(self._executor_id, self._types, now, now + self._live_for)
         except StoreError as exc:
             log.warning("job types not announced", extra={"action": "announce_failed", "error": str(exc)})
             return False
-        if self._schedules is not None:
-            try:
-                self._schedules.keep(now)
-            except (StoreError, ScheduleError) as exc:
-                log.warning("declared schedules not kept", extra={"action": "schedules_failed", "error": str(exc)})
-            except Exception:  # a defect there must not stop the heartbeat (cancellations, announcements)
-                log.exception("declared schedules not kept", extra={"action": "schedules_failed"})
         return True
 
+    def _keep_schedules(self, now: datetime) -> None:
+        if self._schedules is None:
+            return
+        try:
+            self._schedules.keep(now)
+        except (StoreError, ScheduleError) as exc:
+            log.warning("declared schedules not kept", extra={"action": "schedules_failed", "error": str(exc)})
+        except Exception:  # a defect there must not stop the heartbeat (cancellations, announcements)
+            log.exception("declared schedules not kept", extra={"action": "schedules_failed"})
+
     def withdraw(self) -> None:
-        """On shutdown: no longer live, so the scheduler stops sending this executor's types work at once."""
+        """On shutdown: no longer live, so the scheduler stops sending this executor's types work at once (after a
+        pass over the declared schedules still under way, so that it does not write after the executor left)."""
+        if self._keeper is not None:
+            self._keeper.join(KEEPER_JOIN_S)
         try:
             self._registry.withdraw(self._executor_id, utc_now())
         except StoreError as exc:

@@ -5,42 +5,40 @@ announcement that carries their digest (shared/schedules/declared.py says how th
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
+
+from pydantic import ValidationError
 
 from jobsched.handlers import JobType
 from services.executor.announcer import TypeAnnouncer
 from shared.backends import Backend
 from shared.config import ConfigError, Settings
 from shared.cron import ScheduleError
-from shared.model import DEFAULT_PRIORITY, Job, effective_max_attempts, utc_now
-from shared.schedules.declared import POLICY_FIELDS, TEMPLATES_READ, Declaration, DeclaredSchedules, WhenRemoved
-from shared.schedules.spec import new_template
+from shared.job_requests import JobRequest, describe
+from shared.model import Job, utc_now
+from shared.schedules.declared import TEMPLATES_READ, Declaration, DeclaredSchedules, WhenRemoved
+from shared.schedules.spec import NoFireTime
 from shared.store.browse import JobQuery
 
 
 def declarations(job_type: JobType[object, object], tenant_id: str) -> list[Declaration]:
-    """The type's declared schedules, each checked as a template made through the API is (ConfigError: which one,
-    and why)."""
+    """The type's declared schedules, each checked as the API checks a template (ConfigError: which one, and why).
+    A schedule whose bounds leave it no fire time is not an error: it has ended."""
     checked = []
-    now = utc_now()
-    for schedule, body in zip(job_type.schedules, job_type.declared(tenant_id), strict=True):
-        own = {
-            "idempotencyKey": body["idempotencyKey"],
-            "tenantId": body["tenantId"],
-            "jobType": job_type.name,
-            "payload": body["payload"],
-            "priority": body.get("priority", DEFAULT_PRIORITY),
-            "maxAttempts": effective_max_attempts(schedule.max_attempts, job_type.defaults.max_attempts),
-            "timeoutSeconds": body.get("timeoutSeconds"),
-        }
-        policy = {name: body[name] for name in POLICY_FIELDS if name in body}
-        policy.update({k: v for k, v in (("startAt", schedule.start_at), ("endAt", schedule.end_at)) if v is not None})
+    for body in job_type.declared(tenant_id):
+        where = f"schedule {body['idempotencyKey']!r} of job type {job_type.name!r}"
         try:
-            new = new_template(
-                own, cron=schedule.cron, interval=schedule.interval, timezone=schedule.timezone, policy=policy, now=now
-            )
-        except (ScheduleError, TypeError, ValueError) as exc:
-            raise ConfigError(f"schedule {schedule.name!r} of job type {job_type.name!r}: {exc}") from None
-        checked.append(Declaration(body, new))
+            request = JobRequest.model_validate(body)
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {describe(exc)}") from None
+        build = partial(request.to_new_job, default_max_attempts=job_type.defaults.max_attempts)
+        try:
+            build(utc_now())
+        except NoFireTime:
+            pass
+        except ScheduleError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        checked.append(Declaration(body, build))
     return checked
 
 

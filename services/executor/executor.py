@@ -251,7 +251,7 @@ class Executor:
         next_lease = time.monotonic() + lease_every
         while not self.stop.wait(min(self._heartbeat_every.total_seconds(), lease_every)):
             if self._announcer is not None:
-                self._announcer.announce()
+                self._announcer.beat()
             try:
                 self._attempts.check_cancellations()
                 if time.monotonic() >= next_lease:

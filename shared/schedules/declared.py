@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -28,6 +28,7 @@ from jobsched.schedules import DECLARED_IN_CODE, digest, digest_of_all
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import Job, Status, format_time
 from shared.schedules.engine import ScheduleEngine
+from shared.schedules.spec import NoFireTime
 from shared.store import transitions
 from shared.store.base import ApiStore, DuplicateJob, JobStore, NewJob, StoreError, TransitionRefused
 
@@ -49,10 +50,9 @@ DECLARED_FIELDS = (
     "endAt",
     "pauseOnFailure",
 )
-# The policy fields a declaration may set (as a template's body names them).
-POLICY_FIELDS = ("overlap", "catchup", "catchupWindow", "jitter", "startAt", "endAt", "pauseOnFailure")
-NOT_DECLARED_NOTE = "no longer declared in the code"
+NOT_DECLARED_NOTE = "no longer declared (dropped from its code or file)"
 TEMPLATES_READ = 5000  # a type's templates in one tenant read to find the ones no longer declared
+RECHECK = timedelta(minutes=1)  # how often executors that agree check that the store still holds what they declare
 
 
 class WhenRemoved(StrEnum):
@@ -72,22 +72,32 @@ class Reconciled:
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # no longer declared (kept, paused or cancelled)
-    conflicts: list[str] = field(default_factory=list)  # held by another template, or one that has ended
+    conflicts: list[str] = field(default_factory=list)  # held by another template, or a cancelled one
+    ended: list[str] = field(default_factory=list)  # no fire time left (its template completed, or none is made)
+    resumed: list[str] = field(default_factory=list)  # paused when the code dropped it, declared again
     waiting: bool = False  # the type's live executors declare different schedules: nothing was changed
     changes: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Declaration:
-    """One declared schedule: its body as POST /jobs takes it (what its digest is of), and the template it makes
-    (validated as the API validates one)."""
+    """One declared schedule: its body as POST /jobs takes it (what its digest is of), and how to make its template
+    as of a time (validated as the API validates one; NoFireTime once its bounds leave it no fire time)."""
 
     body: dict[str, Any]
-    new: NewJob
+    build: Callable[[datetime], NewJob]
 
     @property
     def name(self) -> str:
-        return self.new.idempotencyKey
+        return str(self.body["idempotencyKey"])
+
+    @property
+    def tenant(self) -> str:
+        return str(self.body["tenantId"])
+
+    @property
+    def job_type(self) -> str:
+        return str(self.body["jobType"])
 
 
 class Reconciler:
@@ -108,7 +118,7 @@ class Reconciler:
         done = Reconciled()
         for declaration in declarations:
             self._apply(declaration, now, done, write)
-        declared = {(d.new.tenantId, d.name) for d in declarations}
+        declared = {(d.tenant, d.name) for d in declarations}
         for template in present:
             if template.declaredBy != self._origin or (template.tenantId, template.idempotencyKey) in declared:
                 continue
@@ -119,37 +129,54 @@ class Reconciler:
 
     def _apply(self, declaration: Declaration, now: datetime, done: Reconciled, write: bool) -> None:
         wanted = digest(declaration.body)
-        stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
+        stored = self._store.job_by_key(declaration.tenant, declaration.name)
         if stored is None:
+            try:
+                new = declaration.build(now)
+            except NoFireTime:
+                done.ended.append(declaration.name)  # nothing would ever fire: nothing to make
+                return
             if not write:
                 done.added.append(declaration.name)
                 return
             try:
-                self._store.create(replace(declaration.new, declaredBy=self._origin, declaration=wanted))
+                self._store.create(replace(new, declaredBy=self._origin, declaration=wanted))
                 done.added.append(declaration.name)
                 return
             except DuplicateJob:  # another executor of the same version made it first
-                stored = self._store.job_by_key(declaration.new.tenantId, declaration.name)
+                stored = self._store.job_by_key(declaration.tenant, declaration.name)
                 if stored is None:
                     raise StoreError(f"schedule {declaration.name!r} vanished while it was made") from None
-        if stored.declaredBy != self._origin or stored.jobType != declaration.new.jobType or not stored.is_template:
+        if stored.declaredBy != self._origin or stored.jobType != declaration.job_type or not stored.is_template:
             log.warning(
                 "a declared schedule's name is held by another job: left alone",
                 extra={"action": "schedule_conflict", "jobId": stored.id, "schedule": declaration.name},
             )
             done.conflicts.append(declaration.name)
-        elif stored.declaration == wanted:
-            done.unchanged.append(declaration.name)
-        elif stored.status is not Status.PENDING:
-            done.conflicts.append(declaration.name)  # cancelled or ended: an operator's decision stands
-        else:
-            differs = [n for n in DECLARED_FIELDS if getattr(declaration.new, n) != getattr(stored, n)]
-            done.changes[declaration.name] = {
-                n: [_shown(getattr(stored, n)), _shown(getattr(declaration.new, n))] for n in differs
-            }
-            done.changed.append(declaration.name)
+            return
+        if stored.status is Status.COMPLETED:
+            done.ended.append(declaration.name)  # it reached its end (endAt, remainingRuns)
+            return
+        if stored.status is not Status.PENDING:
+            done.conflicts.append(declaration.name)  # cancelled: an operator's decision stands
+            return
+        if stored.paused and stored.pauseNote == NOT_DECLARED_NOTE:  # paused when dropped, declared again
             if write:
-                self._update(stored, declaration.new, differs, wanted, now)
+                stored = self._engine.resume(stored, now)
+            done.resumed.append(declaration.name)
+        if stored.declaration == wanted:
+            done.unchanged.append(declaration.name)
+            return
+        try:
+            new = declaration.build(now)
+        except NoFireTime:
+            done.ended.append(declaration.name)  # its new bounds end it: the scheduler completes it
+            return
+        differs = [n for n in DECLARED_FIELDS if getattr(new, n) != getattr(stored, n)]
+        done.changes[declaration.name] = {n: [_shown(getattr(stored, n)), _shown(getattr(new, n))] for n in differs}
+        done.changed.append(declaration.name)
+        if write:
+            self._update(stored, new, differs, wanted, now)
 
     def _update(self, stored: Job, new: NewJob, differs: list[str], wanted: str, now: datetime) -> None:
         changes = {n: transitions.UNSET if (value := getattr(new, n)) is None else value for n in differs}
@@ -190,38 +217,39 @@ class DeclaredSchedules:
         when_removed: WhenRemoved,
         tenants: Sequence[str],
     ) -> None:
-        """`templates_of(tenant, job_type)`: that tenant's templates of the type; `tenants`: where to look for
-        templates no longer declared (the declarations' tenants and the default one)."""
+        """`templates_of(tenant, job_type)`: that tenant's templates of the type; `tenants`: the declarations'
+        tenants (where templates no longer declared are looked for)."""
         self._registry = registry
         self._job_type = job_type
         self._declarations = list(declarations)
         self._templates_of = templates_of
         self._executor = executor
-        self._tenants = sorted({*tenants, *(d.new.tenantId for d in declarations)})
+        self._tenants = sorted(set(tenants))
         self._reconciler = Reconciler(store, DECLARED_IN_CODE, when_removed)
         self.digest = digest_of_all(d.body for d in declarations)
-        self._applied = False  # since the type's executors last agreed
+        self._applied_at: datetime | None = None  # since the type's executors last agreed
         self._waiting = False
 
     def keep(self, now: datetime) -> Reconciled | None:
-        """Apply the declarations if the type's live executors agree on them and this executor has not since
-        they last came to agree; None when there was nothing to do. StoreError: tried again at the next beat."""
+        """Apply the declarations if the type's live executors agree on them, when they come to agree and every
+        RECHECK while they do (what an old version wrote as it stopped, or an operator changed, is put back); None
+        when there was nothing to do. StoreError: tried again at the next beat."""
         live = [a for a in self._registry.announcements(self._job_type) if a.liveUntil > now]
         agreed = bool(live) and all(a.defaults.declared == self.digest for a in live)
         if not agreed:
-            if self._applied or not self._waiting:  # said once per disagreement, not at every beat
+            if self._applied_at is not None or not self._waiting:  # said once per disagreement, not at every beat
                 others = sorted({a.defaults.declared or "none" for a in live if a.executor != self._executor})
                 log.info(
                     "declared schedules wait: the type's executors declare different schedules",
                     extra={"action": "schedules_waiting", "jobType": self._job_type, "declarations": others},
                 )
-            self._applied, self._waiting = False, True
+            self._applied_at, self._waiting = None, True
             return Reconciled(waiting=True)
         self._waiting = False
-        if self._applied:
+        if self._applied_at is not None and now - self._applied_at < RECHECK:
             return None
         done = self.reconcile(now)
-        self._applied = True
+        self._applied_at = now
         return done
 
     def reconcile(self, now: datetime) -> Reconciled:
@@ -231,7 +259,7 @@ class DeclaredSchedules:
         except TransitionRefused:
             # A template moved meanwhile (another executor of this version updated it, or the scheduler fired it):
             # the next beat looks again.
-            self._applied = False
+            self._applied_at = None
             raise StoreError("a declared schedule moved while it was updated; trying again") from None
         log.info(
             "declared schedules reconciled",

@@ -206,6 +206,10 @@ class TemplateSpec:
         return planned + timedelta(milliseconds=int.from_bytes(digest[:8], "big") % span_ms)
 
 
+class NoFireTime(ScheduleError):
+    """A schedule valid as written whose bounds (startAt, endAt, remainingRuns) leave it no fire time from now on."""
+
+
 def new_template(
     fields: dict[str, Any],
     *,
@@ -223,7 +227,7 @@ def new_template(
     )
     first = spec.next_fire(now)
     if first is None:
-        raise ScheduleError("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
+        raise NoFireTime("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
     stored_policy = {**policy, "overlap": spec.overlap.value, "catchup": spec.catchup.value, "paused": False}
     return NewJob(
         **fields,

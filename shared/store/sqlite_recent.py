@@ -95,16 +95,17 @@ def ensure(conn: sqlite3.Connection, ended_sql: str, failed_sql: str, now_ms: in
     if present is not None:
         return
     first_ms = (now_ms // MINUTE_MS - RING_MINUTES + 1) * MINUTE_MS
+    until_ms = (now_ms // MINUTE_MS + 1) * MINUTE_MS  # none later: a clock ahead must not fill an older slot
     rows = conn.execute(
         f"""SELECT tenantId, jobType, updatedAt / {MINUTE_MS}, status, count(*) FROM jobs INDEXED BY recent_endings
-            WHERE {ended_sql} AND updatedAt >= ? GROUP BY 1, 2, 3, 4""",
-        [first_ms],
+            WHERE {ended_sql} AND updatedAt >= ? AND updatedAt < ? GROUP BY 1, 2, 3, 4""",
+        [first_ms, until_ms],
     ).fetchall()
     rows += conn.execute(
         f"""SELECT jobs.tenantId, jobs.jobType, executions.finishedAt / {MINUTE_MS}, 'failed', count(*)
             FROM executions INDEXED BY failed_attempts CROSS JOIN jobs ON jobs.id = executions.jobId
-            WHERE {failed_sql} AND executions.finishedAt >= ? GROUP BY 1, 2, 3""",
-        [first_ms],
+            WHERE {failed_sql} AND executions.finishedAt >= ? AND executions.finishedAt < ? GROUP BY 1, 2, 3""",
+        [first_ms, until_ms],
     ).fetchall()
     for tenant, job_type, minute, column, count in rows:
         conn.execute(

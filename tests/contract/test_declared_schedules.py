@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -161,3 +162,37 @@ def test_a_name_held_by_a_template_made_through_the_api_is_left_alone(store: Job
 def test_a_declaration_the_api_would_refuse_stops_the_executor_with_the_reason(store: JobStore) -> None:
     with pytest.raises(ConfigError, match=r"schedule 'broken' of job type 'digest': .*cron"):
         executor(store, "exec-1", version(jobsched.Schedule("broken", cron="61 * * * *")))
+
+
+def test_a_schedule_whose_bounds_have_passed_has_ended_and_makes_nothing(store: JobStore) -> None:
+    over = jobsched.Schedule("campaign", interval="1h", end_at=utc_now() - timedelta(days=1))
+    declared = executor(store, "exec-1", version(over))  # no error: an ended schedule is not a broken one
+    assert declared.schedules is not None
+    done = declared.schedules.reconcile(utc_now())
+    assert (done.ended, done.added) == (["campaign"], [])
+    assert templates(store) == {}
+
+
+def test_a_template_is_made_as_of_when_it_is_applied_not_when_the_executor_started(store: JobStore) -> None:
+    declared = executor(store, "exec-1", version(jobsched.Schedule("hourly", interval="1h", catchup="all")))
+    assert declared.schedules is not None
+    later = utc_now() + timedelta(hours=5)  # a deploy that waited for the old version to leave
+    declared.schedules.reconcile(later)
+    made = templates(store)["hourly"]
+    assert made.createdAt == later
+    assert made.scheduledAt > later  # no fire time between start-up and now is owed
+
+
+def test_a_schedule_paused_when_dropped_is_resumed_when_declared_again(store: JobStore) -> None:
+    both = executor(store, "exec-1", version(WEEKLY, HOURLY), declared_schedules_removed="pause")
+    assert both.announce()
+    both.withdraw()
+    fewer = executor(store, "exec-2", version(WEEKLY), declared_schedules_removed="pause")
+    assert fewer.announce()
+    assert templates(store)["hourly"].paused
+    fewer.withdraw()
+    again = executor(store, "exec-3", version(WEEKLY, HOURLY), declared_schedules_removed="pause")
+    assert again.schedules is not None
+    done = again.schedules.reconcile(utc_now())
+    assert (done.resumed, sorted(done.unchanged)) == (["hourly"], ["hourly", "weekly"])
+    assert not templates(store)["hourly"].paused

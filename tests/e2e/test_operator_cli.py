@@ -93,6 +93,9 @@ def test_jobs_and_the_dlq_from_the_command_line(dev: Dev) -> None:
     assert stranger.json("jobs", "list") == []
     assert "401" in Operator(dev.base_url, None).fails(4, "jobs", "list")
     assert Operator("http://127.0.0.1:1", key).fails(6, "jobs", "list")
+    assert [
+        j["id"] for j in json.loads(operator.run("--output", "json", "jobs", "list", "--status", "dlq").stdout)
+    ] == [failing.id]  # the options before the command work too
     usage = operator.run("jobs", "list", "--status", "lost")
     assert usage.returncode == 2
     assert "invalid choice" in usage.stderr
@@ -188,5 +191,9 @@ def test_schedules_applied_from_a_file_print_their_diff(dev: Dev, tmp_path: Path
 
     file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "0 9 * * *"\nevery = "day"\n')
     assert "unknown key 'every'" in operator.fails(2, "schedules", "apply", str(file))
+    file.write_text("schedule = [1]\n")
+    assert "is not a table" in operator.fails(2, "schedules", "apply", str(file))
+    file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "0 9 * * *"\npayload = { day = 2026-12-04 }\n')
+    assert "payload" in operator.fails(2, "schedules", "apply", str(file))
     file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "61 9 * * *"\n')
     assert "400" in operator.fails(5, "schedules", "apply", str(file))

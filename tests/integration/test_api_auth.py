@@ -72,7 +72,7 @@ def dead_lettered(store: JobStore, tenant: str, key: str) -> str:
 
 
 def job_from(tenant: str, key: str) -> Any:
-    from services.api.models.jobs import JobRequest
+    from shared.job_requests import JobRequest
 
     body = job_body(idempotencyKey=key, tenantId=tenant, scheduledAt=PAST, maxAttempts=1)
     return JobRequest.model_validate(body).to_new_job(utc_now())

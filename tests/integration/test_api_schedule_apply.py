@@ -44,6 +44,9 @@ def test_applying_a_file_creates_keeps_and_changes_schedules_in_place(api: TestC
     assert changed["changes"]["weekly"] == {"cron": ["0 9 * * MON", "0 10 * * MON"]}
     assert changed["changes"]["hourly"] == {"payload": [{"n": 1}, {"n": 2}]}
     now = templates(api)
+    refused = api.patch(f"/jobs/{now['weekly']['id']}", json={"cron": "0 8 * * *"})
+    assert refused.status_code == 409  # declared in a file: changed there
+    assert "declared in a file" in refused.json()["error"]
     assert now["weekly"]["id"] == made["weekly"]["id"]
     assert (now["weekly"]["cron"], now["hourly"]["payload"]) == ("0 10 * * MON", {"n": 2})
     assert now["nightly"] == made["nightly"]
@@ -80,6 +83,8 @@ FAULTS = [
     ([WEEKLY, WEEKLY], {}, "declared twice"),
     ([{**WEEKLY, "jobType": "no-such-type"}], {}, "unknown jobType"),
     ([WEEKLY], {"prune": True}, "prune"),
+    ([{**WEEKLY, "remainingRuns": 3}], {}, "remainingRuns cannot be declared"),
+    ([WEEKLY, {**HOURLY, "jobType": "no-such-type"}], {}, "schedules[1]: jobType"),
 ]
 
 

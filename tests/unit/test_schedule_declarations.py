@@ -58,7 +58,6 @@ def test_the_declared_body_is_the_templates_with_the_payload_encoded_by_the_hand
         "timeoutSeconds": 30,
         "startAt": "2027-01-01T00:00:00+00:00",
     }
-    assert jobsched.Schedule("x", interval="1h", tenant_id="acme").body("t", "default", {})["tenantId"] == "acme"
 
 
 def test_digests_change_with_a_declaration_and_not_with_its_order() -> None:

@@ -16,8 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from services.api.http.errors import ApiError
-from services.api.models.jobs import PayloadTooLarge
 from shared import jsonsafe
+from shared.job_requests import PayloadTooLarge, describe
 
 INLINE_PARSE_BYTES = 16 * 1024  # smaller bodies parse in microseconds: not worth a thread hop
 LIST_LIMIT_DEFAULT = 100
@@ -110,13 +110,3 @@ def invalid(exc: ValidationError) -> ApiError:
     """A validation error as the HTTP error it is: 413 for a payload over the limit, else 400."""
     too_large = any(isinstance(e.get("ctx", {}).get("error"), PayloadTooLarge) for e in exc.errors())
     return ApiError(413 if too_large else 400, describe(exc))
-
-
-def describe(exc: ValidationError) -> str:
-    """pydantic's errors as one line; field names come from the client, so they are shortened."""
-    parts = []
-    for item in exc.errors(include_url=False, include_input=False):
-        where = ".".join(jsonsafe.shorten(str(p), 32) for p in item["loc"])
-        message = jsonsafe.shorten(str(item["msg"]).removeprefix("Value error, "), 300)
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts[:10])

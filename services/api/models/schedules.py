@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.api.http.errors import ApiError
-from services.api.models.jobs import MAX_TIMEOUT_S, JobPayload, OverlapName, Rfc3339, SchedulePolicy
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
+from shared.job_requests import MAX_TIMEOUT_S, JobPayload, OverlapName, Rfc3339, SchedulePolicy
 from shared.model import Job, effective_max_attempts
 from shared.store import transitions
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from services.api.models.jobs import STATUS_VALUES, ErrorBody, JobRequest
 from services.api.openapi.operator import LIST_PARAMETERS, operator_paths, operator_schemas
 from services.api.openapi.schedules import patch_operation, schedule_paths, schedule_schemas
+from shared.job_requests import STATUS_VALUES, ErrorBody, JobRequest
 from shared.model import Execution, Job
 
 REF = "#/components/schemas/{model}"

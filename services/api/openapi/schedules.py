@@ -60,7 +60,7 @@ NAMES = {"type": "array", "items": {"type": "string"}}
 APPLIED = {
     "type": "object",
     "properties": {
-        **{k: NAMES for k in ("added", "changed", "unchanged", "removed", "conflicts")},
+        **{k: NAMES for k in ("added", "changed", "unchanged", "removed", "conflicts", "ended", "resumed")},
         "changes": {
             "type": "object",
             "description": "Per changed schedule: each field that differs, as [stored, declared]",

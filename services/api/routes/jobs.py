@@ -12,9 +12,9 @@ from starlette.routing import Route
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse, error
 from services.api.http.request_bodies import list_limit, path_job_id, read_json
-from services.api.models.jobs import STATUS_VALUES
 from services.api.new_job import new_job_of, unknown_type
 from services.api.routes.pages import Page, page_of, page_query, stream_jobs
+from shared.job_requests import STATUS_VALUES
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Status
 from shared.store.base import DuplicateJob, JobNotFound

@@ -15,9 +15,10 @@ from starlette.routing import Route
 from services.api.auth.tenancy import current_principal
 from services.api.context import context
 from services.api.http.errors import SafeJSONResponse, error
-from services.api.http.request_bodies import describe, read_json
+from services.api.http.request_bodies import read_json
 from services.api.models.keys import KeyRequest
 from shared import jsonsafe
+from shared.job_requests import describe
 from shared.keys.manage import issue_key, revoke_key
 
 if TYPE_CHECKING:

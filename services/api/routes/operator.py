@@ -19,8 +19,9 @@ from starlette.routing import Route
 from services.api.auth.tenancy import current_principal
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
-from services.api.http.request_bodies import describe, read_json
+from services.api.http.request_bodies import read_json
 from services.api.models.operator import RedriveRequest
+from shared.job_requests import describe
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Status, format_time, utc_now

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -20,12 +21,15 @@ from starlette.routing import Route
 from jobsched.schedules import DECLARED_IN_FILE
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
-from services.api.http.request_bodies import checked, read_json
+from services.api.http.request_bodies import checked, read_json, validated
 from services.api.models.schedules import ApplyRequest
-from services.api.new_job import new_job, unknown_type
+from services.api.new_job import unknown_type
+from shared.cron import ScheduleError
+from shared.job_requests import JobRequest
 from shared.jsonsafe import shorten
 from shared.model import utc_now
 from shared.schedules.declared import TEMPLATES_READ, Declaration, Reconciler, WhenRemoved
+from shared.schedules.spec import NoFireTime
 from shared.store.browse import JobQuery
 
 log = logging.getLogger("jobsched.api")
@@ -38,9 +42,9 @@ async def apply_schedules(request: Request) -> Response:
     if tenant is None:
         raise ApiError(400, "tenantId: the tenant whose schedules these are is required")
     declarations = await run_in_threadpool(_declarations, wanted.schedules, tenant, api.known.max_attempts)
-    for job_type in sorted({d.new.jobType for d in declarations}):
-        if not await api.known.accepts(job_type):
-            raise ApiError(400, unknown_type(job_type, api.known.names()))
+    for index, declaration in enumerate(declarations):
+        if not await api.known.accepts(declaration.job_type):
+            raise ApiError(400, f"schedules[{index}]: {unknown_type(declaration.job_type, api.known.names())}")
     await api.schema.wait_ready()
     reconciler = Reconciler(api.store, DECLARED_IN_FILE, WhenRemoved(wanted.removed))
 
@@ -58,7 +62,8 @@ async def apply_schedules(request: Request) -> Response:
 def _declarations(
     schedules: list[dict[str, Any]], tenant: str, max_attempts: Callable[[str], int | None]
 ) -> list[Declaration]:
-    """Each schedule as POST /jobs validates it (a 400 names the first that is refused, by its place)."""
+    """Each schedule as POST /jobs validates it (a 400 names the first that is refused, by its place). One whose
+    bounds leave it no fire time is taken: it has ended, and the answer says so."""
     made: list[Declaration] = []
     names: set[str] = set()
     for index, body in enumerate(schedules):
@@ -66,17 +71,26 @@ def _declarations(
         named = body.get("tenantId", tenant)
         if named != tenant:
             raise ApiError(400, f"{where}: tenantId {shorten(str(named))!r} is not the request's {tenant!r}")
+        if "remainingRuns" in body:
+            raise ApiError(400, f"{where}: remainingRuns cannot be declared (it counts down as the schedule fires)")
         body = {**body, "tenantId": tenant}
         try:
-            new = new_job(body, max_attempts)
+            request = validated(JobRequest, body)
         except ApiError as exc:
             raise ApiError(exc.status, f"{where}: {exc.message}") from None
-        if new.cron is None and new.interval is None:
+        if request.cron is None and request.interval is None:
             raise ApiError(400, f"{where}: not a schedule (give cron or interval)")
-        if new.idempotencyKey in names:
-            raise ApiError(400, f"{where}: the name {shorten(new.idempotencyKey)!r} is declared twice")
-        names.add(new.idempotencyKey)
-        made.append(Declaration(body, new))
+        if request.idempotencyKey in names:
+            raise ApiError(400, f"{where}: the name {shorten(request.idempotencyKey)!r} is declared twice")
+        names.add(request.idempotencyKey)
+        build = partial(request.to_new_job, default_max_attempts=max_attempts(request.jobType))
+        try:
+            build(utc_now())
+        except NoFireTime:
+            pass
+        except ScheduleError as exc:
+            raise ApiError(400, f"{where}: {exc}") from None
+        made.append(Declaration(body, build))
     return made
 
 

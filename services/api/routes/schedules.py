@@ -103,11 +103,12 @@ async def patch(request: Request) -> Response:
     await api.schema.wait_ready()
     now = utc_now()
     if job.is_template:
-        if job.declaredBy == DECLARED_IN_CODE:
+        if job.declaredBy is not None:
+            where = f"the code of job type {job.jobType!r}" if job.declaredBy == DECLARED_IN_CODE else "a file"
             raise ApiError(
                 409,
-                f"schedule {job.idempotencyKey!r} is declared in the code of job type {job.jobType!r}: change it "
-                "there (pause, resume, trigger and backfill work here)",
+                f"schedule {job.idempotencyKey!r} is declared in {where}: change it there (pause, resume, trigger "
+                "and backfill work here)",
             )
         changes = (await checked(TemplatePatch, data)).changes(job, api.known.max_attempts(job.jobType))
         try:

@@ -1,4 +1,5 @@
-"""Request and response models of the API: validation and the OpenAPI document come from these."""
+"""Request and response models of a job as the API takes it: validation and the OpenAPI document come from these.
+The executors check the schedules declared in the code with them too (services/executor/declared_schedules.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     model_validator,
 )
 
+from shared import jsonsafe
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.jsonsafe import check_field_names, encoded_size
 from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
@@ -161,3 +164,13 @@ class ErrorBody(BaseModel):
 
 
 STATUS_VALUES = [s.value for s in Status]
+
+
+def describe(exc: ValidationError) -> str:
+    """pydantic's errors as one line; field names come from the client, so they are shortened."""
+    parts = []
+    for item in exc.errors(include_url=False, include_input=False):
+        where = ".".join(jsonsafe.shorten(str(p), 32) for p in item["loc"])
+        message = jsonsafe.shorten(str(item["msg"]).removeprefix("Value error, "), 300)
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts[:10])
