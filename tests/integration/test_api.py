@@ -351,6 +351,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/jobs/{id}/runs",
         "/jobs/{id}/upcoming",
         "/schedules/preview",
+        "/schedules/apply",
         "/job-types",
         "/healthz",
         "/readyz",
