@@ -130,10 +130,11 @@ def finish_in_bulk(path: Path, pending_share: float) -> dict[str, int]:
 def drain(base_url: str, path: Path, due: int) -> dict[str, Any]:
     """`due` jobs due now sent in batches; jobs/s from the first send until the last one completed."""
     run_id = uuid.uuid4().hex[:8]
+    drainer = f"{DRAIN_TENANT}-{run_id}"  # a tenant of its own: a file measured again holds earlier drains' jobs
     started = time.perf_counter()
     batches = [
         {
-            "tenantId": DRAIN_TENANT,
+            "tenantId": drainer,
             "jobs": [
                 {"idempotencyKey": f"drain-{run_id}-{n}", "jobType": "noop", "scheduledAt": format_time(utc_now())}
                 for n in range(start, min(start + BATCH, due))
@@ -146,7 +147,7 @@ def drain(base_url: str, path: Path, due: int) -> dict[str, Any]:
     def completed() -> int:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             sql = "SELECT count(*) FROM jobs WHERE tenantId = ? AND status = 'completed'"
-            return int(conn.execute(sql, (DRAIN_TENANT,)).fetchone()[0])
+            return int(conn.execute(sql, (drainer,)).fetchone()[0])
 
     wait_until(lambda: completed() >= due, 600, f"{due} due jobs to complete", interval_s=0.05)
     seconds = time.perf_counter() - started
