@@ -31,7 +31,7 @@ TINY: dict[str, list[str]] = {
     "keepalive": ["--mode", "distributed", "--requests", "20"],
     "bulk": ["--clients", "2", "--duration", "0.5", "--batch", "50", "--batch-clients", "2", "--load", "200"],
     "retention-soak": ["--rate", "100", "--duration", "4", "--keep", "1", "--reaper", "1", "--sample", "1"],
-    "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2"],
+    "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2", "--drains", "1"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
