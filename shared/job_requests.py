@@ -19,9 +19,9 @@ from pydantic import (
 from shared import jsonsafe
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.jsonsafe import check_field_names, encoded_size
-from shared.model import MAX_PAYLOAD_BYTES, Status, effective_max_attempts
+from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
 from shared.rfc3339 import EXAMPLE, parse_time
-from shared.schedules.spec import new_template
+from shared.schedules.spec import NoFireTime, TemplateSpec
 from shared.store.base import NewJob
 
 MAX_TIMEOUT_S = 24 * 3600
@@ -137,26 +137,38 @@ class JobRequest(SchedulePolicy):
         """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires.
         `default_max_attempts`: the job type's, for a request without a positive maxAttempts (3 when the type
         sets none)."""
-        own: dict[str, Any] = {
-            "idempotencyKey": self.idempotencyKey,
-            "tenantId": self.tenantId,
-            "jobType": self.jobType,
-            "payload": self.payload,
-            "priority": self.priority,
-            "maxAttempts": effective_max_attempts(self.maxAttempts, default_max_attempts),
-            "timeoutSeconds": self.timeoutSeconds,
-        }
+        scheduled_at = self.scheduledAt
+        template: dict[str, Any] = {}
         if self.cron is not None or self.interval is not None:
-            return new_template(
-                own,
-                cron=self.cron,
-                interval=self.interval,
-                timezone=self.timezone,
-                policy=self.policy_fields(),
-                now=now,
+            policy = TemplatePolicy(**self.policy_fields())
+            spec = TemplateSpec.build(
+                cron=self.cron, interval=self.interval, timezone=self.timezone, created_at=now, policy=policy
             )
-        assert self.scheduledAt is not None
-        return NewJob(**own, scheduledAt=self.scheduledAt, createdAt=now)
+            scheduled_at = spec.next_fire(now)
+            if scheduled_at is None:
+                raise NoFireTime("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
+            template = {
+                **self.policy_fields(),
+                "overlap": spec.overlap.value,
+                "catchup": spec.catchup.value,
+                "paused": False,
+            }
+        assert scheduled_at is not None
+        return NewJob(
+            idempotencyKey=self.idempotencyKey,
+            tenantId=self.tenantId,
+            jobType=self.jobType,
+            scheduledAt=scheduled_at,
+            payload=self.payload,
+            priority=self.priority,
+            maxAttempts=effective_max_attempts(self.maxAttempts, default_max_attempts),
+            timeoutSeconds=self.timeoutSeconds,
+            cron=self.cron,
+            interval=self.interval,
+            timezone=(self.timezone or "UTC") if self.cron else None,
+            createdAt=now,
+            **template,
+        )
 
 
 class ErrorBody(BaseModel):

@@ -5,7 +5,6 @@ announcement that carries their digest (shared/schedules/declared.py says how th
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 
 from pydantic import ValidationError
 
@@ -14,31 +13,29 @@ from services.executor.announcer import TypeAnnouncer
 from shared.backends import Backend
 from shared.config import ConfigError, Settings
 from shared.cron import ScheduleError
-from shared.job_requests import JobRequest, describe
+from shared.job_requests import describe
 from shared.model import Job, utc_now
-from shared.schedules.declared import TEMPLATES_READ, Declaration, DeclaredSchedules, WhenRemoved
-from shared.schedules.spec import NoFireTime
+from shared.schedules.declared import (
+    TEMPLATES_READ,
+    Declaration,
+    DeclaredSchedules,
+    WhenRemoved,
+    checked_declaration,
+)
 from shared.store.browse import JobQuery
 
 
 def declarations(job_type: JobType[object, object], tenant_id: str) -> list[Declaration]:
-    """The type's declared schedules, each checked as the API checks a template (ConfigError: which one, and why).
-    A schedule whose bounds leave it no fire time is not an error: it has ended."""
+    """The type's declared schedules, each checked as the API checks a template (ConfigError: which one, and why)."""
     checked = []
     for body in job_type.declared(tenant_id):
         where = f"schedule {body['idempotencyKey']!r} of job type {job_type.name!r}"
         try:
-            request = JobRequest.model_validate(body)
+            checked.append(checked_declaration(body, job_type.defaults.max_attempts, utc_now()))
         except ValidationError as exc:
             raise ConfigError(f"{where}: {describe(exc)}") from None
-        build = partial(request.to_new_job, default_max_attempts=job_type.defaults.max_attempts)
-        try:
-            build(utc_now())
-        except NoFireTime:
-            pass
         except ScheduleError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        checked.append(Declaration(body, build))
     return checked
 
 
@@ -59,7 +56,7 @@ def announcer_with_schedules(
         templates_of,
         executor=executor_id,
         when_removed=WhenRemoved(settings.declared_schedules_removed),
-        tenants=[settings.declared_schedules_tenant],
+        tenant=settings.declared_schedules_tenant,
     )
     defaults = replace(job_type.defaults, declared=keeper.digest)
     return TypeAnnouncer(

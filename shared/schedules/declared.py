@@ -17,14 +17,17 @@ reported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from jobsched.schedules import DECLARED_IN_CODE, digest, digest_of_all
+from shared.job_requests import JobRequest
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import Job, Status, format_time
 from shared.schedules.engine import ScheduleEngine
@@ -98,6 +101,16 @@ class Declaration:
     @property
     def job_type(self) -> str:
         return str(self.body["jobType"])
+
+
+def checked_declaration(body: dict[str, Any], default_max_attempts: int | None, now: datetime) -> Declaration:
+    """`body` checked as POST /jobs checks a template: pydantic's ValidationError or ScheduleError when it would
+    be refused. A schedule whose bounds leave it no fire time passes: it has ended (Reconciler says so)."""
+    request = JobRequest.model_validate(body)
+    build = partial(request.to_new_job, default_max_attempts=default_max_attempts)
+    with contextlib.suppress(NoFireTime):
+        build(now)
+    return Declaration(body, build)
 
 
 class Reconciler:
@@ -215,16 +228,16 @@ class DeclaredSchedules:
         *,
         executor: str,
         when_removed: WhenRemoved,
-        tenants: Sequence[str],
+        tenant: str,
     ) -> None:
-        """`templates_of(tenant, job_type)`: that tenant's templates of the type; `tenants`: the declarations'
-        tenants (where templates no longer declared are looked for)."""
+        """`templates_of(tenant, job_type)`: that tenant's templates of the type; `tenant`: the declarations'
+        (where templates no longer declared are looked for)."""
         self._registry = registry
         self._job_type = job_type
         self._declarations = list(declarations)
         self._templates_of = templates_of
         self._executor = executor
-        self._tenants = sorted(set(tenants))
+        self._tenant = tenant
         self._reconciler = Reconciler(store, DECLARED_IN_CODE, when_removed)
         self.digest = digest_of_all(d.body for d in declarations)
         self._applied_at: datetime | None = None  # since the type's executors last agreed
@@ -253,7 +266,7 @@ class DeclaredSchedules:
         return done
 
     def reconcile(self, now: datetime) -> Reconciled:
-        present = [t for tenant in self._tenants for t in self._templates_of(tenant, self._job_type)]
+        present = self._templates_of(self._tenant, self._job_type)
         try:
             done = self._reconciler.reconcile(self._declarations, present, now)
         except TransitionRefused:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from shared.cron import MAX_INTERVAL, Schedule, ScheduleError
 from shared.durations import parse_duration
 from shared.model import Job, TemplatePolicy
 from shared.schedules.policy import Catchup, Overlap
-from shared.store.base import NewJob
 
 # A fire time handled this late is missed (catchup decides whether it runs). Beyond a tick: covers a leader
 # handover after a kill (the election lease runs out first), so a failover alone misses nothing.
@@ -208,33 +206,3 @@ class TemplateSpec:
 
 class NoFireTime(ScheduleError):
     """A schedule valid as written whose bounds (startAt, endAt, remainingRuns) leave it no fire time from now on."""
-
-
-def new_template(
-    fields: dict[str, Any],
-    *,
-    cron: str | None,
-    interval: str | None,
-    timezone: str | None,
-    policy: dict[str, Any],
-    now: datetime,
-) -> NewJob:
-    """A template to create, due at its first fire time: `fields` are the job's own (idempotencyKey, tenantId,
-    jobType, payload, priority, maxAttempts, timeoutSeconds, ...), `policy` the policy fields given. Raises
-    ScheduleError for an invalid schedule or policy, or one that never fires."""
-    spec = TemplateSpec.build(
-        cron=cron, interval=interval, timezone=timezone, created_at=now, policy=TemplatePolicy(**policy)
-    )
-    first = spec.next_fire(now)
-    if first is None:
-        raise NoFireTime("the schedule has no fire time inside its bounds (startAt, endAt, remainingRuns)")
-    stored_policy = {**policy, "overlap": spec.overlap.value, "catchup": spec.catchup.value, "paused": False}
-    return NewJob(
-        **fields,
-        **stored_policy,
-        scheduledAt=first,
-        cron=cron,
-        interval=interval,
-        timezone=(timezone or "UTC") if cron else None,
-        createdAt=now,
-    )

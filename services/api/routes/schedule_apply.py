@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,15 +21,13 @@ from starlette.routing import Route
 from jobsched.schedules import DECLARED_IN_FILE
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
-from services.api.http.request_bodies import checked, read_json, validated
+from services.api.http.request_bodies import checked, invalid, read_json
 from services.api.models.schedules import ApplyRequest
 from services.api.new_job import unknown_type
 from shared.cron import ScheduleError
-from shared.job_requests import JobRequest
 from shared.jsonsafe import shorten
 from shared.model import utc_now
-from shared.schedules.declared import TEMPLATES_READ, Declaration, Reconciler, WhenRemoved
-from shared.schedules.spec import NoFireTime
+from shared.schedules.declared import TEMPLATES_READ, Declaration, Reconciler, WhenRemoved, checked_declaration
 from shared.store.browse import JobQuery
 
 log = logging.getLogger("jobsched.api")
@@ -73,24 +71,20 @@ def _declarations(
             raise ApiError(400, f"{where}: tenantId {shorten(str(named))!r} is not the request's {tenant!r}")
         if "remainingRuns" in body:
             raise ApiError(400, f"{where}: remainingRuns cannot be declared (it counts down as the schedule fires)")
+        if body.get("cron") is None and body.get("interval") is None:
+            raise ApiError(400, f"{where}: not a schedule (give cron or interval)")
         body = {**body, "tenantId": tenant}
         try:
-            request = validated(JobRequest, body)
-        except ApiError as exc:
-            raise ApiError(exc.status, f"{where}: {exc.message}") from None
-        if request.cron is None and request.interval is None:
-            raise ApiError(400, f"{where}: not a schedule (give cron or interval)")
-        if request.idempotencyKey in names:
-            raise ApiError(400, f"{where}: the name {shorten(request.idempotencyKey)!r} is declared twice")
-        names.add(request.idempotencyKey)
-        build = partial(request.to_new_job, default_max_attempts=max_attempts(request.jobType))
-        try:
-            build(utc_now())
-        except NoFireTime:
-            pass
+            declaration = checked_declaration(body, max_attempts(str(body.get("jobType"))), utc_now())
+        except ValidationError as exc:
+            refused = invalid(exc)
+            raise ApiError(refused.status, f"{where}: {refused.message}") from None
         except ScheduleError as exc:
             raise ApiError(400, f"{where}: {exc}") from None
-        made.append(Declaration(body, build))
+        if declaration.name in names:
+            raise ApiError(400, f"{where}: the name {shorten(declaration.name)!r} is declared twice")
+        names.add(declaration.name)
+        made.append(declaration)
     return made
 
 
