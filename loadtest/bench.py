@@ -31,6 +31,7 @@ from loadtest.scenarios import (
     due_now,
     embedded,
     failover,
+    fairness,
     keepalive,
     lateness,
     lateness_embedded,
@@ -62,6 +63,7 @@ SCENARIOS: dict[str, Scenario] = {
         bulk.SCENARIO,
         retention_soak.SCENARIO,
         scale.SCENARIO,
+        fairness.SCENARIO,
     )
 }
 

@@ -23,6 +23,7 @@ from shared.job_types.served import ServedTypes
 from shared.model import Job
 from shared.store import transitions
 from shared.store.base import SchedulerStore
+from shared.store.fair_claims import Claim
 from shared.store.mongo import CLAIM_ORDER, MongoJobStore, due_runs_filter, job_from_document
 
 ClaimNext = Callable[[datetime, Collection[str]], "Job | None"]
@@ -81,8 +82,8 @@ class ReferenceDispatcher(Dispatcher):
         )
         return cls(store, bus, job_types, batch=settings.claim_batch, claim=claim)
 
-    def _claim(self, now: datetime, job_types: frozenset[str]) -> list[Job]:
-        jobs = []
+    def _claim(self, now: datetime, job_types: frozenset[str]) -> Claim:
+        jobs = Claim()
         for _ in range(self._batch):
             job = self._claim_next(now, job_types)
             if job is None:

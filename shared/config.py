@@ -67,6 +67,9 @@ class Settings:
     # Batch claims take runs due within this much ahead; executors hold such a wake-up until its time, so a
     # run starts on time although claims happen only every SCHEDULER_TICK (0: claim only what is due).
     claim_lookahead: timedelta = timedelta(seconds=1)
+    # Wake-ups of one type claimed and not yet taken by an executor, at most: a claim beyond them would only
+    # lengthen the line that a run claimed later (another tenant's, a higher priority) waits in.
+    dispatch_ahead: int = 128
     queued_timeout: timedelta = timedelta(seconds=30)
     claim_timeout: timedelta = timedelta(minutes=5)
     reaper_interval: timedelta = timedelta(seconds=30)
@@ -135,6 +138,7 @@ class Settings:
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),
+            dispatch_ahead=reader.integer("DISPATCH_AHEAD", cls.dispatch_ahead, minimum=1),
             queued_timeout=reader.duration("QUEUED_TIMEOUT", cls.queued_timeout),
             claim_timeout=reader.duration("CLAIM_TIMEOUT", cls.claim_timeout),
             reaper_interval=reader.duration("REAPER_INTERVAL", cls.reaper_interval),

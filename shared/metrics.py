@@ -36,6 +36,11 @@ SCHEDULER_JOBS_CLAIMED = Counter("scheduler_jobs_claimed_total", "Jobs moved pen
 SCHEDULER_DISPATCH_ERRORS = Counter(
     "scheduler_dispatch_errors_total", "Wake-ups not delivered to Kafka (job put back to pending)", ["job_type"]
 )
+SCHEDULER_CLAIMS_HELD = Counter(
+    "scheduler_claims_held_total",
+    "Claims that left due jobs of the type pending because its room was spent (DISPATCH_AHEAD, a limit)",
+    ["job_type"],
+)
 SCHEDULER_CRON_SPAWNED = Counter("scheduler_cron_runs_spawned_total", "Runs spawned from recurring templates")
 SCHEDULER_SCHEDULE_ACTIONS = Counter(
     "scheduler_schedule_actions_total",

@@ -25,6 +25,7 @@ from shared.model import Job, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Action
 from shared.store.base import SchedulerStore
+from shared.store.fair_claims import Claim, ClaimLimits
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
@@ -43,6 +44,7 @@ class TickResult:
     published: int = 0
     failed: int = 0
     spawned: int = 0
+    held: bool = False  # some type's due runs waited for its room: claim again soon
 
 
 class Dispatcher:
@@ -57,6 +59,7 @@ class Dispatcher:
         *,
         batch: int,
         lookahead: timedelta = timedelta(0),
+        dispatch_ahead: int | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store
@@ -66,6 +69,7 @@ class Dispatcher:
         self._job_types = frozenset() if isinstance(job_types, ServedTypes) else frozenset(job_types)
         self._batch = batch
         self._lookahead = lookahead
+        self._dispatch_ahead = dispatch_ahead
         self._clock = clock
         self._next_unknown_check = 0.0
         self._ticked_types: frozenset[str] = frozenset()
@@ -75,8 +79,15 @@ class Dispatcher:
     def from_settings(
         cls, store: SchedulerStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
     ) -> Dispatcher:
-        """The dispatcher as CLAIM_BATCH and CLAIM_LOOKAHEAD configure it."""
-        return cls(store, bus, job_types, batch=settings.claim_batch, lookahead=settings.claim_lookahead)
+        """The dispatcher as CLAIM_BATCH, CLAIM_LOOKAHEAD and DISPATCH_AHEAD configure it."""
+        return cls(
+            store,
+            bus,
+            job_types,
+            batch=settings.claim_batch,
+            lookahead=settings.claim_lookahead,
+            dispatch_ahead=settings.dispatch_ahead,
+        )
 
     def job_types(self) -> frozenset[str]:
         """The types claimed now."""
@@ -94,6 +105,9 @@ class Dispatcher:
         while job_types and term.trusted():
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
+            result.held = bool(jobs.held)
+            for job_type in jobs.held:
+                metrics.SCHEDULER_CLAIMS_HELD.labels(job_type).inc()
             if jobs:
                 published = self._publish(jobs, term)
                 result.published += published
@@ -104,8 +118,9 @@ class Dispatcher:
         self._warn_unknown_types(now)  # after the claims: it may read every pending job
         return result
 
-    def _claim(self, now: datetime, job_types: frozenset[str]) -> list[Job]:
-        return self._store.claim_due_jobs(now, self._batch, job_types, due_by=now + self._lookahead)
+    def _claim(self, now: datetime, job_types: frozenset[str]) -> Claim:
+        limits = {t: ClaimLimits(queued=self._dispatch_ahead) for t in job_types} if self._dispatch_ahead else None
+        return self._store.claim_due_jobs(now, self._batch, job_types, due_by=now + self._lookahead, limits=limits)
 
     def _publish(self, jobs: list[Job], term: Term) -> int:
         # One series lookup per type in the batch, not per job.

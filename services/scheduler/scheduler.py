@@ -23,6 +23,9 @@ MAX_ERROR_BACKOFF_S = 10.0
 # Under a stream of due-now creates every tick is a nudged one; this gap bounds the claim transactions they
 # cost while keeping a job's wait for its claim well under the period.
 NUDGE_MIN_GAP_S = 0.005
+# After a tick whose claims some type's room held back (its wake-ups not yet taken, a limit): the next tick
+# this soon, since that room comes back as executors start and finish runs, which nothing announces.
+HELD_RETRY_S = 0.01
 
 
 class Scheduler:
@@ -105,6 +108,8 @@ class Scheduler:
                 term.lost.wait(max(0.0, next_tick - time.monotonic()))
                 continue
             next_tick = max(next_tick + self._tick_s, started)
+            if result.held:
+                next_tick = min(next_tick, started + HELD_RETRY_S)
             if self._woken_before(next_tick):
                 self.stop.wait(max(0.0, started + NUDGE_MIN_GAP_S - time.monotonic()))
                 next_tick = time.monotonic()

@@ -9,7 +9,7 @@ updates move statuses.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
+from shared.store.fair_claims import Claim, ClaimLimits
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
 # Set by a caller that prefers a quick StoreUnavailable to a long wait (the API answers 503 instead of making
@@ -267,11 +268,22 @@ class SchedulerStore(StoreLifecycle, ScheduleStore, Protocol):
     """The elected scheduler's: due jobs claimed for their executors, templates fired."""
 
     def claim_due_jobs(
-        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
-    ) -> list[Job]:
+        self,
+        now: datetime,
+        limit: int,
+        job_types: Collection[str],
+        due_by: datetime | None = None,
+        limits: Mapping[str, ClaimLimits] | None = None,
+    ) -> Claim:
         """pending → queued (queuedAt = now) for up to `limit` runs due by `due_by` (scheduledAt <= due_by,
-        default now: a claim ahead of time) of these job types, in claim order: priority desc, then
-        scheduledAt asc. Templates are never claimed. Returns the jobs this call won, in claim order."""
+        default now: a claim ahead of time) of these job types. Templates are never claimed.
+
+        Tenants take turns (fair_claims.py): the runs of each tenant and type form a lane in claim order
+        (priority desc, then scheduledAt asc), and the claim takes one run of each lane in turn, lanes ordered
+        by their first run, so a tenant's due run is claimed within the first round whatever another tenant's
+        backlog. A type with `limits` gets no more runs than its room (ClaimLimits.room) counted at this claim.
+        Returns the jobs this call won, in the order they were chosen, with the types whose room held some of
+        their due runs back (Claim.held)."""
 
     def release_claims(self, jobs: Sequence[Job]) -> None:
         """queued → pending for jobs whose wake-up could not be published (they keep their place in line)."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from bson import ObjectId
@@ -67,6 +68,7 @@ from shared.store.base import (
     only_answer,
 )
 from shared.store.deadlocks import retry_deadlocks
+from shared.store.fair_claims import Claim, ClaimLimits, Lane, fair_selection, head_of
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -77,6 +79,7 @@ T = TypeVar("T")
 DELETE_CHUNK = 1000  # ids per $in of a template's deletion
 log = logging.getLogger("jobsched.store")
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
+DUE_LANE_KEYS = [("status", ASCENDING), ("kind", ASCENDING), ("jobType", ASCENDING), ("tenantId", ASCENDING)]
 DUPLICATE_KEY = 11000
 INDEX_NOT_FOUND = 27
 # What the operator's pages and counts use (browse_mongo.py). tenant_status_listing and type_counts change with
@@ -189,6 +192,10 @@ class MongoJobStore:
 
     def _create_query_indexes(self) -> None:
         self._jobs.create_index([("status", ASCENDING), *CLAIM_ORDER], name="claim_order")
+        self._jobs.create_index(
+            [*DUE_LANE_KEYS, *CLAIM_ORDER, ("_id", ASCENDING)],
+            name="due_lanes",
+        )
         self._jobs.create_index(
             [("kind", ASCENDING), ("status", ASCENDING), ("scheduledAt", ASCENDING)], name="due_templates"
         )
@@ -336,27 +343,68 @@ class MongoJobStore:
             return {str(d["_id"]) for d in self._cancel_requests.find({"_id": {"$in": [j.id for j in jobs]}})}
 
     def claim_due_jobs(
-        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
-    ) -> list[Job]:
-        """One indexed find of the first `limit` due runs in claim order, one guarded update_many moving them
-        to queued under this claim's token, and a re-read of which ones carry the token only when fewer moved
-        than were found (a concurrent claimer or a cancellation took some)."""
-        if limit <= 0:
-            return []
+        self,
+        now: datetime,
+        limit: int,
+        job_types: Collection[str],
+        due_by: datetime | None = None,
+        limits: Mapping[str, ClaimLimits] | None = None,
+    ) -> Claim:
+        """Lanes read from the due_lanes index (fair_claims.py chooses), one guarded update_many moving the chosen
+        runs to queued under this claim's token, and a re-read of which ones carry the token only when fewer moved
+        than were chosen (a concurrent claimer or a cancellation took some). The counts that bound a type are read
+        just before: only the elected scheduler claims, so no other claim can grow them meanwhile."""
+        if limit <= 0 or not job_types:
+            return Claim()
+        due = due_by or now
         fields = {**transitions.queued(now), "claimToken": uuid.uuid4().hex}
         with translate_errors():
-            cursor = self._jobs.find(due_runs_filter(due_by or now, job_types)).sort(CLAIM_ORDER).limit(limit)
-            found = [job_from_document(d) for d in cursor]
-            if not found:
-                return []
-            ids = [ObjectId(j.id) for j in found]
-            # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
-            guard = {**due_runs_filter(due_by or now, job_types), "_id": {"$in": ids}}
-            if self._jobs.update_many(guard, self._update(fields)).modified_count < len(found):
-                mine = self._jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
-                won = {str(d["_id"]) for d in mine}
-                found = [j for j in found if j.id in won]
-        return sorted((transitions.applied(j, fields) for j in found), key=transitions.claim_order)
+            rooms = self._rooms(job_types, limits or {})
+            full = {t for t in job_types if rooms.get(t) == 0}
+            held = {t for t in full if self._jobs.find_one(due_runs_filter(due, [t]), {"_id": 1}) is not None}
+            lanes = [lane for t in sorted(set(job_types) - full) for lane in self._lanes(t, due)]
+            selection = fair_selection(lanes, limit, rooms)
+            found = selection.runs
+            if found:
+                ids = [ObjectId(j.id) for j in found]
+                # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
+                guard = {**due_runs_filter(due, job_types), "_id": {"$in": ids}}
+                if self._jobs.update_many(guard, self._update(fields)).modified_count < len(found):
+                    mine = self._jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
+                    won = {str(d["_id"]) for d in mine}
+                    found = [j for j in found if j.id in won]
+        return Claim((transitions.applied(j, fields) for j in found), selection.held | held)
+
+    def _rooms(self, job_types: Collection[str], limits: Mapping[str, ClaimLimits]) -> dict[str, int | None]:
+        """Each limited type's room now (ClaimLimits.room), from its runs claimed and not finished."""
+        bounded = sorted(t for t in job_types if t in limits)
+        if not bounded:
+            return {}
+        counts: dict[tuple[str, bool], int] = defaultdict(int)
+        in_flight = {"status": {"$in": [Status.QUEUED.value, *ATTEMPT_ACTIVE]}, "jobType": {"$in": bounded}}
+        for group in self._jobs.aggregate(
+            [{"$match": in_flight}, {"$group": {"_id": {"type": "$jobType", "status": "$status"}, "n": {"$sum": 1}}}]
+        ):
+            counts[(group["_id"]["type"], group["_id"]["status"] == Status.QUEUED.value)] += int(group["n"])
+        return {t: limits[t].room(counts[(t, True)], counts[(t, True)] + counts[(t, False)]) for t in bounded}
+
+    def _lanes(self, job_type: str, due: datetime) -> list[Lane[Job]]:
+        """One lane per tenant with a pending run of the type (distinct over the due_lanes index), whose first
+        due run gives its turn; a tenant without a due run has no lane."""
+        pending = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type}
+        lanes: list[Lane[Job]] = []
+        for tenant in self._jobs.distinct("tenantId", pending):
+            read = partial(self._lane_runs, {**pending, "tenantId": tenant, "scheduledAt": {"$lte": due}})
+            first = read(None, 1)
+            if first:
+                lanes.append(Lane(job_type, head_of(first[0].priority, first[0].scheduledAt), read))
+        return lanes
+
+    def _lane_runs(self, lane: Document, after: Job | None, n: int) -> list[Job]:
+        """The lane's runs in claim order after `after`, at most n."""
+        query = lane if after is None else {"$and": [lane, _after_in_claim_order(after)]}
+        cursor = self._jobs.find(query).sort([*CLAIM_ORDER, ("_id", ASCENDING)]).limit(n)
+        return [job_from_document(d) for d in cursor]
 
     def due_job_types(self, now: datetime) -> set[str]:
         query = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
@@ -941,6 +989,17 @@ def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:
         "kind": KIND_RUN,
         "scheduledAt": {"$lte": now},
         "jobType": {"$in": sorted(job_types)},
+    }
+
+
+def _after_in_claim_order(run: Job) -> Document:
+    """The runs after `run` in claim order (priority desc, scheduledAt asc, _id asc)."""
+    return {
+        "$or": [
+            {"priority": {"$lt": run.priority}},
+            {"priority": run.priority, "scheduledAt": {"$gt": run.scheduledAt}},
+            {"priority": run.priority, "scheduledAt": run.scheduledAt, "_id": {"$gt": ObjectId(run.id)}},
+        ]
     }
 
 

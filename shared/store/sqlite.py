@@ -28,11 +28,11 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from bson import ObjectId
 
@@ -58,6 +58,7 @@ from shared.store.base import (
     one_run_added,
     only_answer,
 )
+from shared.store.fair_claims import Claim, ClaimLimits, Lane, fair_selection, head_of
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
     ATTEMPT_ACTIVE,
@@ -91,6 +92,8 @@ RECENTLY_ENDED_SQL: Final = f"{FINAL_SQL} AND {ENDED_SQL}"
 DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
 PENDING_SQL: Final = f"status = '{Status.PENDING.value}'"
 TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
+PENDING_RUNS_SQL: Final = f"status = '{Status.PENDING.value}' AND kind = '{KIND_RUN}'"
+IN_FLIGHT_SQL: Final = _one_of("status", (Status.QUEUED.value, *ATTEMPT_ACTIVE))
 FAILED_SQL: Final = _one_of("outcome", (Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value))
 
 _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
@@ -145,6 +148,9 @@ _SCHEMA: Final = (
     # not-yet-due job of higher priority on each claim, which behind a large backlog of future jobs makes
     # single claims an order of magnitude slower.
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
+    # Claims (fair_claims.py): the lanes of due runs, one per tenant and type, each in claim order by priority.
+    "CREATE INDEX IF NOT EXISTS due_lanes ON jobs (jobType, tenantId, priority, scheduledAt, id) "
+    f"WHERE {PENDING_RUNS_SQL}",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
     # The operator's pages (browse_sqlite.py; the counts are job_counts'). All but tenant_type_listing are
     # partial, so a job on its way to an end writes to them only where it waits (pending) and where it gets: jobs
@@ -241,7 +247,18 @@ _ADDED_COLUMNS: Final = {
     **dict.fromkeys(("declaredBy", "declaration"), "TEXT"),
 }
 _ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT"}
-_CLAIM_ORDER_SQL: Final = "priority DESC, scheduledAt ASC, id ASC"
+# The first entry of each (tenant, priority) of a type in due_lanes, one seek each: from an entry, the next
+# priority of the same tenant, else the next tenant. Rows: tenantId, priority, earliest scheduledAt.
+_LANE_HEAD_FROM: Final = f"FROM jobs INDEXED BY due_lanes WHERE {PENDING_RUNS_SQL} AND jobType = :type"
+_LANE_HEADS_SQL: Final = f"""WITH RECURSIVE head(r) AS (
+        SELECT (SELECT rowid {_LANE_HEAD_FROM} ORDER BY tenantId, priority LIMIT 1)
+        UNION ALL
+        SELECT coalesce(
+            (SELECT rowid {_LANE_HEAD_FROM} AND tenantId = j.tenantId AND priority > j.priority
+             ORDER BY priority LIMIT 1),
+            (SELECT rowid {_LANE_HEAD_FROM} AND tenantId > j.tenantId ORDER BY tenantId, priority LIMIT 1))
+        FROM head JOIN jobs j ON j.rowid = head.r)
+    SELECT j.tenantId, j.priority, j.scheduledAt FROM head JOIN jobs j ON j.rowid = head.r"""
 _IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 _IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
 # A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable, and no record yet for
@@ -495,26 +512,38 @@ class SqliteJobStore:
         return found
 
     def claim_due_jobs(
-        self, now: datetime, limit: int, job_types: Collection[str], due_by: datetime | None = None
-    ) -> list[Job]:
-        """One UPDATE over the first `limit` due runs in claim order: the write lock makes it a true
-        compare-and-set, so two claimers never win the same job."""
+        self,
+        now: datetime,
+        limit: int,
+        job_types: Collection[str],
+        due_by: datetime | None = None,
+        limits: Mapping[str, ClaimLimits] | None = None,
+    ) -> Claim:
+        """Lanes from the due_lanes index (fair_claims.py chooses), then one UPDATE of the chosen runs: the write
+        lock makes the reads and the update one compare-and-set, so two claimers never win the same job and the
+        counts that bound a type are the counts at the update."""
         if limit <= 0 or not job_types:
-            return []
-        types = sorted(job_types)
-        fields = transitions.queued(now)
-        set_sql, set_params = _assignments(fields, _JOB_COLUMNS)
+            return Claim()
+        due_ms = _to_ms(due_by or now)
+        set_sql, set_params = _assignments(transitions.queued(now), _JOB_COLUMNS)
+        if limits and all(t in limits for t in job_types):
+            with self._read() as conn:  # no room for any type (the usual case of a retry soon): no write turn
+                rooms = _rooms(conn, job_types, limits)
+                if not any(rooms.values()):
+                    held = {lane.job_type for t in job_types if rooms[t] == 0 for lane in _lanes(conn, t, due_ms)[:1]}
+                    return Claim((), held)
         with self._write() as conn:
-            rows = conn.execute(
-                f"""UPDATE jobs SET {set_sql} WHERE id IN (
-                        SELECT id FROM jobs
-                        WHERE status = ? AND kind = ? AND scheduledAt <= ? AND jobType IN ({_marks(types)})
-                        ORDER BY {_CLAIM_ORDER_SQL} LIMIT ?)
-                    RETURNING *""",
-                [*set_params, Status.PENDING.value, KIND_RUN, _to_ms(due_by or now), *types, limit],
-            ).fetchall()
-        # RETURNING gives rows in no particular order; the contract wants claim order.
-        return sorted((_to_job(r) for r in rows), key=transitions.claim_order)
+            rooms = _rooms(conn, job_types, limits or {})
+            lanes = [lane for job_type in sorted(job_types) for lane in _lanes(conn, job_type, due_ms)]
+            selection = fair_selection(lanes, limit, rooms)
+            chosen = [due.id for due in selection.runs]
+            won: dict[str, Job] = {}
+            for chunk in _chunks(chosen):
+                rows = conn.execute(
+                    f"UPDATE jobs SET {set_sql} WHERE id IN ({_marks(chunk)}) RETURNING *", [*set_params, *chunk]
+                ).fetchall()
+                won.update((str(r["id"]), _to_job(r)) for r in rows)
+        return Claim((won[job_id] for job_id in chosen), selection.held)
 
     def due_job_types(self, now: datetime) -> set[str]:
         with self._read() as conn:
@@ -766,6 +795,84 @@ class SqliteJobStore:
                     raise
         finally:
             self._writer.release()
+
+
+class _DueRun(NamedTuple):
+    """A due run as the claim chooses it (the rest of the row is read by the update that claims it)."""
+
+    id: str
+    priority: int
+    scheduledAt: int
+
+
+def _rooms(
+    conn: sqlite3.Connection, job_types: Collection[str], limits: Mapping[str, ClaimLimits]
+) -> dict[str, int | None]:
+    """Each limited type's room at this moment (ClaimLimits.room), from the runs claimed and not finished."""
+    bounded = sorted(t for t in job_types if t in limits)
+    if not bounded:
+        return {}
+    counts: dict[tuple[str, bool], int] = {}
+    for row in conn.execute(
+        f"""SELECT jobType, status = '{Status.QUEUED.value}' AS waiting, count(*) FROM jobs INDEXED BY due_order
+            WHERE {IN_FLIGHT_SQL} AND kind = '{KIND_RUN}' AND jobType IN ({_marks(bounded)})
+            GROUP BY jobType, waiting""",
+        bounded,
+    ):
+        counts[(str(row[0]), bool(row[1]))] = int(row[2])
+    rooms: dict[str, int | None] = {}
+    for job_type in bounded:
+        queued = counts.get((job_type, True), 0)
+        rooms[job_type] = limits[job_type].room(queued, queued + counts.get((job_type, False), 0))
+    return rooms
+
+
+def _lanes(conn: sqlite3.Connection, job_type: str, due_ms: int) -> list[Lane[_DueRun]]:
+    """The type's lanes with a run due by `due_ms`, one per tenant. The index due_lanes holds pending runs by
+    (type, tenant, priority, time): a skip scan finds the first entry of each (tenant, priority) (its earliest
+    run) without reading the entries between, so this costs one seek per tenant and priority, not per due run."""
+    heads: dict[str, list[tuple[int, int]]] = {}
+    for row in conn.execute(_LANE_HEADS_SQL, {"type": job_type}):
+        if row[2] <= due_ms:  # the lane's earliest pending run is due, so the lane has due runs
+            heads.setdefault(str(row[0]), []).append((int(row[1]), int(row[2])))
+    lanes: list[Lane[_DueRun]] = []
+    for tenant, priorities in heads.items():
+        priorities.sort(reverse=True)
+        read = partial(_lane_runs, conn, job_type, tenant, [p for p, _ in priorities], due_ms)
+        lanes.append(Lane(job_type, head_of(*priorities[0]), read))
+    return lanes
+
+
+def _lane_runs(
+    conn: sqlite3.Connection,
+    job_type: str,
+    tenant: str,
+    priorities: list[int],
+    due_ms: int,
+    after: _DueRun | None,
+    n: int,
+) -> list[_DueRun]:
+    """The tenant's due runs of the type in claim order after `after`, at most n: each priority's runs by time
+    (an exact index range), higher priorities first."""
+    found: list[_DueRun] = []
+    for priority in priorities:
+        if after is not None and priority > after.priority:
+            continue
+        since, since_params = ("", [])
+        if after is not None and priority == after.priority:
+            since, since_params = "AND (scheduledAt, id) > (?, ?)", [after.scheduledAt, after.id]
+        found += (
+            _DueRun(str(r[0]), int(r[1]), int(r[2]))
+            for r in conn.execute(
+                f"""SELECT id, priority, scheduledAt FROM jobs INDEXED BY due_lanes
+                    WHERE {PENDING_RUNS_SQL} AND jobType = ? AND tenantId = ? AND priority = ? AND scheduledAt <= ?
+                    {since} ORDER BY scheduledAt, id LIMIT ?""",
+                [job_type, tenant, priority, due_ms, *since_params, n - len(found)],
+            )
+        )
+        if len(found) >= n:
+            break
+    return found
 
 
 def _add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:

@@ -20,6 +20,7 @@ from shared.model import Outcome, Status, utc_now
 from shared.store.base import RunSpec
 from shared.store.browse import JobQuery, PageCursor
 from shared.store.browse_mongo import MongoBrowser
+from shared.store.fair_claims import ClaimLimits
 from shared.store.mongo import MongoJobStore
 from tests.contract.store_kit import claim_one, new, result, running
 
@@ -75,6 +76,9 @@ def workload(store: MongoJobStore) -> None:
     store.cancel_requested([lost])
     store.release_claims([claim_one(store, store.create(new(jobType="released")))])
     store.release_stale_claims(utc_now() - timedelta(minutes=1))
+    store.create_many([new(f"lane-{n}", tenantId=f"lane-{n % 3}", jobType="laned") for n in range(6)])
+    store.claim_due_jobs(utc_now(), 2, {"laned"}, limits={"laned": ClaimLimits(queued=4, active=5)})
+    store.claim_due_jobs(utc_now(), 2, {"laned"}, limits={"laned": ClaimLimits(queued=1)})  # no room: held
     template = store.create(new("nightly", cron="0 2 * * *"))
     store.due_templates(utc_now() + timedelta(days=2), 10)
     store.add_runs(template, [RunSpec(utc_now() - timedelta(hours=2)), RunSpec(utc_now(), status=Status.BUFFERED)])

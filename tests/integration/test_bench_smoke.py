@@ -32,6 +32,7 @@ TINY: dict[str, list[str]] = {
     "bulk": ["--clients", "2", "--duration", "0.5", "--batch", "50", "--batch-clients", "2", "--load", "200"],
     "retention-soak": ["--rate", "100", "--duration", "4", "--keep", "1", "--reaper", "1", "--sample", "1"],
     "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2", "--drains", "1"],
+    "fairness": ["--backlog", "10000", "--repeat", "3", "--timeout", "60"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -74,6 +75,7 @@ HEADLINES: dict[str, list[str]] = {
     "bulk": ["jobsched.jobs_per_s", "baseline.jobs_per_s", "jobsched.load.jobs_per_s"],
     "retention-soak": ["jobsched.final_mb", "baseline.final_mb", "jobsched.deleted", "baseline.completed"],
     "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
+    "fairness": ["jobsched.created_to_start_ms.max", "baseline.created_to_start_ms.max", "jobsched.backlog_left"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.

@@ -13,7 +13,7 @@ from services.scheduler.dispatcher import Dispatcher
 from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.election.base import Term
-from shared.model import Status, run_key
+from shared.model import Job, Status, run_key
 from shared.store.base import NewJob, RunSpec
 from shared.store.mongo import MongoJobStore
 from tests.support import read_wakeups
@@ -81,7 +81,7 @@ def test_batch_claim_order_is_strict_priority_then_age(mongo_store: MongoJobStor
     now = datetime.now(UTC)
     created = [mongo_store.create(new_job(f"j{i}", now - timedelta(seconds=i), priority=i % 3)) for i in range(12)]
     expected = sorted(created, key=lambda j: (-j.priority, j.scheduledAt))
-    claimed = []
+    claimed: list[Job] = []
     while batch := mongo_store.claim_due_jobs(now, 5, {"noop"}):
         claimed.extend(batch)
     assert [j.id for j in claimed] == [j.id for j in expected]

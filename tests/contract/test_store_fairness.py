@@ -1,0 +1,118 @@
+"""The store contract, on every implementation: tenants take turns in claims, and a type's room bounds them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from shared.model import Job, Outcome, Status, utc_now
+from shared.store.base import AttemptResult, JobStore
+from shared.store.fair_claims import ClaimLimits
+from tests.contract.store_kit import LEASE, new, start
+
+
+def backlog(store: JobStore, tenant: str, count: int, **fields: Any) -> list[Job]:
+    return [j for j in store.create_many([new(tenantId=tenant, **fields) for _ in range(count)]) if isinstance(j, Job)]
+
+
+def test_a_tenants_one_due_run_is_claimed_in_the_first_round_behind_another_tenants_backlog(store: JobStore) -> None:
+    now = utc_now()
+    backlog(store, "big", 60, scheduledAt=now - timedelta(minutes=10))
+    small = store.create(new(tenantId="small", scheduledAt=now))
+    first = store.claim_due_jobs(now, 2, {"noop"})
+    assert [j.tenantId for j in first] == ["big", "small"]  # the longer-waiting lane first, then the other
+    assert first[1].id == small.id
+
+
+def test_tenants_take_turns_and_each_keeps_its_own_claim_order(store: JobStore) -> None:
+    now = utc_now()
+    made: dict[str, list[Job]] = {}
+    for tenant in ("a", "b", "c"):
+        made[tenant] = [
+            store.create(new(tenantId=tenant, priority=p, scheduledAt=now - timedelta(seconds=s)))
+            for p, s in ((0, 30), (5, 10), (5, 20), (0, 40))
+        ]
+    claimed = store.claim_due_jobs(now, 9, {"noop"})
+    assert len(claimed) == 9
+    for turn in range(3):
+        assert sorted(j.tenantId for j in claimed[turn * 3 : turn * 3 + 3]) == ["a", "b", "c"]
+    for tenant, jobs in made.items():
+        expected = [jobs[2], jobs[1], jobs[3]]  # priority 5 oldest first, then priority 0 oldest first
+        assert [j.id for j in claimed if j.tenantId == tenant] == [j.id for j in expected]
+
+
+def test_a_higher_priority_does_not_let_a_tenant_take_another_tenants_turn(store: JobStore) -> None:
+    now = utc_now()
+    backlog(store, "loud", 20, priority=100)
+    quiet = store.create(new(tenantId="quiet", priority=0))
+    claimed = store.claim_due_jobs(now, 2, {"noop"})
+    assert [j.tenantId for j in claimed] == ["loud", "quiet"]  # the priority-100 lane's turn comes first
+    assert claimed[1].id == quiet.id
+
+
+def test_lanes_are_per_type_too_and_a_claim_of_one_takes_the_lane_waiting_longest(store: JobStore) -> None:
+    now = utc_now()
+    store.create(new(tenantId="a", jobType="x", scheduledAt=now - timedelta(seconds=5)))
+    oldest = store.create(new(tenantId="a", jobType="y", scheduledAt=now - timedelta(seconds=50)))
+    [claimed] = store.claim_due_jobs(now, 1, {"x", "y"})
+    assert claimed.id == oldest.id
+
+
+def test_many_small_claims_of_several_backlogs_take_every_run_once_and_alternate_tenants(store: JobStore) -> None:
+    now = utc_now()
+    runs = {t: backlog(store, t, n) for t, n in (("a", 120), ("b", 40), ("c", 5))}
+    claims = []
+    while claimed := store.claim_due_jobs(now, 7, {"noop"}):
+        claims.append(claimed)
+    order = [j for claim in claims for j in claim]
+    assert Counter(j.id for j in order) == Counter(j.id for jobs in runs.values() for j in jobs)
+    # While every tenant has due runs, each claim gives each its turn before any gets another.
+    for claim in claims[:2]:
+        assert sorted(Counter(j.tenantId for j in claim).values()) == [2, 2, 3]
+    assert all(j.status is Status.QUEUED for j in order)
+
+
+def test_a_type_gets_no_more_than_its_room_and_says_it_held_runs_back(store: JobStore) -> None:
+    now = utc_now()
+    backlog(store, "a", 10, jobType="limited")
+    backlog(store, "a", 3, jobType="free")
+    limits = {"limited": ClaimLimits(queued=4)}
+    first = store.claim_due_jobs(now, 100, {"limited", "free"}, limits=limits)
+    assert Counter(j.jobType for j in first) == {"limited": 4, "free": 3}
+    assert first.held == {"limited"}
+    assert store.claim_due_jobs(now, 100, {"limited", "free"}, limits=limits) == []  # four still queued
+    started = [j for j in first if j.jobType == "limited"][:2]
+    start(store, started[0])
+    assert store.claim_due_jobs(now, 100, {"limited"}, limits=limits) == []  # the line is topped up at half
+    start(store, started[1])
+    again = store.claim_due_jobs(now, 100, {"limited"}, limits=limits)
+    assert len(again) == 2  # two of four taken: the line is filled again
+    assert again.held == {"limited"}
+
+
+def test_an_active_limit_counts_queued_and_running_runs_until_they_end(store: JobStore) -> None:
+    now = utc_now()
+    backlog(store, "a", 3, jobType="capped")
+    backlog(store, "b", 3, jobType="capped")
+    limits = {"capped": ClaimLimits(active=2)}
+    first = store.claim_due_jobs(now, 10, {"capped"}, limits=limits)
+    assert sorted(j.tenantId for j in first) == ["a", "b"]  # the two slots go one to each tenant
+    running = start(store, first[0], "w1", now + LEASE)
+    assert store.claim_due_jobs(now, 10, {"capped"}, limits=limits) == []
+    store.cancel(first[1].id)  # a queued run cancelled gives its slot back
+    assert len(store.claim_due_jobs(now, 10, {"capped"}, limits=limits)) == 1
+    assert store.claim_due_jobs(now, 10, {"capped"}, limits=limits) == []
+    store.finish_attempt(running, AttemptResult(Outcome.SUCCEEDED, now, utc_now()))  # its end gives its slot back
+    assert len(store.claim_due_jobs(now, 10, {"capped"}, limits=limits)) == 1
+
+
+def test_no_room_and_nothing_due_is_no_hold(store: JobStore) -> None:
+    now = utc_now()
+    claimed = store.claim_due_jobs(now, 10, {"idle"}, limits={"idle": ClaimLimits(queued=0)})
+    assert claimed == []
+    assert claimed.held == frozenset()
+    store.create(new(jobType="idle"))
+    claimed = store.claim_due_jobs(now, 10, {"idle"}, limits={"idle": ClaimLimits(queued=0)})
+    assert claimed == []
+    assert claimed.held == {"idle"}
