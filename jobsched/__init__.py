@@ -42,11 +42,13 @@ from jobsched.client import (
     Retries,
     ServedType,
     ServerError,
+    TypeLimits,
     Unauthorized,
     Unavailable,
     WaitTimeout,
 )
 from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
+from jobsched.limits import Limits, Rate
 from jobsched.payloads import Payload, PayloadMismatch
 from jobsched.schedules import Schedule
 
@@ -73,15 +75,18 @@ __all__ = [
     "JobType",
     "JobTypes",
     "JobschedError",
+    "Limits",
     "NotFound",
     "Payload",
     "PayloadMismatch",
     "PayloadTooLarge",
+    "Rate",
     "Redriven",
     "Retries",
     "Schedule",
     "ServedType",
     "ServerError",
+    "TypeLimits",
     "Unauthorized",
     "Unavailable",
     "WaitTimeout",

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from jobsched.backoff import Backoff
+from jobsched.limits import Limits
 from jobsched.payloads import Payload, PayloadType, called_function
 from jobsched.schedules import Schedule
 from jobsched.type_defaults import TypeDefaults
@@ -145,14 +146,18 @@ class JobTypes:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         schedule: Schedule | Iterable[Schedule] = (),
+        limits: Limits | None = None,
     ) -> Callable[[Callable[[P, HandlerContext], R]], JobType[P, R]]:
         """Register the decorated function as job type `name`. `timeout` (seconds, or a timedelta) bounds each
         attempt (default JOB_TIMEOUT); `max_attempts` is the budget of jobs that give none (default 3);
         `backoff` spaces the retries (default 2^attempts s, capped at 5 min). A job's own timeoutSeconds and
         maxAttempts win over these. `schedule`: one or more recurring templates of this type, kept in the store
-        by the executors that serve it (jobsched.Schedule)."""
+        by the executors that serve it (jobsched.Schedule). `limits`: how many of its jobs run at once and how
+        often one starts, across the cluster (jobsched.Limits; an operator may replace them through the API)."""
         check_name(name)
-        defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff)
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a jobsched.Limits (got {limits!r})")
+        defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff, limits=limits)
         schedules = (schedule,) if isinstance(schedule, Schedule) else tuple(schedule)
         names = [s.name for s in schedules]
         if len(set(names)) != len(names):

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.limits import NO_LIMITS, Limits
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class TypeDefaults:
     max_attempts: int | None = None  # None: 3
     backoff: Backoff = DEFAULT_BACKOFF
     declared: str | None = None  # the digest of the type's declared schedules (None: an executor before them)
+    limits: Limits = NO_LIMITS  # registered with the handler (an operator's, set through the API, win)
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and not self.timeout_s > 0:
@@ -33,10 +35,16 @@ class TypeDefaults:
         timeout: float | timedelta | None = None,
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
+        limits: Limits | None = None,
     ) -> TypeDefaults:
         """From a registration's arguments (a timeout in seconds or as a timedelta)."""
         timeout_s = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return cls(timeout_s=timeout_s, max_attempts=max_attempts, backoff=backoff or DEFAULT_BACKOFF)
+        return cls(
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff=backoff or DEFAULT_BACKOFF,
+            limits=limits or NO_LIMITS,
+        )
 
     def to_document(self) -> dict[str, Any]:
         """The stored form (camelCase, as every stored field)."""
@@ -49,6 +57,7 @@ class TypeDefaults:
                 "jitter": self.backoff.jitter,
             },
             "declaredSchedules": self.declared,
+            "limits": self.limits.to_document() if not self.limits.empty else None,
         }
 
     @classmethod
@@ -66,11 +75,13 @@ class TypeDefaults:
             timeout = doc.get("timeoutSeconds")
             attempts = doc.get("maxAttempts")
             declared = doc.get("declaredSchedules")
+            limits = Limits.from_document(doc.get("limits"))
             return cls(
                 timeout_s=float(timeout) if timeout is not None else None,
                 max_attempts=int(attempts) if attempts is not None else None,
                 backoff=backoff,
                 declared=declared if isinstance(declared, str) else None,
+                limits=limits,
             )
         except (TypeError, ValueError, AttributeError):
             return cls()

@@ -35,6 +35,7 @@ from loadtest.scenarios import (
     keepalive,
     lateness,
     lateness_embedded,
+    limits,
     peer,
     peers_celery,
     peers_embedded,
@@ -64,6 +65,7 @@ SCENARIOS: dict[str, Scenario] = {
         retention_soak.SCENARIO,
         scale.SCENARIO,
         fairness.SCENARIO,
+        limits.SCENARIO,
     )
 }
 

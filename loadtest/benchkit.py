@@ -13,7 +13,7 @@ import math
 import os
 import platform
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -205,20 +205,27 @@ def seed_due_jobs(uri: str, database: str, count: int, job_type: str = "noop") -
 def seed_sqlite(
     path: str | os.PathLike[str], count: int, scheduled_at: Callable[[int], datetime], key_prefix: str
 ) -> None:
-    """Insert `count` pending noop jobs into the SQLite store at `path` through SqliteJobStore.create."""
+    """Insert `count` pending noop jobs into the SQLite store at `path` through SqliteJobStore."""
+    jobs = [
+        NewJob(
+            idempotencyKey=f"{key_prefix}-{n}",
+            tenantId=f"tenant-{n % 7}",
+            jobType="noop",
+            scheduledAt=scheduled_at(n),
+            priority=n % 5,
+        )
+        for n in range(count)
+    ]
+    seed_sqlite_jobs(path, jobs)
+
+
+def seed_sqlite_jobs(path: str | os.PathLike[str], jobs: Sequence[NewJob], chunk: int = 500) -> None:
+    """Write `jobs` into the SQLite store at `path` (created), `chunk` a transaction."""
     store = open_backend(sqlite_url(os.path.abspath(path)), durable=False).jobs
     try:
         store.ensure_schema()
-        for n in range(count):
-            store.create(
-                NewJob(
-                    idempotencyKey=f"{key_prefix}-{n}",
-                    tenantId=f"tenant-{n % 7}",
-                    jobType="noop",
-                    scheduledAt=scheduled_at(n),
-                    priority=n % 5,
-                )
-            )
+        for first in range(0, len(jobs), chunk):
+            store.create_many(jobs[first : first + chunk])
     finally:
         store.close()
 

@@ -26,6 +26,7 @@ from shared.store.base import NewJob
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_JOB_TYPE_LENGTH = 128
+MAX_CONCURRENCY_KEY_LENGTH = 256
 
 
 class PayloadTooLarge(ValueError):
@@ -118,6 +119,12 @@ class JobRequest(SchedulePolicy):
     timezone: str | None = Field(
         default=None, max_length=MAX_TIMEZONE_LENGTH, description="IANA zone the cron is read in (default UTC)"
     )
+    concurrencyKey: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CONCURRENCY_KEY_LENGTH,
+        description="What the type's concurrencyPerKey limit counts by within the tenant (a customer id...)",
+    )
 
     @model_validator(mode="after")
     def _one_shape(self) -> JobRequest:
@@ -166,6 +173,7 @@ class JobRequest(SchedulePolicy):
             cron=self.cron,
             interval=self.interval,
             timezone=(self.timezone or "UTC") if self.cron else None,
+            concurrencyKey=self.concurrencyKey,
             createdAt=now,
             **template,
         )

@@ -41,6 +41,11 @@ SCHEDULER_CLAIMS_HELD = Counter(
     "Claims that left due jobs of the type pending because its room was spent (DISPATCH_AHEAD, a limit)",
     ["job_type"],
 )
+LIMIT_IN_USE = Gauge(
+    "scheduler_limited_jobs_in_flight",
+    "Jobs of a type with limits that are claimed, queued or running, as counted at the last claim",
+    ["job_type"],
+)
 SCHEDULER_CRON_SPAWNED = Counter("scheduler_cron_runs_spawned_total", "Runs spawned from recurring templates")
 SCHEDULER_SCHEDULE_ACTIONS = Counter(
     "scheduler_schedule_actions_total",
@@ -76,6 +81,11 @@ EXECUTOR_START_LATENESS_SECONDS = Histogram(
     "How late an attempt started: handler start - the job's scheduledAt (retries count from their backoff)",
     ["job_type"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+EXECUTOR_STARTS_RATE_LIMITED = Counter(
+    "executor_starts_rate_limited_total",
+    "Starts refused because the job type's start rate had none left then (the job waited for its turn)",
+    ["job_type"],
 )
 EXECUTOR_IN_FLIGHT = Gauge("executor_in_flight", "Attempts running now", ["job_type"])
 EXECUTOR_SKIPPED = Counter(

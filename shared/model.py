@@ -133,6 +133,9 @@ class Job(TemplatePolicy):
     # it was last made from, which the executors compare with what their code declares.
     declaredBy: str | None = None
     declaration: str | None = None
+    # What a type's concurrency_per_key limit counts by within the tenant (a customer id...); a template's runs
+    # carry the template's.
+    concurrencyKey: str | None = None
     lastError: str | None = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None

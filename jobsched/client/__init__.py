@@ -33,6 +33,7 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    TypeLimits,
 )
 from jobsched.client.sync import Client
 
@@ -58,6 +59,7 @@ __all__ = [
     "Retries",
     "ServedType",
     "ServerError",
+    "TypeLimits",
     "Unauthorized",
     "Unavailable",
     "WaitTimeout",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Generic, NoReturn, TypedDict, TypeVar
+from urllib.parse import quote
 
 import httpx
 
@@ -26,8 +27,10 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    TypeLimits,
     parse_time,
 )
+from jobsched.limits import Limits
 from jobsched.schedules import Schedule
 
 T = TypeVar("T")
@@ -133,6 +136,7 @@ class JobOptions(TypedDict, total=False):
     priority: int | None
     max_attempts: int | None
     timeout_seconds: float | None
+    concurrency_key: str | None  # what the type's concurrency_per_key limit counts by (a customer id...)
     # A template's schedule policy, keyed as the API spells it: overlap, catchup, catchupWindow, startAt, endAt,
     # remainingRuns, jitter, pauseOnFailure (the API checks it, and refuses it on a one-off job).
     policy: Mapping[str, Any] | None
@@ -161,6 +165,7 @@ def create(
         "priority": options.get("priority"),
         "maxAttempts": options.get("max_attempts"),
         "timeoutSeconds": options.get("timeout_seconds"),
+        "concurrencyKey": options.get("concurrency_key"),
         **(options.get("policy") or {}),
     }
     if not recurring:
@@ -176,6 +181,7 @@ class ManyOptions(TypedDict, total=False):
     priority: int | None
     max_attempts: int | None
     timeout_seconds: float | None
+    concurrency_key: str | None
     idempotency_keys: Sequence[str] | None  # one per payload, in order; default: generated
 
 
@@ -195,6 +201,7 @@ def create_many(
         "priority": options.get("priority"),
         "maxAttempts": options.get("max_attempts"),
         "timeoutSeconds": options.get("timeout_seconds"),
+        "concurrencyKey": options.get("concurrency_key"),
     }
     shared = {k: v for k, v in shared.items() if v is not None}
     tenant = options.get("tenant_id") or default_tenant
@@ -424,6 +431,22 @@ def executions(job_id: str) -> Call[list[Execution]]:
 
 def job_types() -> Call[list[ServedType]]:
     return Call("GET", "/job-types", lambda body: [ServedType.from_wire(t) for t in body])
+
+
+def type_limits(job_type: str) -> Call[TypeLimits]:
+    return Call("GET", _limits_path(job_type), TypeLimits.from_wire)
+
+
+def set_limits(job_type: str, limits: Limits) -> Call[TypeLimits]:
+    return Call("PUT", _limits_path(job_type), TypeLimits.from_wire, body=limits.to_document())
+
+
+def clear_limits(job_type: str) -> Call[TypeLimits]:
+    return Call("DELETE", _limits_path(job_type), TypeLimits.from_wire)
+
+
+def _limits_path(job_type: str) -> str:
+    return f"/job-types/{quote(job_type, safe='')}/limits"
 
 
 # --- helpers ----------------------------------------------------------------------------------------------

@@ -35,8 +35,10 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    TypeLimits,
 )
 from jobsched.handlers import JobType
+from jobsched.limits import Limits
 from jobsched.schedules import Schedule
 
 T = TypeVar("T")
@@ -237,6 +239,18 @@ class AsyncClient:
 
     async def job_types(self) -> builtins.list[ServedType]:
         return await self._call(_calls.job_types())
+
+    async def limits(self, job_type: str) -> TypeLimits:
+        """The type's limits: in force, registered with its handler, and an operator's."""
+        return await self._call(_calls.type_limits(job_type))
+
+    async def set_limits(self, job_type: str, limits: Limits) -> TypeLimits:
+        """An operator's limits for the type, in place of the registered ones (an admin key with AUTH=required)."""
+        return await self._call(_calls.set_limits(job_type, limits))
+
+    async def clear_limits(self, job_type: str) -> TypeLimits:
+        """Remove the operator's limits: the ones registered with the handler apply again."""
+        return await self._call(_calls.clear_limits(job_type))
 
     async def wait(
         self,

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from jobsched.limits import Limits
+
 TERMINAL_STATUSES = frozenset({"completed", "dlq", "cancelled"})
 
 
@@ -36,6 +38,7 @@ class Job:
     template_id: str | None = None
     timeout_seconds: float | None = None
     cancel_requested: bool = False
+    concurrency_key: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -64,6 +67,7 @@ class Job:
             template_id=body.get("templateId"),
             timeout_seconds=body.get("timeoutSeconds"),
             cancel_requested=bool(body.get("cancelRequested", False)),
+            concurrency_key=body.get("concurrencyKey"),
             raw=body,
         )
 
@@ -103,20 +107,50 @@ class Execution:
 
 @dataclass(frozen=True)
 class ServedType:
-    """A job type the API accepts: how many executors serve it now and when one last announced it."""
+    """A job type the API accepts: how many executors serve it now, when one last announced it, and its limits
+    in force (None: it has none) and where they come from ("code": registered with the handler; "api": an
+    operator's)."""
 
     name: str
     executors: int
     last_seen_at: datetime | None
+    limits: Limits | None = None
+    limits_source: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> ServedType:
+        limits = body.get("limits")
         return cls(
             name=str(body["name"]),
             executors=int(body.get("executors", 0)),
             last_seen_at=parse_time(body.get("lastSeenAt")),
+            limits=Limits.from_document(limits) if limits is not None else None,
+            limits_source=body.get("limitsSource"),
             raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class TypeLimits:
+    """A job type's limits: the ones in force, where they come from ("code", "api" or None: none), the ones its
+    handler registers, and an operator's (None: none, the registered ones apply)."""
+
+    job_type: str
+    limits: Limits
+    source: str | None
+    registered: Limits
+    override: Limits | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> TypeLimits:
+        override = body.get("override")
+        return cls(
+            job_type=str(body["jobType"]),
+            limits=Limits.from_document(body.get("limits")),
+            source=body.get("source"),
+            registered=Limits.from_document(body.get("registered")),
+            override=Limits.from_document(override) if override is not None else None,
         )
 
 

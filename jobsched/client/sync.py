@@ -34,8 +34,10 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    TypeLimits,
 )
 from jobsched.handlers import JobType
+from jobsched.limits import Limits
 from jobsched.schedules import Schedule
 
 T = TypeVar("T")
@@ -256,6 +258,18 @@ class Client:
 
     def job_types(self) -> builtins.list[ServedType]:
         return self._call(_calls.job_types())
+
+    def limits(self, job_type: str) -> TypeLimits:
+        """The type's limits: in force, registered with its handler, and an operator's."""
+        return self._call(_calls.type_limits(job_type))
+
+    def set_limits(self, job_type: str, limits: Limits) -> TypeLimits:
+        """An operator's limits for the type, in place of the registered ones (an admin key with AUTH=required)."""
+        return self._call(_calls.set_limits(job_type, limits))
+
+    def clear_limits(self, job_type: str) -> TypeLimits:
+        """Remove the operator's limits: the ones registered with the handler apply again."""
+        return self._call(_calls.clear_limits(job_type))
 
     def wait(
         self, job_id: str, statuses: Iterable[str] | str | None = None, timeout: float = 60.0, poll: float = 0.2

@@ -21,35 +21,22 @@ from typing import Any
 
 import httpx2 as httpx
 
-from loadtest.benchkit import Scenario, envelope, ratio, target
+from loadtest.benchkit import Scenario, envelope, ratio, seed_sqlite_jobs, target
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.due_now import answers
 from loadtest.scenarios.embedded import count_status
 from loadtest.stats import summary
-from shared.backends import open_backend, sqlite_url
 from shared.model import Status, format_time, parse_time, utc_now
 from shared.store.base import NewJob
 
 TARGET_P99_MS = 100.0
 POLL_S = 0.002
-SEED_CHUNK = 500
 
 
 def seed_backlog(path: str, count: int) -> None:
-    """`count` due noop jobs of tenant A, written in transactions of SEED_CHUNK."""
-    store = open_backend(sqlite_url(os.path.abspath(path)), durable=False).jobs
+    """`count` due noop jobs of tenant A."""
     due = utc_now() - timedelta(minutes=1)
-    try:
-        store.ensure_schema()
-        for first in range(0, count, SEED_CHUNK):
-            store.create_many(
-                [
-                    NewJob(idempotencyKey=f"a-{n}", tenantId="tenant-a", jobType="noop", scheduledAt=due)
-                    for n in range(first, min(count, first + SEED_CHUNK))
-                ]
-            )
-    finally:
-        store.close()
+    seed_sqlite_jobs(path, [NewJob(f"a-{n}", "tenant-a", "noop", due) for n in range(count)])
 
 
 def one_wait(client: httpx.Client, n: int, timeout_s: float) -> float | None:

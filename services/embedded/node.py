@@ -27,6 +27,7 @@ import stat
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -52,6 +53,7 @@ from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
 from shared.job_types.known import KnownTypes
+from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
 from shared.metrics import serve_metrics
 from shared.store.base import JobStore
@@ -255,6 +257,7 @@ class Embedded:
             tick_s=settings.scheduler_tick.total_seconds(),
         )
         executors = []
+        type_limits = LimitsView(job_type_registry, retention=settings.job_type_retention)
         for job_type in job_types:
             announcer = announcer_with_schedules(
                 backend, f"{self._name}-{job_type}", self._handlers[job_type], settings
@@ -270,6 +273,7 @@ class Embedded:
                 f"{self._name}-{job_type}",
                 default_timeout=settings.job_timeout,
                 lease=settings.claim_timeout,
+                rate=partial(type_limits.rate, job_type),
             )
             executor = Executor(
                 worker,

@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import threading
+from functools import partial
 
 from confluent_kafka import KafkaException
 
@@ -19,6 +20,7 @@ from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
+from shared.job_types.limits import LimitsView
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, on_termination
@@ -63,6 +65,7 @@ def main() -> None:
         worker_id,
         default_timeout=settings.job_timeout,
         lease=settings.claim_timeout,
+        rate=partial(LimitsView(backend.job_types, retention=settings.job_type_retention).rate, args.job_type),
     )
     stop = threading.Event()
 

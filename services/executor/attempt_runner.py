@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from prometheus_client import Counter
 
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
+from jobsched.limits import Rate
 from jobsched.type_defaults import TypeDefaults
 from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
@@ -34,6 +35,7 @@ from shared.store.base import (
     AttemptTaken,
     ExecutorStore,
     JobNotFound,
+    RateLimited,
     StartHint,
     StoreError,
     StoreUnavailable,
@@ -68,8 +70,11 @@ class AttemptRunner:
         *,
         default_timeout: timedelta,
         lease: timedelta,
+        rate: Callable[[], Rate | None] = lambda: None,
     ) -> None:
+        """`rate`: the type's start rate now (its limits), which every start keeps to in the store."""
         self._store = store
+        self._rate = rate
         self._bus = bus
         handler = registry.get(job_type)
         if handler is None:
@@ -85,6 +90,7 @@ class AttemptRunner:
         # This type's series, looked up once rather than by label at every attempt.
         self._lateness = metrics.EXECUTOR_START_LATENESS_SECONDS.labels(job_type)
         self._in_flight = metrics.EXECUTOR_IN_FLIGHT.labels(job_type)
+        self._rate_refused = metrics.EXECUTOR_STARTS_RATE_LIMITED.labels(job_type)
         self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
         self._processed: dict[Outcome, Counter] = {}  # by outcome, filled as outcomes occur
         # Outcomes of concurrent attempts, written together by whichever of their threads finds no batch in
@@ -142,19 +148,23 @@ class AttemptRunner:
         wakeup = self.decode(delivery)
         return self.start_retrying(wakeup) if wakeup is not None else None
 
-    def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | StoreUnavailable | None]:
+    def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | StoreUnavailable | RateLimited | None]:
         """Start the wake-ups' attempts in one store call, trying once (the executor's poll loop calls it and
-        must not wait): per wake-up, the running job, None when it is skipped (logged and counted), or
-        StoreUnavailable when the store could not settle it (then `start_retrying` goes on with it)."""
+        must not wait): per wake-up, the running job, None when it is skipped (logged and counted),
+        StoreUnavailable when the store could not settle it (then `start_retrying` goes on with it), or
+        RateLimited when the type's start rate has no start left now (the job stays queued: try again then)."""
         lease_until = utc_now() + self._lease
-        starts = [self._attempt_start(wakeup, lease_until) for wakeup in wakeups]
+        rate = self._rate()
+        starts = [self._attempt_start(wakeup, lease_until, rate) for wakeup in wakeups]
         try:
             outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
         except StoreUnavailable as exc:
             return [exc] * len(wakeups)
-        started: list[Job | StoreUnavailable | None] = []
+        started: list[Job | StoreUnavailable | RateLimited | None] = []
         for wakeup, outcome in zip(wakeups, outcomes, strict=True):
-            if isinstance(outcome, Job | StoreUnavailable):
+            if isinstance(outcome, RateLimited):
+                self._rate_refused.inc()
+            if isinstance(outcome, Job | StoreUnavailable | RateLimited):
                 started.append(outcome)
             else:
                 self._start_refused(wakeup, outcome)
@@ -169,7 +179,8 @@ class AttemptRunner:
             [outcome] = self.start_many([wakeup])
             if isinstance(outcome, StoreUnavailable):
                 raise outcome
-            return outcome
+            # Its start rate's turn has not come: left queued for the reaper to put back in line.
+            return None if isinstance(outcome, RateLimited) else outcome
 
         return self._retrying(once, wakeup.jobId)
 
@@ -229,9 +240,9 @@ class AttemptRunner:
             extra={"action": "store_unavailable", "jobId": job_id, "error": str(error)},
         )
 
-    def _attempt_start(self, wakeup: Wakeup, lease_until: datetime) -> AttemptStart:
+    def _attempt_start(self, wakeup: Wakeup, lease_until: datetime, rate: Rate | None) -> AttemptStart:
         hint = StartHint(wakeup.claim, wakeup.attempt) if wakeup.claim and wakeup.attempt else None
-        return AttemptStart(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint)
+        return AttemptStart(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint, rate)
 
     def _start_refused(self, wakeup: Wakeup, refusal: StoreError) -> None:
         if isinstance(refusal, JobNotFound):

@@ -1,7 +1,8 @@
 """The executor's loop: fetch wake-ups while a handler slot is free, start what it fetched at once (one store
 call), run each started attempt on a thread of its own, acknowledge each delivery after its job's state is
 written, heartbeat running attempts, and on SIGTERM finish what is in flight.
-A wake-up claimed ahead of its job's time (CLAIM_LOOKAHEAD) is held, without a slot, until that time.
+A wake-up claimed ahead of its job's time (CLAIM_LOOKAHEAD), or whose start its type's start rate refused (the store
+says when its turn comes), is held, without a slot, until that time.
 
 Memory stays bounded: at most `concurrency` deliveries are taken at once (the client's prefetch buffer is
 bounded by librdkafka's queue settings); when every slot stays busy the subscription is paused.
@@ -22,7 +23,7 @@ from services.executor.attempt_runner import AttemptRunner
 from services.executor.handler_calls import Deadlines, HandlerThreads, Task
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
-from shared.store.base import AttemptResult, ExecutorStore, StoreError, StoreUnavailable
+from shared.store.base import AttemptResult, ExecutorStore, RateLimited, StoreError, StoreUnavailable
 
 log = logging.getLogger("jobsched.executor")
 POLL_S = 0.2
@@ -67,15 +68,18 @@ class Executor:
         self._record_room = threading.Semaphore(RECORD_BACKLOG_PER_SLOT * concurrency)
         self.stop = stop or threading.Event()
         self._deadlines = Deadlines()
+        self._held: list[tuple[float, int, Delivery, Wakeup]] = []  # touched only by the loop's thread
+        self._arrivals = itertools.count()
 
     def run(self) -> None:
         if self._announcer is not None:
             self._announcer.announce()  # before the first delivery: the scheduler claims only announced types
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="heartbeat")
         heartbeat.start()
-        # Wake-ups claimed ahead of time: (monotonic due, arrival, ...); arrival breaks ties between partitions.
-        held: list[tuple[float, int, Delivery, Wakeup]] = []
-        arrivals = itertools.count()
+        # Wake-ups claimed ahead of time, or waiting for their type's start rate: (monotonic due, arrival, ...);
+        # arrival breaks ties between partitions.
+        held = self._held
+        arrivals = self._arrivals
         paused = False
         saturated_since: float | None = None
         try:
@@ -175,7 +179,7 @@ class Executor:
             log.error("delivery not run: no thread", extra={"action": "delivery_error", "jobId": wakeup.jobId})
             self._skip_delivery(delivery)
         batch = batch[:reserved]
-        outcomes: list[Job | StoreUnavailable | None] = [None] * len(batch)
+        outcomes: list[Job | StoreUnavailable | RateLimited | None] = [None] * len(batch)
         try:
             outcomes = self._attempts.start_many([wakeup for _, wakeup in batch])
         except Exception:  # a bug of ours must not end the loop; the reaper recovers the jobs
@@ -185,6 +189,11 @@ class Executor:
                 HandlerThreads.run_reserved(partial(self._handle, delivery, outcome))
             elif isinstance(outcome, StoreUnavailable):
                 HandlerThreads.run_reserved(partial(self._start_retrying, delivery, wakeup))
+            elif isinstance(outcome, RateLimited):  # its turn comes at `until`: held till then, its slot freed
+                HandlerThreads.unreserve()
+                wait_s = min(max(0.0, (outcome.until - utc_now()).total_seconds()), MAX_HOLD_S)
+                heapq.heappush(self._held, (time.monotonic() + wait_s, next(self._arrivals), delivery, wakeup))
+                self._slots.release()
             else:
                 HandlerThreads.unreserve()
                 self._skip_delivery(delivery)

@@ -15,17 +15,20 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobsched.limits import NO_LIMITS
 from shared import metrics
 from shared.bus.base import Bus, Wakeup
 from shared.config import Settings
 from shared.cron import ScheduleError
 from shared.election.base import Term
+from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
 from shared.model import Job, format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Action
 from shared.store.base import SchedulerStore
-from shared.store.fair_claims import Claim, ClaimLimits
+from shared.store.claim_limits import ClaimLimits
+from shared.store.fair_claims import Claim
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
@@ -60,6 +63,7 @@ class Dispatcher:
         batch: int,
         lookahead: timedelta = timedelta(0),
         dispatch_ahead: int | None = None,
+        limits: LimitsView | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store
@@ -70,6 +74,7 @@ class Dispatcher:
         self._batch = batch
         self._lookahead = lookahead
         self._dispatch_ahead = dispatch_ahead
+        self._limits = limits
         self._clock = clock
         self._next_unknown_check = 0.0
         self._ticked_types: frozenset[str] = frozenset()
@@ -79,7 +84,11 @@ class Dispatcher:
     def from_settings(
         cls, store: SchedulerStore, bus: Bus, job_types: Collection[str] | ServedTypes, settings: Settings
     ) -> Dispatcher:
-        """The dispatcher as CLAIM_BATCH, CLAIM_LOOKAHEAD and DISPATCH_AHEAD configure it."""
+        """The dispatcher as CLAIM_BATCH, CLAIM_LOOKAHEAD and DISPATCH_AHEAD configure it, with the types' limits
+        where the announced types are known."""
+        limits = None
+        if isinstance(job_types, ServedTypes):
+            limits = LimitsView(job_types.registry, retention=job_types.retention)
         return cls(
             store,
             bus,
@@ -87,6 +96,7 @@ class Dispatcher:
             batch=settings.claim_batch,
             lookahead=settings.claim_lookahead,
             dispatch_ahead=settings.dispatch_ahead,
+            limits=limits,
         )
 
     def job_types(self) -> frozenset[str]:
@@ -106,6 +116,8 @@ class Dispatcher:
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
             result.held = bool(jobs.held)
+            for job_type, count in jobs.in_use.items():
+                metrics.LIMIT_IN_USE.labels(job_type).set(count)
             for job_type in jobs.held:
                 metrics.SCHEDULER_CLAIMS_HELD.labels(job_type).inc()
             if jobs:
@@ -119,10 +131,20 @@ class Dispatcher:
         return result
 
     def _claim(self, now: datetime, job_types: frozenset[str]) -> Claim:
-        limits = {t: ClaimLimits(queued=self._dispatch_ahead) for t in job_types} if self._dispatch_ahead else None
-        return self._store.claim_due_jobs(now, self._batch, job_types, due_by=now + self._lookahead, limits=limits)
+        return self._store.claim_due_jobs(
+            now, self._batch, job_types, due_by=now + self._lookahead, limits=self.claim_limits(job_types)
+        )
 
-    def _publish(self, jobs: list[Job], term: Term) -> int:
+    def claim_limits(self, job_types: frozenset[str]) -> dict[str, ClaimLimits]:
+        """Each type's bounds: its line of wake-ups (DISPATCH_AHEAD) and its limits."""
+        typed = self._limits.all() if self._limits is not None else {}
+        return {
+            t: ClaimLimits.of(typed[t].effective if t in typed else NO_LIMITS, self._dispatch_ahead)
+            for t in job_types
+            if self._dispatch_ahead is not None or t in typed
+        }
+
+    def _publish(self, jobs: Claim, term: Term) -> int:
         # One series lookup per type in the batch, not per job.
         for job_type, count in collections.Counter(j.jobType for j in jobs).items():
             metrics.SCHEDULER_JOBS_CLAIMED.labels(job_type).inc(count)
@@ -137,7 +159,7 @@ class Dispatcher:
                 priority=j.priority,
                 claim=j.claimToken,
                 attempt=j.next_attempt,
-                at=format_time(j.scheduledAt) if j.scheduledAt > now else None,  # claimed ahead: hold until then
+                at=_held_until(j, jobs, now),
             )
             for j in jobs
         ]
@@ -187,3 +209,10 @@ class Dispatcher:
                 )
         if self._served is not None:
             self._served.report_waiting(now, unknown)
+
+
+def _held_until(job: Job, claim: Claim, now: datetime) -> str | None:
+    """When the executor may start the job, if later than now: claimed ahead of its time, or given a later start
+    by its type's rate; the executor holds the wake-up until then."""
+    at = max(job.scheduledAt, claim.not_before.get(job.id, job.scheduledAt))
+    return format_time(at) if at > now else None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.model import format_time
 
@@ -63,6 +64,12 @@ class JobTypeRegistry(Protocol):
 
     def waiting_runs(self, now: datetime, job_type: str) -> int:
         """How many runs of `job_type` are pending and due at `now` (jobs waiting for an executor)."""
+
+    def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
+        """An operator's limits for `job_type`, in place of the ones its executors register (None: theirs again)."""
+
+    def limit_overrides(self) -> dict[str, Limits]:
+        """Every type's operator limits (set_limits)."""
 
 
 def summarize(records: Iterable[Announcement], now: datetime) -> list[JobTypeInfo]:

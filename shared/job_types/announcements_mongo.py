@@ -12,6 +12,7 @@ from typing import Any
 from pymongo import UpdateOne
 from pymongo.collection import Collection
 
+from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
 from shared.model import Status
@@ -20,12 +21,14 @@ from shared.store.transitions import KIND_RUN
 
 Document = dict[str, Any]
 COLLECTION = "job_type_announcements"
+LIMITS_COLLECTION = "job_type_limits"  # {_id: jobType, limits: Limits.to_document(), updatedAt}: an operator's
 
 
 class MongoJobTypes:
     def __init__(self, store: MongoJobStore) -> None:
         self._records: Collection[Document] = store._db[COLLECTION]
         self._jobs: Collection[Document] = store._db["jobs"]
+        self._limits: Collection[Document] = store._db[LIMITS_COLLECTION]
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
         if not types:
@@ -71,6 +74,18 @@ class MongoJobTypes:
         query = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type, "scheduledAt": {"$lte": now}}
         with translate_errors():
             return int(self._jobs.count_documents(query))
+
+    def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
+        with translate_errors():
+            if limits is None:
+                self._limits.delete_one({"_id": job_type})
+            else:
+                doc = {"limits": limits.to_document(), "updatedAt": now}
+                self._limits.update_one({"_id": job_type}, {"$set": doc}, upsert=True)
+
+    def limit_overrides(self) -> dict[str, Limits]:
+        with translate_errors():
+            return {str(d["_id"]): Limits.from_document(d.get("limits")) for d in self._limits.find({})}
 
 
 def _record_id(job_type: str, executor: str) -> str:

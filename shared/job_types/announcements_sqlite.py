@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
+from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
 from shared.model import Status
@@ -23,6 +24,11 @@ _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
     defaults    TEXT NOT NULL,                 -- JSON: TypeDefaults.to_document()
     PRIMARY KEY (jobType, executor)
 )"""
+_LIMITS_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_limits (
+    jobType     TEXT PRIMARY KEY,
+    limits      TEXT NOT NULL,                 -- JSON: Limits.to_document(), an operator's (set_limits)
+    updatedAt   INTEGER NOT NULL
+)"""
 
 
 class SqliteJobTypes:
@@ -36,6 +42,7 @@ class SqliteJobTypes:
             if not self._ready:
                 with self._store._write() as conn:
                     conn.execute(_SCHEMA)
+                    conn.execute(_LIMITS_SCHEMA)
                 self._ready = True
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
@@ -89,6 +96,24 @@ class SqliteJobTypes:
                 (Status.PENDING.value, KIND_RUN, _to_ms(now), job_type),
             ).fetchone()
         return int(row[0])
+
+    def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
+        self._ensure_table()
+        with self._store._write() as conn:
+            if limits is None:
+                conn.execute("DELETE FROM job_type_limits WHERE jobType = ?", (job_type,))
+                return
+            conn.execute(
+                "INSERT INTO job_type_limits (jobType, limits, updatedAt) VALUES (?, ?, ?) ON CONFLICT (jobType) "
+                "DO UPDATE SET limits = excluded.limits, updatedAt = excluded.updatedAt",
+                (job_type, json.dumps(limits.to_document()), _to_ms(now)),
+            )
+
+    def limit_overrides(self) -> dict[str, Limits]:
+        self._ensure_table()
+        with self._store._read() as conn:
+            rows = conn.execute("SELECT jobType, limits FROM job_type_limits").fetchall()
+        return {str(r[0]): Limits.from_document(json.loads(r[1])) for r in rows}
 
 
 def _to_announcement(row: sqlite3.Row) -> Announcement:

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from jobsched.handlers import JobTypes
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import JobTypeInfo, JobTypeRegistry
+from shared.job_types.limits import LimitsView
 from shared.model import utc_now
 from shared.store.base import StoreError
 
@@ -38,6 +39,7 @@ class KnownTypes:
         self._configured = frozenset(configured)
         self._retention = retention
         self._announced: dict[str, JobTypeInfo] = {}
+        self.limits = LimitsView(registry, retention=retention)  # read on a store thread: it may refresh
         self._loaded = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -58,6 +60,14 @@ class KnownTypes:
         if not self._loaded.is_set():
             await self._refresh()
         return name in self._announced
+
+    @property
+    def registry(self) -> JobTypeRegistry:
+        return self._registry
+
+    @property
+    def retention(self) -> timedelta:
+        return self._retention
 
     def names(self) -> list[str]:
         return sorted({*self._local.names(), *self._configured, *self._announced})

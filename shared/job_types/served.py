@@ -39,6 +39,14 @@ class ServedTypes:
         self._next_waiting_check = 0.0
         self._reported: set[str] = set()
 
+    @property
+    def registry(self) -> JobTypeRegistry:
+        return self._registry
+
+    @property
+    def retention(self) -> timedelta:
+        return self._retention
+
     def live(self) -> frozenset[str]:
         """The types with at least one live executor (re-read at most every REFRESH_S; on a store error the
         last answer stands)."""

@@ -16,8 +16,10 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.limits import Rate
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
-from shared.store.fair_claims import Claim, ClaimLimits
+from shared.store.claim_limits import ClaimLimits, InFlight
+from shared.store.fair_claims import Claim
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
 # Set by a caller that prefers a quick StoreUnavailable to a long wait (the API answers 503 instead of making
@@ -56,6 +58,14 @@ class JobNotFound(StoreError):
 
 class AttemptTaken(StoreError):
     """Another executor (or a cancellation) already owns this attempt: skip the delivery."""
+
+
+class RateLimited(StoreError):
+    """The job type's start rate has no start left now: the job stays queued, and may start at `until`."""
+
+    def __init__(self, job_type: str, until: datetime) -> None:
+        super().__init__(f"job type {job_type} is at its start rate until {until.isoformat()}")
+        self.until = until
 
 
 class TransitionRefused(StoreError):
@@ -115,6 +125,7 @@ class AttemptStart:
     worker: str
     lease_until: datetime
     hint: StartHint | None = None
+    rate: Rate | None = None  # the type's start rate (limits), checked by the start itself
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,7 @@ class NewJob(TemplatePolicy):
     createdAt: datetime | None = None
     declaredBy: str | None = None  # a template declared with the code: see Job
     declaration: str | None = None
+    concurrencyKey: str | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +264,10 @@ class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
     def list_executions(self, job_id: str) -> list[Execution]:
         """The job's attempt records, oldest first."""
 
+    def in_flight_beside(self, job: Job) -> InFlight:
+        """The runs of the job's type claimed and not finished (queued, claimed, running), counted by type, tenant
+        and concurrency key: what its limits count (the API says which one a due job waits for)."""
+
     def redrive(self, job_id: str) -> Job:
         """dlq → pending, due now, with a fresh budget of maxAttempts attempts (attemptBase = attempts).
         Raise JobNotFound, or TransitionRefused for any other status."""
@@ -317,7 +333,9 @@ class ExecutorStore(StoreLifecycle, Protocol):
         job's status is made `cancelled` again)."""
 
     def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
-        """start_attempt for many deliveries in one batch of writes (an executor starts what it polled at once):
+        """start_attempt for many deliveries in one batch of writes. A start with a `rate` also keeps to it,
+        across every executor: it is refused with RateLimited (nothing else written) when the type's starts so far
+        leave none now, and the starts of the batch count in their order (an executor starts what it polled at once):
         per start, in order, the running job or the error start_attempt would raise for it (StoreUnavailable
         too, for a start the store could not settle). Raise StoreUnavailable when none could be written."""
 

@@ -7,8 +7,10 @@ order (priority desc, then scheduledAt asc): priority orders a tenant's own runs
 Lanes take their turns in the order of their first due run (its priority, then how long it has been due), so in
 a claim too small for one round the runs that have waited longest go first.
 
-A type may have less room than the claim (ClaimLimits: wake-ups its executors have not taken yet, a concurrency
-limit): its lanes stop taking runs when its room is spent and the other types' lanes go on.
+A type may have less room than the claim (claim_limits.py: wake-ups its executors have not taken yet, its
+concurrency limits, its start rate): its lanes stop taking runs when its room is spent and the other types' lanes
+go on; a run whose tenant or concurrency key is at its limit is passed over (the lane goes on with its other keys,
+or ends for this claim when the tenant is full).
 
 Stores supply the lanes (which tenants have due runs of each type, found from an index, never by reading every
 due run) and read each lane's runs in chunks, only as far as the claim gets; this module only chooses.
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from shared.model import Job
+from shared.store.claim_limits import Verdict
 
 
 class Due(Protocol):
@@ -35,32 +39,12 @@ R = TypeVar("R", bound=Due)
 LaneReader = Callable[[R | None, int], list[R]]
 
 
-@dataclass(frozen=True)
-class ClaimLimits:
-    """What bounds the claims of one job type, counted at the claim by the store: `queued` at most this many
-    runs claimed and not yet started (what its executors have not taken: a claim beyond it would only lengthen the
-    line in front of a job claimed later); `active` at most this many claimed, queued or running at once."""
-
-    queued: int | None = None
-    active: int | None = None
-
-    def room(self, queued: int, active: int) -> int | None:
-        """How many runs a claim may take given the counts now; None: no bound. The line of queued runs is
-        topped up once half of it has been taken, not run by run: each claim is a write of its own, and many
-        small ones would take the store's turns from the executors that work the line off."""
-        rooms: list[int] = []
-        if self.queued is not None:
-            rooms.append(self.queued - queued if queued <= self.queued // 2 else 0)
-        if self.active is not None:
-            rooms.append(self.active - active)
-        return max(0, min(rooms)) if rooms else None
-
-
 @dataclass
 class Lane(Generic[R]):
     """The due runs of one tenant and job type, read on demand."""
 
     job_type: str
+    tenant_id: str
     head: tuple[int, Any]  # claim-order key of its first due run: (-priority, scheduledAt), see head_of
     read: LaneReader[R]
     _buffer: list[R] = field(default_factory=list)
@@ -79,13 +63,23 @@ class Lane(Generic[R]):
 
 
 class Claim(list[Job]):
-    """The jobs a claim won, in the order they were chosen, and the types whose room held due runs back (the
+    """The jobs a claim won, in the order they were chosen; the types whose room held due runs back (the
     scheduler claims again soon rather than at its next period: their room comes back as their runs start and
-    end, not when new runs are written)."""
+    end, not when new runs are written); the start time given to runs of a rate-limited type that may not start
+    at once (their wake-ups are held until then); and the runs of each limited type in flight before the claim."""
 
-    def __init__(self, jobs: Iterable[Job] = (), held: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        jobs: Iterable[Job] = (),
+        held: Iterable[str] = (),
+        *,
+        not_before: Mapping[str, datetime] | None = None,
+        in_use: Mapping[str, int] | None = None,
+    ) -> None:
         super().__init__(jobs)
         self.held = frozenset(held)
+        self.not_before = dict(not_before or {})
+        self.in_use = dict(in_use or {})
 
 
 @dataclass
@@ -94,9 +88,15 @@ class Selection(Generic[R]):
     held: set[str]  # types that had due runs beyond their room
 
 
-def fair_selection(lanes: Iterable[Lane[R]], limit: int, rooms: Mapping[str, int | None]) -> Selection[R]:
+def fair_selection(
+    lanes: Iterable[Lane[R]],
+    limit: int,
+    rooms: Mapping[str, int | None],
+    admit: Callable[[Lane[R], R], Verdict] | None = None,
+) -> Selection[R]:
     """Up to `limit` runs, lanes taking turns (see the module docstring), at most rooms[type] of a type (no bound
-    where the room is None or missing). The runs come in the order they were chosen."""
+    where the room is None or missing), each run `admit`ted (claim_limits.Admission). The runs come in the order
+    they were chosen."""
     budget = dict(rooms)
     held: set[str] = set()
     turns: list[Lane[R]] = []
@@ -116,9 +116,13 @@ def fair_selection(lanes: Iterable[Lane[R]], limit: int, rooms: Mapping[str, int
                 break
             room = budget.get(lane.job_type)
             run = lane.next_run(chunk)
+            verdict = Verdict.TAKE
+            while run is not None and room != 0 and admit is not None and (verdict := admit(lane, run)) is Verdict.SKIP:
+                held.add(lane.job_type)
+                run = lane.next_run(chunk)
             if run is None:
                 continue
-            if room == 0:
+            if room == 0 or verdict is Verdict.CLOSE:
                 held.add(lane.job_type)
                 continue
             chosen.append(run)

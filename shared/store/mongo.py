@@ -23,7 +23,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -59,6 +59,7 @@ from shared.store.base import (
     JobNotFound,
     JobRefused,
     NewJob,
+    RateLimited,
     RunSpec,
     StartHint,
     StoreError,
@@ -67,8 +68,9 @@ from shared.store.base import (
     one_run_added,
     only_answer,
 )
+from shared.store.claim_limits import Admission, ClaimLimits, InFlight, RatePlan, rated_types, start_allowed
 from shared.store.deadlocks import retry_deadlocks
-from shared.store.fair_claims import Claim, ClaimLimits, Lane, fair_selection, head_of
+from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -79,6 +81,7 @@ T = TypeVar("T")
 DELETE_CHUNK = 1000  # ids per $in of a template's deletion
 log = logging.getLogger("jobsched.store")
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
+RATE_CAS_TRIES = 20  # compare-and-sets of a type's start rate before its starts are answered StoreUnavailable
 DUE_LANE_KEYS = [("status", ASCENDING), ("kind", ASCENDING), ("jobType", ASCENDING), ("tenantId", ASCENDING)]
 DUPLICATE_KEY = 11000
 INDEX_NOT_FOUND = 27
@@ -137,6 +140,8 @@ class MongoJobStore:
         self._executions: MongoCollection[Document] = self._db["executions"]
         self._outcomes: MongoCollection[Document] = self._db["attempt_outcomes"]
         self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
+        # A rate-limited type's starts (claim_limits.py): {_id: jobType, claimTat, startTat} in unix seconds.
+        self._rates: MongoCollection[Document] = self._db["rate_limits"]
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -350,20 +355,32 @@ class MongoJobStore:
         due_by: datetime | None = None,
         limits: Mapping[str, ClaimLimits] | None = None,
     ) -> Claim:
-        """Lanes read from the due_lanes index (fair_claims.py chooses), one guarded update_many moving the chosen
-        runs to queued under this claim's token, and a re-read of which ones carry the token only when fewer moved
-        than were chosen (a concurrent claimer or a cancellation took some). The counts that bound a type are read
-        just before: only the elected scheduler claims, so no other claim can grow them meanwhile."""
+        """Lanes read from the due_lanes index (fair_claims.py chooses, claim_limits.py bounds), one guarded
+        update_many moving the chosen runs to queued under this claim's token, and a re-read of which ones carry the
+        token only when fewer moved than were chosen (a concurrent claimer or a cancellation took some). The counts
+        that bound a type are read just before: only the elected scheduler claims, so no other claim can grow them
+        meanwhile."""
         if limit <= 0 or not job_types:
             return Claim()
+        limits = limits or {}
         due = due_by or now
         fields = {**transitions.queued(now), "claimToken": uuid.uuid4().hex}
         with translate_errors():
-            rooms = self._rooms(job_types, limits or {})
+            in_flight = self._counted_in_flight(sorted(t for t in job_types if t in limits))
+            rooms = in_flight.rooms(job_types, limits)
+            rated = rated_types(job_types, limits)
+            reserved = {str(d["_id"]): float(d["claimTat"]) for d in self._rates.find({"_id": {"$in": sorted(rated)}})}
+            rates = RatePlan.of(rated, reserved, now.timestamp(), due.timestamp(), limit)
+            rates.bound(rooms)
             full = {t for t in job_types if rooms.get(t) == 0}
             held = {t for t in full if self._jobs.find_one(due_runs_filter(due, [t]), {"_id": 1}) is not None}
-            lanes = [lane for t in sorted(set(job_types) - full) for lane in self._lanes(t, due)]
-            selection = fair_selection(lanes, limit, rooms)
+            admission = Admission(limits, in_flight)
+            lanes = [
+                lane
+                for t in sorted(set(job_types) - full)
+                for lane in self._lanes(t, due, partial(admission.full_keys, t))
+            ]
+            selection = fair_selection(lanes, limit, rooms, admission.admit_run)
             found = selection.runs
             if found:
                 ids = [ObjectId(j.id) for j in found]
@@ -373,36 +390,88 @@ class MongoJobStore:
                     mine = self._jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
                     won = {str(d["_id"]) for d in mine}
                     found = [j for j in found if j.id in won]
-        return Claim((transitions.applied(j, fields) for j in found), selection.held | held)
+            jobs = [transitions.applied(j, fields) for j in found]
+            tats, not_before = rates.reserve(jobs)
+            for job_type, tat in tats.items():  # only the elected scheduler writes the reservations
+                self._rates.update_one({"_id": job_type}, {"$set": {"claimTat": tat}}, upsert=True)
+        return Claim(jobs, selection.held | held, not_before=not_before, in_use=in_flight.active)
 
-    def _rooms(self, job_types: Collection[str], limits: Mapping[str, ClaimLimits]) -> dict[str, int | None]:
-        """Each limited type's room now (ClaimLimits.room), from its runs claimed and not finished."""
-        bounded = sorted(t for t in job_types if t in limits)
-        if not bounded:
-            return {}
-        counts: dict[tuple[str, bool], int] = defaultdict(int)
-        in_flight = {"status": {"$in": [Status.QUEUED.value, *ATTEMPT_ACTIVE]}, "jobType": {"$in": bounded}}
-        for group in self._jobs.aggregate(
-            [{"$match": in_flight}, {"$group": {"_id": {"type": "$jobType", "status": "$status"}, "n": {"$sum": 1}}}]
-        ):
-            counts[(group["_id"]["type"], group["_id"]["status"] == Status.QUEUED.value)] += int(group["n"])
-        return {t: limits[t].room(counts[(t, True)], counts[(t, True)] + counts[(t, False)]) for t in bounded}
+    def _rate_refusals(self, starts: Sequence[AttemptStart], now: datetime) -> list[StoreError | None]:
+        """Per start, RateLimited when its type's rate leaves no start now, else None (its start is counted, in
+        the order of the batch, whether or not it is then made: a start refused later only leaves a start unused).
+        Each type's count is one compare-and-set of its document, repeated when another executor's came first."""
+        refusals: list[StoreError | None] = [None] * len(starts)
+        by_type: dict[str, list[int]] = defaultdict(list)
+        for i, start in enumerate(starts):
+            if start.rate is not None:
+                by_type[start.job_type].append(i)
+        for job_type, members in by_type.items():
+            rate = starts[members[0]].rate
+            assert rate is not None
+            for _ in range(RATE_CAS_TRIES):
+                doc = self._rates.find_one({"_id": job_type})
+                seen = float(doc["startTat"]) if doc is not None and "startTat" in doc else None
+                tat = seen or 0.0
+                verdicts: list[StoreError | None] = []
+                for _i in members:
+                    allowed, value = start_allowed(tat, now.timestamp(), rate)
+                    verdicts.append(None if allowed else RateLimited(job_type, datetime.fromtimestamp(value, UTC)))
+                    tat = value if allowed else tat
+                swapped = self._rates.update_one({"_id": job_type, "startTat": seen}, {"$set": {"startTat": tat}})
+                if swapped.matched_count or (
+                    doc is None and _inserted(self._rates, {"_id": job_type, "claimTat": 0.0, "startTat": tat})
+                ):
+                    break
+            else:
+                verdicts = [StoreUnavailable(f"{job_type}: its start rate is contended; retry")] * len(members)
+            for i, verdict in zip(members, verdicts, strict=True):
+                refusals[i] = verdict
+        return refusals
 
-    def _lanes(self, job_type: str, due: datetime) -> list[Lane[Job]]:
+    def in_flight_beside(self, job: Job) -> InFlight:
+        with translate_errors():
+            return self._counted_in_flight([job.jobType])
+
+    def _counted_in_flight(self, job_types: Sequence[str]) -> InFlight:
+        """The runs of these types claimed and not finished (few: what is queued or running now), counted."""
+        if not job_types:
+            return InFlight(())
+        match = {"status": {"$in": [Status.QUEUED.value, *ATTEMPT_ACTIVE]}, "jobType": {"$in": list(job_types)}}
+        key = {"type": "$jobType", "tenant": "$tenantId", "key": "$concurrencyKey", "status": "$status"}
+        groups = self._jobs.aggregate([{"$match": match}, {"$group": {"_id": key, "n": {"$sum": 1}}}])
+        return InFlight(
+            (
+                g["_id"]["type"],
+                g["_id"]["tenant"],
+                g["_id"].get("key"),
+                g["_id"]["status"] == Status.QUEUED.value,
+                int(g["n"]),
+            )
+            for g in groups
+        )
+
+    def _lanes(self, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]) -> list[Lane[Job]]:
         """One lane per tenant with a pending run of the type (distinct over the due_lanes index), whose first
-        due run gives its turn; a tenant without a due run has no lane."""
+        due run gives its turn; a tenant without a due run has no lane. A lane's reads leave out the runs of its
+        tenant's `full_keys` (concurrency keys at their limit)."""
         pending = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type}
         lanes: list[Lane[Job]] = []
         for tenant in self._jobs.distinct("tenantId", pending):
-            read = partial(self._lane_runs, {**pending, "tenantId": tenant, "scheduledAt": {"$lte": due}})
+            due_runs = {**pending, "tenantId": tenant, "scheduledAt": {"$lte": due}}
+            read = partial(self._lane_runs, due_runs, full_keys(tenant))
             first = read(None, 1)
             if first:
-                lanes.append(Lane(job_type, head_of(first[0].priority, first[0].scheduledAt), read))
+                lanes.append(Lane(job_type, tenant, head_of(first[0].priority, first[0].scheduledAt), read))
         return lanes
 
-    def _lane_runs(self, lane: Document, after: Job | None, n: int) -> list[Job]:
-        """The lane's runs in claim order after `after`, at most n."""
-        query = lane if after is None else {"$and": [lane, _after_in_claim_order(after)]}
+    def _lane_runs(self, lane: Document, full_keys: set[str], after: Job | None, n: int) -> list[Job]:
+        """The lane's runs in claim order after `after`, at most n, none of `full_keys`."""
+        parts = [lane]
+        if after is not None:
+            parts.append(_after_in_claim_order(after))
+        if full_keys:
+            parts.append({"concurrencyKey": {"$nin": sorted(full_keys)}})
+        query = parts[0] if len(parts) == 1 else {"$and": parts}
         cursor = self._jobs.find(query).sort([*CLAIM_ORDER, ("_id", ASCENDING)]).limit(n)
         return [job_from_document(d) for d in cursor]
 
@@ -575,7 +644,13 @@ class MongoJobStore:
         now = utc_now()
         token = uuid.uuid4().hex
         results: list[Job | StoreError | None] = [None] * len(starts)
-        hinted = {i: s.hint for i, s in enumerate(starts) if s.hint is not None and ObjectId.is_valid(s.job_id)}
+        with translate_errors():
+            results[:] = self._rate_refusals(starts, now)
+        hinted = {
+            i: s.hint
+            for i, s in enumerate(starts)
+            if s.hint is not None and ObjectId.is_valid(s.job_id) and results[i] is None
+        }
         records = {
             i: _record(starts[i].job_id, h.attempt, starts[i].worker, now, starts[i].lease_until)
             for i, h in hinted.items()
@@ -990,6 +1065,15 @@ def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:
         "scheduledAt": {"$lte": now},
         "jobType": {"$in": sorted(job_types)},
     }
+
+
+def _inserted(collection: MongoCollection[Document], doc: Document) -> bool:
+    """Insert `doc`; False when its _id exists (another writer came first)."""
+    try:
+        collection.insert_one(doc)
+    except DuplicateKeyError:
+        return False
+    return True
 
 
 def _after_in_claim_order(run: Job) -> Document:

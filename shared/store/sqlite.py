@@ -37,6 +37,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 from bson import ObjectId
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.limits import Rate
 from shared.model import JOB_FIELDS, TERMINAL, Execution, Job, Outcome, Status, job_from_fields, utc_now
 from shared.store import sqlite_recent, transitions
 from shared.store.base import (
@@ -50,6 +51,7 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    RateLimited,
     RunSpec,
     StartHint,
     StoreError,
@@ -58,7 +60,8 @@ from shared.store.base import (
     one_run_added,
     only_answer,
 )
-from shared.store.fair_claims import Claim, ClaimLimits, Lane, fair_selection, head_of
+from shared.store.claim_limits import Admission, ClaimLimits, InFlight, RatePlan, rated_types, start_allowed
+from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
     ATTEMPT_ACTIVE,
@@ -137,7 +140,8 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         plannedAt       INTEGER,                    -- a template run's fire time
         cancelRequested INTEGER,                    -- 1: a claimed or running job asked to stop
         declaredBy      TEXT,                       -- a template declared with the code
-        declaration     TEXT
+        declaration     TEXT,
+        concurrencyKey  TEXT                        -- what concurrency_per_key counts by, within the tenant
     )"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
@@ -149,7 +153,8 @@ _SCHEMA: Final = (
     # single claims an order of magnitude slower.
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
     # Claims (fair_claims.py): the lanes of due runs, one per tenant and type, each in claim order by priority.
-    "CREATE INDEX IF NOT EXISTS due_lanes ON jobs (jobType, tenantId, priority, scheduledAt, id) "
+    # concurrencyKey last: a read that leaves out the keys at their limit filters in the index, row by row unread.
+    "CREATE INDEX IF NOT EXISTS due_lanes ON jobs (jobType, tenantId, priority, scheduledAt, id, concurrencyKey) "
     f"WHERE {PENDING_RUNS_SQL}",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
     # The operator's pages (browse_sqlite.py; the counts are job_counts'). All but tenant_type_listing are
@@ -182,6 +187,12 @@ _SCHEMA: Final = (
         traceback   TEXT                            -- a handler that raised: where (bounded)
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
+    # A rate-limited type's starts (claim_limits.py): how far claims reserved them, how far they went (unix s).
+    """CREATE TABLE IF NOT EXISTS rate_limits (
+        jobType     TEXT PRIMARY KEY,
+        claimTat    REAL NOT NULL,
+        startTat    REAL NOT NULL
+    ) WITHOUT ROWID""",
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
 
@@ -244,7 +255,7 @@ _ADDED_COLUMNS: Final = {
         ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
     ),
     **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
-    **dict.fromkeys(("declaredBy", "declaration"), "TEXT"),
+    **dict.fromkeys(("declaredBy", "declaration", "concurrencyKey"), "TEXT"),
 }
 _ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT"}
 # The first entry of each (tenant, priority) of a type in due_lanes, one seek each: from an entry, the next
@@ -519,23 +530,34 @@ class SqliteJobStore:
         due_by: datetime | None = None,
         limits: Mapping[str, ClaimLimits] | None = None,
     ) -> Claim:
-        """Lanes from the due_lanes index (fair_claims.py chooses), then one UPDATE of the chosen runs: the write
-        lock makes the reads and the update one compare-and-set, so two claimers never win the same job and the
-        counts that bound a type are the counts at the update."""
+        """Lanes from the due_lanes index (fair_claims.py chooses, claim_limits.py bounds), then one UPDATE of the
+        chosen runs: the write lock makes the reads and the update one compare-and-set, so two claimers never win
+        the same job, and the counts that bound a type are the counts at the update."""
         if limit <= 0 or not job_types:
             return Claim()
+        limits = limits or {}
         due_ms = _to_ms(due_by or now)
-        set_sql, set_params = _assignments(transitions.queued(now), _JOB_COLUMNS)
         if limits and all(t in limits for t in job_types):
             with self._read() as conn:  # no room for any type (the usual case of a retry soon): no write turn
-                rooms = _rooms(conn, job_types, limits)
-                if not any(rooms.values()):
-                    held = {lane.job_type for t in job_types if rooms[t] == 0 for lane in _lanes(conn, t, due_ms)[:1]}
-                    return Claim((), held)
+                in_flight = _in_flight(conn, job_types)
+                rooms = in_flight.rooms(job_types, limits)
+                if all(rooms.get(t) == 0 for t in job_types):
+                    held = {t for t in job_types if _lanes(conn, t, due_ms, _no_full_keys)[:1]}
+                    return Claim((), held, in_use=in_flight.active)
+        set_sql, set_params = _assignments(transitions.queued(now), _JOB_COLUMNS)
         with self._write() as conn:
-            rooms = _rooms(conn, job_types, limits or {})
-            lanes = [lane for job_type in sorted(job_types) for lane in _lanes(conn, job_type, due_ms)]
-            selection = fair_selection(lanes, limit, rooms)
+            in_flight = _in_flight(conn, sorted(t for t in job_types if t in limits))
+            rooms = in_flight.rooms(job_types, limits)
+            rated = rated_types(job_types, limits)
+            rates = RatePlan.of(rated, _reserved_starts(conn, rated), now.timestamp(), due_ms / 1000, limit)
+            rates.bound(rooms)
+            admission = Admission(limits, in_flight)
+            lanes = [
+                lane
+                for job_type in sorted(job_types)
+                for lane in _lanes(conn, job_type, due_ms, partial(admission.full_keys, job_type))
+            ]
+            selection = fair_selection(lanes, limit, rooms, admission.admit_run)
             chosen = [due.id for due in selection.runs]
             won: dict[str, Job] = {}
             for chunk in _chunks(chosen):
@@ -543,7 +565,14 @@ class SqliteJobStore:
                     f"UPDATE jobs SET {set_sql} WHERE id IN ({_marks(chunk)}) RETURNING *", [*set_params, *chunk]
                 ).fetchall()
                 won.update((str(r["id"]), _to_job(r)) for r in rows)
-        return Claim((won[job_id] for job_id in chosen), selection.held)
+            jobs = [won[job_id] for job_id in chosen]
+            tats, not_before = rates.reserve(jobs)
+            conn.executemany(
+                "INSERT INTO rate_limits (jobType, claimTat, startTat) VALUES (?, ?, 0) "
+                "ON CONFLICT (jobType) DO UPDATE SET claimTat = excluded.claimTat",
+                tats.items(),
+            )
+        return Claim(jobs, selection.held, not_before=not_before, in_use=in_flight.active)
 
     def due_job_types(self, now: datetime) -> set[str]:
         with self._read() as conn:
@@ -691,6 +720,10 @@ class SqliteJobStore:
                 for r in finishes
             ]
 
+    def in_flight_beside(self, job: Job) -> InFlight:
+        with self._read() as conn:
+            return _in_flight(conn, [job.jobType])
+
     def list_executions(self, job_id: str) -> list[Execution]:
         with self._read() as conn:
             rows = conn.execute("SELECT * FROM executions WHERE jobId = ? ORDER BY attempt ASC", (job_id,)).fetchall()
@@ -803,34 +836,35 @@ class _DueRun(NamedTuple):
     id: str
     priority: int
     scheduledAt: int
+    concurrencyKey: str | None
 
 
-def _rooms(
-    conn: sqlite3.Connection, job_types: Collection[str], limits: Mapping[str, ClaimLimits]
-) -> dict[str, int | None]:
-    """Each limited type's room at this moment (ClaimLimits.room), from the runs claimed and not finished."""
-    bounded = sorted(t for t in job_types if t in limits)
-    if not bounded:
-        return {}
-    counts: dict[tuple[str, bool], int] = {}
-    for row in conn.execute(
-        f"""SELECT jobType, status = '{Status.QUEUED.value}' AS waiting, count(*) FROM jobs INDEXED BY due_order
-            WHERE {IN_FLIGHT_SQL} AND kind = '{KIND_RUN}' AND jobType IN ({_marks(bounded)})
-            GROUP BY jobType, waiting""",
-        bounded,
-    ):
-        counts[(str(row[0]), bool(row[1]))] = int(row[2])
-    rooms: dict[str, int | None] = {}
-    for job_type in bounded:
-        queued = counts.get((job_type, True), 0)
-        rooms[job_type] = limits[job_type].room(queued, queued + counts.get((job_type, False), 0))
-    return rooms
+def _in_flight(conn: sqlite3.Connection, job_types: Collection[str]) -> InFlight:
+    """The runs of these types claimed and not finished (few: what is queued or running now), counted."""
+    types = sorted(job_types)
+    if not types:
+        return InFlight(())
+    rows = conn.execute(
+        f"""SELECT jobType, tenantId, concurrencyKey, status = '{Status.QUEUED.value}', count(*)
+            FROM jobs INDEXED BY due_order
+            WHERE {IN_FLIGHT_SQL} AND kind = '{KIND_RUN}' AND jobType IN ({_marks(types)})
+            GROUP BY 1, 2, 3, 4""",
+        types,
+    )
+    return InFlight((str(r[0]), str(r[1]), r[2], bool(r[3]), int(r[4])) for r in rows)
 
 
-def _lanes(conn: sqlite3.Connection, job_type: str, due_ms: int) -> list[Lane[_DueRun]]:
+def _no_full_keys(tenant: str) -> set[str]:
+    return set()
+
+
+def _lanes(
+    conn: sqlite3.Connection, job_type: str, due_ms: int, full_keys: Callable[[str], set[str]]
+) -> list[Lane[_DueRun]]:
     """The type's lanes with a run due by `due_ms`, one per tenant. The index due_lanes holds pending runs by
     (type, tenant, priority, time): a skip scan finds the first entry of each (tenant, priority) (its earliest
-    run) without reading the entries between, so this costs one seek per tenant and priority, not per due run."""
+    run) without reading the entries between, so this costs one seek per tenant and priority, not per due run.
+    A lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their limit)."""
     heads: dict[str, list[tuple[int, int]]] = {}
     for row in conn.execute(_LANE_HEADS_SQL, {"type": job_type}):
         if row[2] <= due_ms:  # the lane's earliest pending run is due, so the lane has due runs
@@ -838,8 +872,8 @@ def _lanes(conn: sqlite3.Connection, job_type: str, due_ms: int) -> list[Lane[_D
     lanes: list[Lane[_DueRun]] = []
     for tenant, priorities in heads.items():
         priorities.sort(reverse=True)
-        read = partial(_lane_runs, conn, job_type, tenant, [p for p, _ in priorities], due_ms)
-        lanes.append(Lane(job_type, head_of(*priorities[0]), read))
+        read = partial(_lane_runs, conn, job_type, tenant, [p for p, _ in priorities], due_ms, full_keys(tenant))
+        lanes.append(Lane(job_type, tenant, head_of(*priorities[0]), read))
     return lanes
 
 
@@ -849,12 +883,15 @@ def _lane_runs(
     tenant: str,
     priorities: list[int],
     due_ms: int,
+    full_keys: set[str],
     after: _DueRun | None,
     n: int,
 ) -> list[_DueRun]:
-    """The tenant's due runs of the type in claim order after `after`, at most n: each priority's runs by time
-    (an exact index range), higher priorities first."""
+    """The tenant's due runs of the type in claim order after `after`, at most n, none of `full_keys`: each
+    priority's runs by time (an exact index range), higher priorities first."""
     found: list[_DueRun] = []
+    keys = sorted(full_keys)
+    not_full = f"AND (concurrencyKey IS NULL OR concurrencyKey NOT IN ({_marks(keys)}))" if keys else ""
     for priority in priorities:
         if after is not None and priority > after.priority:
             continue
@@ -862,17 +899,26 @@ def _lane_runs(
         if after is not None and priority == after.priority:
             since, since_params = "AND (scheduledAt, id) > (?, ?)", [after.scheduledAt, after.id]
         found += (
-            _DueRun(str(r[0]), int(r[1]), int(r[2]))
+            _DueRun(str(r[0]), int(r[1]), int(r[2]), r[3])
             for r in conn.execute(
-                f"""SELECT id, priority, scheduledAt FROM jobs INDEXED BY due_lanes
+                f"""SELECT id, priority, scheduledAt, concurrencyKey FROM jobs INDEXED BY due_lanes
                     WHERE {PENDING_RUNS_SQL} AND jobType = ? AND tenantId = ? AND priority = ? AND scheduledAt <= ?
-                    {since} ORDER BY scheduledAt, id LIMIT ?""",
-                [job_type, tenant, priority, due_ms, *since_params, n - len(found)],
+                    {since} {not_full} ORDER BY scheduledAt, id LIMIT ?""",
+                [job_type, tenant, priority, due_ms, *since_params, *keys, n - len(found)],
             )
         )
         if len(found) >= n:
             break
     return found
+
+
+def _reserved_starts(conn: sqlite3.Connection, rated: Mapping[str, Rate]) -> dict[str, float]:
+    """How far the claims of each rate-limited type have reserved its starts (unix seconds)."""
+    if not rated:
+        return {}
+    types = sorted(rated)
+    rows = conn.execute(f"SELECT jobType, claimTat FROM rate_limits WHERE jobType IN ({_marks(types)})", types)
+    return {str(r[0]): float(r[1]) for r in rows}
 
 
 def _add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
@@ -986,17 +1032,35 @@ def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> 
     inserted. A refusal writes nothing; its reason is read only then."""
     job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
     fields = transitions.started(start.worker, now, start.lease_until)
+    started_until = _rate_allows(conn, start, now) if start.rate is not None else None
     row = None
     if job_id is not None:
         row = _update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
     if row is None:
         raise _start_refused(conn, job_id, start)
+    if started_until is not None:
+        conn.execute(
+            "INSERT INTO rate_limits (jobType, claimTat, startTat) VALUES (?, 0, ?) "
+            "ON CONFLICT (jobType) DO UPDATE SET startTat = excluded.startTat",
+            (start.job_type, started_until),
+        )
     job = _to_job(row)
     record = {"id": attempt_record_id(job.id, job.next_attempt)}
     record.update(transitions.attempt_started(job.id, job.next_attempt, start.worker, now))
     if _insert_unique(conn, "executions", record, returning="id") is None:  # a bug: the whole batch rolls back
         raise RuntimeError(f"attempt record {record['id']} appeared while the write lock was held")
     return job
+
+
+def _rate_allows(conn: sqlite3.Connection, start: AttemptStart, now: datetime) -> float:
+    """The type's starts after this one (claim_limits.start_allowed) when its rate allows it now; RateLimited
+    otherwise. Only reads: the caller writes it once the start is made."""
+    assert start.rate is not None
+    row = conn.execute("SELECT startTat FROM rate_limits WHERE jobType = ?", (start.job_type,)).fetchone()
+    allowed, value = start_allowed(float(row[0]) if row else 0.0, now.timestamp(), start.rate)
+    if not allowed:
+        raise RateLimited(start.job_type, datetime.fromtimestamp(value, UTC))
+    return value
 
 
 def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptStart) -> StoreError:

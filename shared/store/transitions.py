@@ -97,6 +97,8 @@ def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
     }
     if template.timeoutSeconds is not None:
         doc["timeoutSeconds"] = template.timeoutSeconds
+    if template.concurrencyKey is not None:
+        doc["concurrencyKey"] = template.concurrencyKey
     return doc
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import AttemptResult, JobStore
-from shared.store.fair_claims import ClaimLimits
+from shared.store.claim_limits import ClaimLimits
 from tests.contract.store_kit import LEASE, new, start
 
 

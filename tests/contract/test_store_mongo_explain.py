@@ -20,7 +20,7 @@ from shared.model import Outcome, Status, utc_now
 from shared.store.base import RunSpec
 from shared.store.browse import JobQuery, PageCursor
 from shared.store.browse_mongo import MongoBrowser
-from shared.store.fair_claims import ClaimLimits
+from shared.store.claim_limits import ClaimLimits
 from shared.store.mongo import MongoJobStore
 from tests.contract.store_kit import claim_one, new, result, running
 

@@ -1,5 +1,6 @@
 """Chaos: 2,000 jobs through real processes while executors, the leader and the reaper are killed with
-SIGKILL again and again and Kafka is restarted once. Nothing may be lost and no attempt may run twice at once.
+SIGKILL again and again and Kafka is restarted once. Nothing may be lost and no attempt may run twice at once;
+`slow` runs under a concurrency limit and `flaky` under a start rate, which no crash may let them exceed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 from pymongo import InsertOne
 from pymongo.database import Database
 
+from jobsched.limits import Limits, Rate
+from shared.job_types.announcements_mongo import MongoJobTypes
 from shared.model import Outcome, Status, utc_now
 from shared.store.mongo import KIND_RUN, MongoJobStore
 from tests.conftest import LOCAL_SCRIPTS, Launch
@@ -25,6 +28,9 @@ JOBS = 2000
 DRAIN_BOUND_S = 420
 FAST_RECOVERY = {"CLAIM_TIMEOUT": "4s", "QUEUED_TIMEOUT": "4s", "REAPER_INTERVAL": "1s", "LEASE_TTL": "3s"}
 EXECUTOR_TYPES = ("noop", "flaky", "slow", "slow")
+SLOW_AT_ONCE = 5
+FLAKY_PER_SECOND = 50
+LIMITS = {"slow": Limits(concurrency=SLOW_AT_ONCE), "flaky": Limits(rate=Rate(FLAKY_PER_SECOND, per=1.0))}
 
 
 def job_mix(rng: random.Random, count: int) -> list[dict[str, Any]]:
@@ -75,6 +81,37 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
     return bad
 
 
+def attempt_spans(db: Database[dict[str, object]], job_type: str) -> list[tuple[datetime, datetime]]:
+    """Every attempt of the type's jobs, from its start to its decided end (lost ones: to when the reaper closed
+    them, which is also when their slot came back)."""
+    ids = {d["_id"] for d in db["jobs"].find({"jobType": job_type}, {"_id": 1})}
+    ended = {d["_id"]: d["at"] for d in db["attempt_outcomes"].find({}, {"at": 1})}
+    return [
+        (d["startedAt"], ended[d["_id"]])  # type: ignore[misc]
+        for d in db["executions"].find({"startedAt": {"$ne": None}}, {"jobId": 1, "startedAt": 1})
+        if d["jobId"] in ids and d["_id"] in ended
+    ]
+
+
+def most_at_once(spans: list[tuple[datetime, datetime]]) -> int:
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    peak = now = 0
+    for _, change in events:
+        now += change
+        peak = max(peak, now)
+    return peak
+
+
+def most_starts_in_a_second(spans: list[tuple[datetime, datetime]]) -> int:
+    starts = sorted(start for start, _ in spans)
+    busiest = first = 0
+    for last, moment in enumerate(starts):
+        while moment - starts[first] >= timedelta(seconds=1):
+            first += 1
+        busiest = max(busiest, last - first + 1)
+    return busiest
+
+
 @pytest.mark.timeout(DRAIN_BOUND_S + 180)
 def test_nothing_is_lost_when_everything_crashes(
     launch: Launch,
@@ -86,6 +123,9 @@ def test_nothing_is_lost_when_everything_crashes(
         pytest.fail("the chaos test restarts Kafka: it needs the local broker of deployments/local/kafka.sh")
     rng = random.Random(20261129)
     mongo_db["jobs"].bulk_write([InsertOne(d) for d in job_mix(rng, JOBS)])
+    registry = MongoJobTypes(mongo_store)
+    for job_type, limits in LIMITS.items():  # an operator's, stored before any process starts
+        registry.set_limits(job_type, limits, utc_now())
     started = time.monotonic()
 
     schedulers = [launch("scheduler", name=f"scheduler-{i}", **FAST_RECOVERY) for i in range(2)]
@@ -145,6 +185,10 @@ def test_nothing_is_lost_when_everything_crashes(
         )
     ]
     assert completed_twice == []
+    slow_at_once = most_at_once(attempt_spans(mongo_db, "slow"))
+    flaky_busiest = most_starts_in_a_second(attempt_spans(mongo_db, "flaky"))
+    assert 1 < slow_at_once <= SLOW_AT_ONCE
+    assert 1 < flaky_busiest <= FLAKY_PER_SECOND
     logs = [p.log_text() for p in launch.started]
     skipped = sum(text.count('"action": "delivery_skipped"') for text in logs)
     with capsys.disabled():
@@ -152,5 +196,7 @@ def test_nothing_is_lost_when_everything_crashes(
             f"\n[chaos] jobs={JOBS} statuses={dict(statuses)} attempts={dict(outcomes)} kills={dict(kills)} "
             f"kafka_restarts={int(kafka_restarted)} recoveries(lost attempts)={outcomes['lost']} "
             f"duplicate/stale deliveries absorbed={skipped} time_to_drain={drain_s:.1f}s "
+            f"slow at once={slow_at_once} (limit {SLOW_AT_ONCE}) flaky busiest second={flaky_busiest} "
+            f"(limit {FLAKY_PER_SECOND}) "
             f"at={datetime.now(UTC).isoformat(timespec='seconds')}"
         )

@@ -80,6 +80,7 @@ def job_from(tenant: str, key: str) -> Any:
 
 # --- each role against each route --------------------------------------------------------------------------
 
+LIMITS = "/job-types/log-message/limits"
 # (method, path template, status when the role allows it). {job} is a pending job of tenant-a, {dlq} one of
 # tenant-a in the DLQ, {key} the prefix of a key to revoke.
 ROUTES = [
@@ -101,6 +102,9 @@ ROUTES = [
     ("GET", "/dlq", 200),
     ("POST", "/dlq/redrive", 200),
     ("GET", "/ui/", 200),
+    ("GET", LIMITS, 200),
+    ("PUT", LIMITS, 200),
+    ("DELETE", LIMITS, 200),
 ]
 NEEDS = {
     "/healthz": None,
@@ -110,11 +114,14 @@ NEEDS = {
     "/ui/": None,
     "/api-keys": Role.ADMIN,
     "/api-keys/{key}": Role.ADMIN,
+    # A job type's limits bind every tenant: only an admin changes them; any key reads them.
+    ("PUT", LIMITS): Role.ADMIN,
+    ("DELETE", LIMITS): Role.ADMIN,
 }
 
 
 def expected(method: str, path: str, allowed: int, role: Role | None) -> int:
-    needs = NEEDS.get(path, Role.READER if method == "GET" else Role.WRITER)
+    needs = NEEDS.get((method, path), NEEDS.get(path, Role.READER if method == "GET" else Role.WRITER))
     if needs is None:
         return allowed
     if role is None:
@@ -135,10 +142,11 @@ def test_each_role_against_each_route(
         "/jobs": job_body(idempotencyKey="new-one"),
         "/api-keys": {"tenantId": "tenant-c", "role": "reader"},
         "/dlq/redrive": {"jobIds": [dlq]},
+        LIMITS: {"concurrency": 3},
     }
     with secured.client(secured.key("tenant-a", role) if role else None) as api:
         wait_until(lambda: api.get("/readyz").status_code == 200, 10, "readiness (public: no key needed)")
-        response = api.request(method, url, json=bodies.get(path) if method == "POST" else None)
+        response = api.request(method, url, json=bodies.get(path) if method in ("POST", "PUT") else None)
     assert response.status_code == expected(method, path, allowed, role), response.text
     if response.status_code in (401, 403):
         assert response.json()["error"]

@@ -110,9 +110,10 @@ def test_job_types_lists_every_accepted_type_as_a_bare_array(client: TestClient,
     by_name = {entry["name"]: entry for entry in listing.json()}
     assert [entry["name"] for entry in listing.json()] == sorted(by_name)
     assert set(by_name) == {"fax", "flaky", "log-message", "noop", "old", "send-email", "slow"}
-    assert by_name["send-email"] == {"name": "send-email", "executors": 2, "lastSeenAt": format_time(now)}
+    no_limits = {"limits": None, "limitsSource": None}
+    assert by_name["send-email"] == {"name": "send-email", "executors": 2, "lastSeenAt": format_time(now), **no_limits}
     assert (by_name["noop"]["executors"], by_name["old"]["executors"]) == (1, 0)
-    assert by_name["fax"] == {"name": "fax", "executors": 0, "lastSeenAt": None}
+    assert by_name["fax"] == {"name": "fax", "executors": 0, "lastSeenAt": None, **no_limits}
 
 
 def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_on_a_null_patch(

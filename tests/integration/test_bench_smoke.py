@@ -33,6 +33,7 @@ TINY: dict[str, list[str]] = {
     "retention-soak": ["--rate", "100", "--duration", "4", "--keep", "1", "--reaper", "1", "--sample", "1"],
     "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2", "--drains", "1"],
     "fairness": ["--backlog", "10000", "--repeat", "3", "--timeout", "60"],
+    "limits": ["--noop", "2000", "--slow", "100", "--repeat", "1"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -76,6 +77,7 @@ HEADLINES: dict[str, list[str]] = {
     "retention-soak": ["jobsched.final_mb", "baseline.final_mb", "jobsched.deleted", "baseline.completed"],
     "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
     "fairness": ["jobsched.created_to_start_ms.max", "baseline.created_to_start_ms.max", "jobsched.backlog_left"],
+    "limits": ["jobsched.noop_jobs_per_s", "baseline.noop_jobs_per_s", "jobsched.slow_peak_concurrency"],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.

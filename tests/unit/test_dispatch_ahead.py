@@ -21,7 +21,8 @@ from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.model import utc_now
 from shared.store.base import NewJob
-from shared.store.fair_claims import ClaimLimits, Lane, fair_selection, head_of
+from shared.store.claim_limits import ClaimLimits
+from shared.store.fair_claims import Lane, fair_selection, head_of
 from shared.store.sqlite import SqliteJobStore
 
 AHEAD = 4
@@ -80,7 +81,7 @@ def lane_of(job_type: str, runs: list[Run]) -> Lane[Run]:
         start = 0 if after is None else ordered.index(after) + 1
         return ordered[start : start + n]
 
-    return Lane(job_type, head_of(ordered[0].priority, ordered[0].at), read)
+    return Lane(job_type, "tenant", head_of(ordered[0].priority, ordered[0].at), read)
 
 
 def test_fair_selection_matches_round_robin_over_lanes_ordered_by_their_first_run() -> None:

@@ -9,14 +9,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.api.context import context
+from services.api.context import ApiContext, context
 from services.api.http.errors import ApiError, SafeJSONResponse, error
 from services.api.http.request_bodies import list_limit, path_job_id, read_json
 from services.api.new_job import new_job_of, unknown_type
 from services.api.routes.pages import Page, page_of, page_query, stream_jobs
 from shared.job_requests import STATUS_VALUES
+from shared.job_types.limits import waiting_for
 from shared.jsonsafe import shorten
-from shared.model import TERMINAL, Status
+from shared.model import TERMINAL, Job, Status, utc_now
 from shared.store.base import DuplicateJob, JobNotFound
 from shared.store.browse import JobQuery
 
@@ -52,7 +53,18 @@ async def get_job(request: Request) -> Response:
     job = await api.slots.read(api.store.get, job_id)
     if job is None:
         raise JobNotFound(job_id)
-    return SafeJSONResponse(job.to_wire())
+    body = job.to_wire()
+    if job.status is Status.PENDING and not job.is_template and job.scheduledAt <= utc_now():
+        reason = await api.slots.read(_waiting_for, api, job)
+        if reason is not None:
+            body["waitingFor"] = reason
+    return SafeJSONResponse(body)
+
+
+def _waiting_for(api: ApiContext, job: Job) -> str | None:
+    """The limit a due job waits for (shared/job_types/limits.py), for a type with limits."""
+    limits = api.known.limits.of(job.jobType).effective
+    return None if limits.empty else waiting_for(job, limits, api.store.in_flight_beside(job))
 
 
 async def list_jobs(request: Request) -> Response:

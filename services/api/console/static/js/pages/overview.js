@@ -58,6 +58,7 @@ function content(data, listing, tenant) {
   );
 
   const executors = Object.fromEntries(listing.map((type) => [type.name, type.executors]));
+  const limits = Object.fromEntries(listing.map((type) => [type.name, type]));
   const rows = typeNames(listing, data.byType).map((type) => {
     const counts = data.byType[type] || {};
     const recent = data.lastHour[type] || { completed: 0, failed: 0, dlq: 0 };
@@ -66,6 +67,7 @@ function content(data, listing, tenant) {
       { dataset: { jobType: type } },
       h("th", { scope: "row" }, jobsLink(tenant, { jobType: type }, type)),
       h("td", { class: "num", dataset: { executors: "" } }, executors[type] || 0),
+      limitsCell(limits[type]),
       data.statuses.map((s) =>
         h("td", { class: "num", dataset: { status: s } }, counts[s] ? jobsLink(tenant, { jobType: type, status: s }, counts[s]) : "0"),
       ),
@@ -77,6 +79,7 @@ function content(data, listing, tenant) {
   const headers = [
     h("th", { scope: "col" }, "Job type"),
     h("th", { scope: "col", class: "num", title: "executors serving the type now; its jobs wait in pending while there is none" }, "executors"),
+    h("th", { scope: "col", title: "limits across the cluster: jobs at once (in all, per tenant, per key) and starts per period" }, "limits"),
     ...data.statuses.map((s) => h("th", { scope: "col", class: "num" }, s)),
     h("th", { scope: "col", class: "num", title: "jobs completed in the last hour" }, "done 1h"),
     h("th", { scope: "col", class: "num", title: "attempts failed, timed out or lost in the last hour" }, "failed 1h"),
@@ -91,6 +94,26 @@ function content(data, listing, tenant) {
     table(headers, rows),
     h("p", { class: "muted", id: "refreshed" }, `Updated ${new Date(data.at).toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`),
   ];
+}
+
+// A type's limits in a few words ("5 at once, 1 per key, 50 per 1s"), from GET /job-types; "none" without.
+export function limitsWords(limits) {
+  if (!limits) return "none";
+  const words = [];
+  if (limits.concurrency) words.push(`${limits.concurrency} at once`);
+  if (limits.concurrencyPerTenant) words.push(`${limits.concurrencyPerTenant} per tenant`);
+  if (limits.concurrencyPerKey) words.push(`${limits.concurrencyPerKey} per key`);
+  if (limits.rate) {
+    const burst = limits.rate.burst > 1 ? ` (burst ${limits.rate.burst})` : "";
+    words.push(`${limits.rate.starts} per ${limits.rate.perSeconds}s${burst}`);
+  }
+  return words.join(", ") || "none";
+}
+
+function limitsCell(type) {
+  const source = type && type.limitsSource;
+  const title = source === "api" ? "set by an operator through the API" : source === "code" ? "registered with the handler" : "";
+  return h("td", { dataset: { limits: source || "" }, title }, limitsWords(type && type.limits));
 }
 
 function card(label, value, href, key) {

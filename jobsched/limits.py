@@ -1,0 +1,114 @@
+"""A job type's limits, enforced across every executor and scheduler of the cluster: how many of its jobs run at
+once (in all, per tenant, per concurrency key) and how often one may start.
+
+Registered with the handler (`@jobs.handler("send-invoice", limits=jobsched.Limits(concurrency=5))`) and
+announced by the executors; an operator may replace them at run time (`PUT /job-types/{name}/limits`). A job held
+back by a limit waits `pending`: it is not failed, retried or charged an attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+MAX_LIMIT = 1_000_000
+MAX_PERIOD_S = 7 * 24 * 3600.0
+
+
+def _count(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT):
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_LIMIT} (got {value!r})")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `starts` job starts per `per` (seconds, or a timedelta), spread evenly: one every per/starts, with
+    up to `burst` back to back after a quiet time. In any window of length `per` at most starts + burst - 1
+    start (exactly `starts` with the default burst of 1)."""
+
+    starts: int
+    per: float | timedelta = 1.0
+    burst: int = 1
+
+    def __post_init__(self) -> None:
+        _count("rate starts", self.starts)
+        _count("rate burst", self.burst)
+        per = self.per.total_seconds() if isinstance(self.per, timedelta) else self.per
+        if isinstance(per, bool) or not isinstance(per, int | float) or not 0 < per <= MAX_PERIOD_S:
+            raise ValueError(f"rate period must be more than 0 and at most {MAX_PERIOD_S:g} seconds (got {self.per!r})")
+        object.__setattr__(self, "per", float(per))
+
+    @property
+    def per_seconds(self) -> float:
+        return float(self.per)  # type: ignore[arg-type]  # a float since __post_init__
+
+    @property
+    def interval_s(self) -> float:
+        """The time one start takes from the budget (the emission interval)."""
+        return self.per_seconds / self.starts
+
+    def to_document(self) -> dict[str, Any]:
+        return {"starts": self.starts, "perSeconds": self.per_seconds, "burst": self.burst}
+
+    def describe(self) -> str:
+        burst = f", burst {self.burst}" if self.burst > 1 else ""
+        return f"{self.starts} per {self.per_seconds:g}s{burst}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """`concurrency`: at most this many of the type's jobs claimed or running at once, all tenants together.
+    `concurrency_per_tenant`: at most this many of one tenant's. `concurrency_per_key`: at most this many with one
+    `concurrencyKey` (a job's own, e.g. a customer id) within a tenant. `rate`: how often one may start (Rate).
+    None: no such limit."""
+
+    concurrency: int | None = None
+    concurrency_per_tenant: int | None = None
+    concurrency_per_key: int | None = None
+    rate: Rate | None = None
+
+    def __post_init__(self) -> None:
+        _count("concurrency", self.concurrency)
+        _count("concurrency_per_tenant", self.concurrency_per_tenant)
+        _count("concurrency_per_key", self.concurrency_per_key)
+        if self.rate is not None and not isinstance(self.rate, Rate):
+            raise ValueError(f"rate must be a jobsched.Rate (got {self.rate!r})")
+
+    @property
+    def empty(self) -> bool:
+        return self == NO_LIMITS
+
+    def to_document(self) -> dict[str, Any]:
+        """The stored and wire form (camelCase)."""
+        return {
+            "concurrency": self.concurrency,
+            "concurrencyPerTenant": self.concurrency_per_tenant,
+            "concurrencyPerKey": self.concurrency_per_key,
+            "rate": self.rate.to_document() if self.rate is not None else None,
+        }
+
+    @classmethod
+    def from_document(cls, doc: Any) -> Limits:
+        """The inverse of to_document. Raises ValueError for what is not a valid limit."""
+        if doc is None:
+            return NO_LIMITS
+        if not isinstance(doc, dict):
+            raise ValueError("limits must be an object")
+        unknown = set(doc) - {"concurrency", "concurrencyPerTenant", "concurrencyPerKey", "rate"}
+        if unknown:
+            raise ValueError(f"unknown limit fields: {', '.join(sorted(unknown))}")
+        rate = doc.get("rate")
+        if rate is not None:
+            if not isinstance(rate, dict) or set(rate) - {"starts", "perSeconds", "burst"} or "starts" not in rate:
+                raise ValueError('rate must be {"starts": N, "perSeconds": S, "burst": B} (perSeconds, burst optional)')
+            rate = Rate(rate["starts"], rate.get("perSeconds", 1.0), rate.get("burst", 1))
+        return cls(
+            concurrency=doc.get("concurrency"),
+            concurrency_per_tenant=doc.get("concurrencyPerTenant"),
+            concurrency_per_key=doc.get("concurrencyPerKey"),
+            rate=rate,
+        )
+
+
+NO_LIMITS = Limits()

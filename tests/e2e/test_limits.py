@@ -1,0 +1,152 @@
+"""Limits through the whole product in one process (the embedded scheduler, executors and API on SQLite): the
+handlers themselves see no more of their type running than its limits allow, starts keep to the start rate, and
+an operator's limits, set through the API, replace the registered ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+import httpx2 as httpx
+import pytest
+
+from jobsched import HandlerContext, JobTypes, Limits, Rate
+from jobsched.client import Client, NotFound, TypeLimits
+from jobsched.testing import embedded
+
+pytestmark = pytest.mark.e2e
+
+
+class Sampler:
+    """How many calls of a handler run at once, in all and per concurrency key, at most."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+
+    @contextmanager
+    def running(self, key: str) -> Iterator[None]:
+        with self._lock:
+            for name in ("*", key):
+                self.now[name] += 1
+                self.peak[name] = max(self.peak[name], self.now[name])
+        try:
+            yield
+        finally:
+            with self._lock:
+                for name in ("*", key):
+                    self.now[name] -= 1
+
+
+def test_a_concurrency_limit_and_a_per_key_limit_hold_across_the_handlers_calls() -> None:
+    sampler = Sampler()
+    jobs = JobTypes()
+
+    @jobs.handler("invoice", limits=Limits(concurrency=3, concurrency_per_key=1))
+    def invoice(payload: dict[str, str], ctx: HandlerContext) -> None:
+        with sampler.running(payload["customer"]):
+            time.sleep(0.05)
+
+    with embedded(jobs) as client:
+        made = [
+            client.create("invoice", {"customer": f"c{n % 5}"}, concurrency_key=f"c{n % 5}", tenant_id=f"t{n % 2}")
+            for n in range(30)
+        ]
+        for job in made:
+            assert client.wait(job.id, timeout=60).status == "completed"
+    assert sampler.peak["*"] == 3  # reached, never passed
+    # A key is its tenant's own: c0 of t0 and c0 of t1 may run together, so a key's peak over both is at most 2.
+    assert all(sampler.peak[f"c{n}"] <= 2 for n in range(5))
+    assert max(sampler.peak[f"c{n}"] for n in range(5)) >= 1
+
+
+def test_starts_keep_to_the_start_rate() -> None:
+    jobs = JobTypes()
+
+    @jobs.handler("metered", limits=Limits(rate=Rate(20, per=1.0)))
+    def metered(payload: dict[str, int], ctx: HandlerContext) -> None:
+        return None
+
+    with embedded(jobs) as client:
+        made = client.create_many("metered", [{"n": n} for n in range(50)])
+        starts: list[datetime] = []
+        for enqueued in made:
+            assert enqueued.id is not None
+            assert client.wait(enqueued.id, timeout=60).status == "completed"
+            starts += [e.started_at for e in client.executions(enqueued.id) if e.started_at is not None]
+    starts.sort()
+    assert len(starts) == 50
+    # Counted from the attempts' start times: at most 20 in any second (the default burst of 1 spaces them 50 ms
+    # apart), so the 50 starts span at least 49 intervals.
+    second = timedelta(seconds=1)
+    assert max(sum(1 for t in starts if first <= t < first + second) for first in starts) <= 20
+    assert starts[-1] - starts[0] >= timedelta(seconds=49 / 20)
+
+
+def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
+    jobs = JobTypes()
+
+    @jobs.handler("reports", limits=Limits(concurrency=4))
+    def reports(payload: dict[str, int], ctx: HandlerContext) -> None:
+        return None
+
+    with embedded(jobs) as client:
+        registered = wait_for_limits(client, "reports")
+        assert (registered.source, registered.limits.concurrency) == ("code", 4)
+        changed = client.set_limits("reports", Limits(concurrency=1, rate=Rate(5, per=60, burst=2)))
+        assert (changed.source, changed.limits.concurrency, changed.registered.concurrency) == ("api", 1, 4)
+        assert changed.limits.rate == Rate(5, per=60.0, burst=2)
+        [listed] = [t for t in client.job_types() if t.name == "reports"]
+        assert (listed.limits, listed.limits_source) == (changed.limits, "api")
+        cleared = client.clear_limits("reports")
+        assert (cleared.source, cleared.limits.concurrency, cleared.override) == ("code", 4, None)
+        # Bodies the typed client cannot send: a clear 400 each, and the limits stay as they were.
+        url = f"{client.base_url}/job-types/reports/limits"
+        for body, reason in (
+            ({"concurrency": 0}, "concurrency must be a whole number from 1"),
+            ({"speed": 3}, "unknown limit fields: speed"),
+            ({"rate": {"starts": 5, "perSeconds": -1}}, "rate period must be more than 0"),
+            ([1, 2], "limits must be an object"),
+        ):
+            answer = httpx.put(url, json=body)
+            assert answer.status_code == 400
+            assert reason in answer.json()["error"]
+        assert client.limits("reports").source == "code"
+        with pytest.raises(NotFound):
+            client.limits("no-such-type")
+
+
+def wait_for_limits(client: Client, job_type: str) -> TypeLimits:
+    deadline = time.monotonic() + 10
+    while True:
+        found = client.limits(job_type)
+        if found.source is not None or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_a_job_held_back_by_a_limit_says_which_one_it_waits_for() -> None:
+    release = threading.Event()
+    jobs = JobTypes()
+
+    @jobs.handler("one-at-a-time", limits=Limits(concurrency=1))
+    def one_at_a_time(payload: dict[str, int], ctx: HandlerContext) -> None:
+        release.wait(30)
+
+    with embedded(jobs) as client:
+        first = client.create("one-at-a-time", {"n": 1})
+        client.wait(first.id, statuses="running", timeout=30)
+        second = client.create("one-at-a-time", {"n": 2})
+        deadline = time.monotonic() + 10
+        while "waitingFor" not in (waiting := client.get(second.id)).raw and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting.status == "pending"
+        assert waiting.raw["waitingFor"] == "the job type's concurrency limit (1 at once)"
+        release.set()
+        assert client.wait(second.id, timeout=30).status == "completed"
+        assert "waitingFor" not in client.get(second.id).raw
