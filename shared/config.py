@@ -69,7 +69,7 @@ class Settings:
     claim_lookahead: timedelta = timedelta(seconds=1)
     # Wake-ups of one type claimed and not yet taken by an executor, at most: a claim beyond them would only
     # lengthen the line that a run claimed later (another tenant's, a higher priority) waits in.
-    dispatch_ahead: int = 128
+    dispatch_ahead: int = 64
     queued_timeout: timedelta = timedelta(seconds=30)
     claim_timeout: timedelta = timedelta(minutes=5)
     reaper_interval: timedelta = timedelta(seconds=30)

@@ -112,6 +112,18 @@ class Dispatcher:
         now = self._clock()
         result.spawned = self.spawn_template_runs(now)
         job_types = self._ticked_types = self.job_types()
+        self._claim_due(term, now, job_types, result)
+        self._warn_unknown_types(now)  # after the claims: it may read every pending job
+        return result
+
+    def claim_held(self, term: Term) -> TickResult:
+        """Claims only, of the types the last tick claimed: what the scheduler does between ticks while a type's
+        room held due runs back (templates and warnings wait for the next tick)."""
+        result = TickResult()
+        self._claim_due(term, self._clock(), self._ticked_types, result)
+        return result
+
+    def _claim_due(self, term: Term, now: datetime, job_types: frozenset[str], result: TickResult) -> None:
         while job_types and term.trusted():
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
@@ -127,8 +139,6 @@ class Dispatcher:
             if not self.drains_backlog or len(jobs) < self._batch or result.failed:
                 break
             now = self._clock()
-        self._warn_unknown_types(now)  # after the claims: it may read every pending job
-        return result
 
     def _claim(self, now: datetime, job_types: frozenset[str]) -> Claim:
         return self._store.claim_due_jobs(
@@ -160,6 +170,7 @@ class Dispatcher:
                 claim=j.claimToken,
                 attempt=j.next_attempt,
                 at=_held_until(j, jobs, now),
+                lane=j.tenantId,
             )
             for j in jobs
         ]

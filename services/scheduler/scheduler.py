@@ -23,9 +23,10 @@ MAX_ERROR_BACKOFF_S = 10.0
 # Under a stream of due-now creates every tick is a nudged one; this gap bounds the claim transactions they
 # cost while keeping a job's wait for its claim well under the period.
 NUDGE_MIN_GAP_S = 0.005
-# After a tick whose claims some type's room held back (its wake-ups not yet taken, a limit): the next tick
-# this soon, since that room comes back as executors start and finish runs, which nothing announces.
-HELD_RETRY_S = 0.01
+# After a tick whose claims some type's room held back (its wake-ups not yet taken, a limit): claims again this
+# often until the next tick, since that room comes back as executors start and finish runs, which nothing
+# announces. Claims only: templates and warnings wait for the tick.
+HELD_RETRY_S = 0.005
 
 
 class Scheduler:
@@ -109,11 +110,26 @@ class Scheduler:
                 continue
             next_tick = max(next_tick + self._tick_s, started)
             if result.held:
-                next_tick = min(next_tick, started + HELD_RETRY_S)
+                self._claim_held(term, next_tick)
             if self._woken_before(next_tick):
                 self.stop.wait(max(0.0, started + NUDGE_MIN_GAP_S - time.monotonic()))
                 next_tick = time.monotonic()
             self._wake.clear()
+
+    def _claim_held(self, term: Term, next_tick: float) -> None:
+        """Until the next tick, a nudge or a stop: claims only, every HELD_RETRY_S, while a type's room holds due
+        runs back (it comes back as executors take wake-ups and finish jobs, which nothing announces)."""
+        held = True
+        while held and time.monotonic() + HELD_RETRY_S < next_tick and term.trusted():
+            if self._wake.wait(HELD_RETRY_S):
+                return  # a nudge or a stop: the full tick comes at once
+            try:
+                with metrics.SCHEDULER_TICK_SECONDS.time():
+                    held = self._dispatcher.claim_held(term).held
+            except Exception as exc:  # as a tick's: logged, and the next tick tries again
+                metrics.SCHEDULER_TICK_ERRORS.inc()
+                log.warning("claim failed", extra={"action": "tick_failed", "error": repr(exc)})
+                return
 
     def _woken_before(self, next_tick: float) -> bool:
         """Wait for the next tick; True when something asks for one sooner: a nudge, a stop, the term's loss,

@@ -61,14 +61,6 @@ class KnownTypes:
             await self._refresh()
         return name in self._announced
 
-    @property
-    def registry(self) -> JobTypeRegistry:
-        return self._registry
-
-    @property
-    def retention(self) -> timedelta:
-        return self._retention
-
     def names(self) -> list[str]:
         return sorted({*self._local.names(), *self._configured, *self._announced})
 

@@ -81,6 +81,11 @@ class LimitsView:
                 log.warning("limits not read", extra={"action": "limits_unavailable", "error": str(exc)})
         return self._types
 
+    def set(self, job_type: str, limits: Limits | None) -> None:
+        """An operator's limits for the type (None: the registered ones again); `read` has them at once, the
+        processes' views within REFRESH_S."""
+        self._registry.set_limits(job_type, limits, utc_now())
+
     def read(self) -> dict[str, TypeLimits]:
         """The limits as the store has them now (no cache)."""
         now = utc_now()

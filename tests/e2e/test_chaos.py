@@ -84,12 +84,12 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
 def attempt_spans(db: Database[dict[str, object]], job_type: str) -> list[tuple[datetime, datetime]]:
     """Every attempt of the type's jobs, from its start to its decided end (lost ones: to when the reaper closed
     them, which is also when their slot came back)."""
-    ids = {d["_id"] for d in db["jobs"].find({"jobType": job_type}, {"_id": 1})}
+    ids = {str(d["_id"]) for d in db["jobs"].find({"jobType": job_type}, {"_id": 1})}
     ended = {d["_id"]: d["at"] for d in db["attempt_outcomes"].find({}, {"at": 1})}
     return [
         (d["startedAt"], ended[d["_id"]])  # type: ignore[misc]
         for d in db["executions"].find({"startedAt": {"$ne": None}}, {"jobId": 1, "startedAt": 1})
-        if d["jobId"] in ids and d["_id"] in ended
+        if str(d["jobId"]) in ids and d["_id"] in ended
     ]
 
 

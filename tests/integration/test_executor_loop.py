@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import queue
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,7 +38,7 @@ def test_a_malformed_wakeup_is_skipped_and_one_claimed_early_starts_no_sooner_th
         NewJob(idempotencyKey=f"k-{ObjectId()}", tenantId="t", jobType="noop", scheduledAt=due_at, payload={})
     )
     # The malformed message comes first: the loop must skip it and go on to the wake-up behind it.
-    bus._queue("noop").put(Delivery(value=b"not json", topic=dispatch_topic("noop"), partition=0, offset=-1))
+    bus._queue("noop").put(None, Delivery(value=b"not json", topic=dispatch_topic("noop"), partition=0, offset=-1))
     dispatcher = Dispatcher(api_store, bus, ["noop"], batch=10, lookahead=timedelta(seconds=5))
     term = SingleNodeElector().campaign(threading.Event())
     assert term is not None
@@ -137,9 +136,11 @@ def test_one_look_for_a_due_wakeup_reads_every_waiting_one_and_holds_those_not_d
     later = format_time(utc_now() + timedelta(minutes=5))
     for n in range(5):
         wakeup = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0, at=later)
-        bus._queue("noop").put(Delivery(value=wakeup.encode(), topic=dispatch_topic("noop"), partition=0, offset=n))
+        bus._queue("noop").put(
+            None, Delivery(value=wakeup.encode(), topic=dispatch_topic("noop"), partition=0, offset=n)
+        )
     due = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0)
-    bus._queue("noop").put(Delivery(value=due.encode(), topic=dispatch_topic("noop"), partition=0, offset=5))
+    bus._queue("noop").put(None, Delivery(value=due.encode(), topic=dispatch_topic("noop"), partition=0, offset=5))
     worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
     executor = Executor(worker, subscription, api_store, concurrency=2, lease=LEASE)
     held: list[tuple[float, int, Delivery, Wakeup]] = []
@@ -165,10 +166,7 @@ class _PartitionsAssignedWhilePaused(MemorySubscription):
             self.paused.set()
 
     def poll(self, timeout_s: float) -> Delivery | None:
-        try:
-            return self._source.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
+        return self._source.get(timeout_s)
 
 
 def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_runs_once_a_slot_frees(
@@ -192,7 +190,7 @@ def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_ru
         wait_until(subscription.paused.is_set, 30, "the only slot to stay busy long enough to pause")
         after = create_due(api_store, "slow", {"sleepMs": 0})
         assert dispatcher.tick(term).published == 1
-        wait_until(lambda: bus._queue("slow").empty(), 30, "the paused loop to poll the wake-up")
+        wait_until(lambda: bus._queue("slow").waiting() == 0, 30, "the paused loop to poll the wake-up")
         assert reloaded(api_store, busy.id).status is Status.RUNNING  # polled while the slot was still busy
         wait_until(partial(is_completed, api_store, after.id), 30, "the wake-up polled while paused to run")
     finally:

@@ -124,3 +124,14 @@ def test_room_tops_the_line_up_at_half_and_an_active_limit_counts_everything_in_
     assert ClaimLimits(active=5).room(0, 3) == 2
     assert ClaimLimits(active=5).room(0, 7) == 0
     assert ClaimLimits(queued=10, active=5).room(0, 4) == 1
+
+
+def test_the_in_process_bus_hands_a_types_wakeups_out_in_turns_by_tenant() -> None:
+    bus = MemoryBus()
+    subscription = bus.subscribe("noop")
+    backlog = [Wakeup(jobId=f"a{n}", jobType="noop", priority=0, lane="tenant-a") for n in range(4)]
+    bus.publish_wakeups([*backlog, Wakeup(jobId="b0", jobType="noop", priority=0, lane="tenant-b")])
+    order = []
+    while (delivery := subscription.poll(0.01)) is not None:
+        order.append(Wakeup.decode(delivery.value).jobId)
+    assert order == ["a0", "b0", "a1", "a2", "a3"]  # the newcomer's turn comes after one of the backlog's

@@ -18,7 +18,6 @@ from services.api.http.request_bodies import read_json
 from services.api.new_job import unknown_type
 from shared.job_types.limits import LimitsView, TypeLimits
 from shared.jsonsafe import shorten
-from shared.model import utc_now
 
 LIMITS_PATH = "/job-types/{job_type}/limits"
 
@@ -47,14 +46,14 @@ async def set_limits(request: Request) -> Response:
     except (ValueError, TypeError) as exc:
         raise ApiError(400, f"limits: {shorten(str(exc), 300)}") from None
     api = context(request)
-    await api.slots.write(api.known.registry.set_limits, job_type, limits, utc_now())
+    await api.slots.write(api.known.limits.set, job_type, limits)
     return SafeJSONResponse(await _answer(request, job_type))
 
 
 async def clear_limits(request: Request) -> Response:
     job_type = await _known_type(request)
     api = context(request)
-    await api.slots.write(api.known.registry.set_limits, job_type, None, utc_now())
+    await api.slots.write(api.known.limits.set, job_type, None)
     return SafeJSONResponse(await _answer(request, job_type))
 
 
