@@ -32,6 +32,8 @@ class Rate:
     burst: int = 1
 
     def __post_init__(self) -> None:
+        if self.starts is None or self.burst is None:
+            raise ValueError("rate starts and burst must be whole numbers from 1 (got null)")
         _count("rate starts", self.starts)
         _count("rate burst", self.burst)
         per = self.per.total_seconds() if isinstance(self.per, timedelta) else self.per
@@ -102,6 +104,8 @@ class Limits:
         if rate is not None:
             if not isinstance(rate, dict) or set(rate) - {"starts", "perSeconds", "burst"} or "starts" not in rate:
                 raise ValueError('rate must be {"starts": N, "perSeconds": S, "burst": B} (perSeconds, burst optional)')
+            if any(rate.get(field, 1) is None for field in ("perSeconds", "burst")):
+                raise ValueError("rate perSeconds and burst may be left out, not null")
             rate = Rate(rate["starts"], rate.get("perSeconds", 1.0), rate.get("burst", 1))
         return cls(
             concurrency=doc.get("concurrency"),

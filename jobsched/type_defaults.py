@@ -75,16 +75,24 @@ class TypeDefaults:
             timeout = doc.get("timeoutSeconds")
             attempts = doc.get("maxAttempts")
             declared = doc.get("declaredSchedules")
-            limits = Limits.from_document(doc.get("limits"))
             return cls(
                 timeout_s=float(timeout) if timeout is not None else None,
                 max_attempts=int(attempts) if attempts is not None else None,
                 backoff=backoff,
                 declared=declared if isinstance(declared, str) else None,
-                limits=limits,
+                limits=_limits_or_none(doc.get("limits")),
             )
         except (TypeError, ValueError, AttributeError):
             return cls()
 
 
 BUILTIN_DEFAULTS = TypeDefaults()
+
+
+def _limits_or_none(doc: Any) -> Limits:
+    """An announcement's limits; ones this version cannot read (a newer field) count as none rather than taking
+    the type's other defaults with them."""
+    try:
+        return Limits.from_document(doc)
+    except (TypeError, ValueError):
+        return NO_LIMITS

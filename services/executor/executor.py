@@ -31,6 +31,9 @@ PAUSE_AFTER_S = 10.0
 RECORD_BACKLOG_PER_SLOT = 4  # outcomes waiting to be written, per handler slot, before slots are held
 DEFAULT_HEARTBEAT = timedelta(seconds=1)
 MAX_HOLD_S = 60.0  # a wake-up is claimed at most CLAIM_LOOKAHEAD early; never hold one longer than this
+# A start its type's rate refused is tried again at its turn, or after this at the latest: well within
+# QUEUED_TIMEOUT, after which the reaper would put the job back in line and a claim reserve it a second start.
+MAX_RATE_HOLD_S = 10.0
 MAX_START_BATCH = 256  # deliveries started by one store call, at most
 
 
@@ -191,7 +194,7 @@ class Executor:
                 HandlerThreads.run_reserved(partial(self._start_retrying, delivery, wakeup))
             elif isinstance(outcome, RateLimited):  # its turn comes at `until`: held till then, its slot freed
                 HandlerThreads.unreserve()
-                wait_s = min(max(0.0, (outcome.until - utc_now()).total_seconds()), MAX_HOLD_S)
+                wait_s = min(max(0.0, (outcome.until - utc_now()).total_seconds()), MAX_RATE_HOLD_S)
                 heapq.heappush(self._held, (time.monotonic() + wait_s, next(self._arrivals), delivery, wakeup))
                 self._slots.release()
             else:

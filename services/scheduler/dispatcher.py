@@ -47,7 +47,7 @@ class TickResult:
     published: int = 0
     failed: int = 0
     spawned: int = 0
-    held: bool = False  # some type's due runs waited for its room: claim again soon
+    held: frozenset[str] = frozenset()  # types whose due runs waited for their room: claim them again soon
 
 
 class Dispatcher:
@@ -116,18 +116,18 @@ class Dispatcher:
         self._warn_unknown_types(now)  # after the claims: it may read every pending job
         return result
 
-    def claim_held(self, term: Term) -> TickResult:
-        """Claims only, of the types the last tick claimed: what the scheduler does between ticks while a type's
-        room held due runs back (templates and warnings wait for the next tick)."""
+    def claim_held(self, term: Term, job_types: frozenset[str]) -> TickResult:
+        """Claims only, of these types (held back by their room at the last claim, and still served): what the
+        scheduler does between ticks (templates and warnings wait for the next tick)."""
         result = TickResult()
-        self._claim_due(term, self._clock(), self._ticked_types, result)
+        self._claim_due(term, self._clock(), job_types & self._ticked_types, result)
         return result
 
     def _claim_due(self, term: Term, now: datetime, job_types: frozenset[str], result: TickResult) -> None:
         while job_types and term.trusted():
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
-            result.held = bool(jobs.held)
+            result.held = result.held | jobs.held
             for job_type, count in jobs.in_use.items():
                 metrics.LIMIT_IN_USE.labels(job_type).set(count)
             for job_type in jobs.held:

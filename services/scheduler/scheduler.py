@@ -110,22 +110,22 @@ class Scheduler:
                 continue
             next_tick = max(next_tick + self._tick_s, started)
             if result.held:
-                self._claim_held(term, next_tick)
+                self._claim_held(term, next_tick, result.held)
             if self._woken_before(next_tick):
                 self.stop.wait(max(0.0, started + NUDGE_MIN_GAP_S - time.monotonic()))
                 next_tick = time.monotonic()
             self._wake.clear()
 
-    def _claim_held(self, term: Term, next_tick: float) -> None:
-        """Until the next tick, a nudge or a stop: claims only, every HELD_RETRY_S, while a type's room holds due
-        runs back (it comes back as executors take wake-ups and finish jobs, which nothing announces)."""
-        held = True
+    def _claim_held(self, term: Term, next_tick: float, held: frozenset[str]) -> None:
+        """Until the next tick, a nudge or a stop: claims only of the held types, every HELD_RETRY_S, while their
+        room holds due runs back (it comes back as executors take wake-ups and finish jobs, which nothing
+        announces)."""
         while held and time.monotonic() + HELD_RETRY_S < next_tick and term.trusted():
             if self._wake.wait(HELD_RETRY_S):
                 return  # a nudge or a stop: the full tick comes at once
             try:
                 with metrics.SCHEDULER_TICK_SECONDS.time():
-                    held = self._dispatcher.claim_held(term).held
+                    held = self._dispatcher.claim_held(term, held).held
             except Exception as exc:  # as a tick's: logged, and the next tick tries again
                 metrics.SCHEDULER_TICK_ERRORS.inc()
                 log.warning("claim failed", extra={"action": "tick_failed", "error": repr(exc)})

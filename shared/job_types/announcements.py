@@ -10,6 +10,7 @@ server). Implementations: job_types_sqlite.py, job_types_mongo.py; contract: tes
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,8 @@ from typing import Any, Protocol
 from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.model import format_time
+
+log = logging.getLogger("jobsched.limits")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,9 @@ class JobTypeRegistry(Protocol):
         """How many runs of `job_type` are pending and due at `now` (jobs waiting for an executor)."""
 
     def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
-        """An operator's limits for `job_type`, in place of the ones its executors register (None: theirs again)."""
+        """An operator's limits for `job_type`, in place of the ones its executors register (None: theirs again).
+        The type's start rate starts afresh: starts reserved or made under the old rate (a slow one, reaching hours
+        ahead) no longer hold it back."""
 
     def limit_overrides(self) -> dict[str, Limits]:
         """Every type's operator limits (set_limits)."""
@@ -84,3 +89,17 @@ def summarize(records: Iterable[Announcement], now: datetime) -> list[JobTypeInf
         live = sum(1 for r in group if r.liveUntil > now)
         infos.append(JobTypeInfo(name=name, executors=live, lastSeenAt=latest.seenAt, defaults=latest.defaults))
     return infos
+
+
+def readable_overrides(stored: Iterable[tuple[str, Any]]) -> dict[str, Limits]:
+    """Operators' limits as stored, by type; one this version cannot read (a newer field, a hand edit) is left out
+    and logged, not allowed to stop every claim."""
+    found: dict[str, Limits] = {}
+    for job_type, doc in stored:
+        try:
+            found[job_type] = Limits.from_document(doc)
+        except (TypeError, ValueError) as exc:
+            log.error(
+                "limits not readable", extra={"action": "limits_unreadable", "jobType": job_type, "error": str(exc)}
+            )
+    return found

@@ -14,7 +14,7 @@ from pymongo.collection import Collection
 
 from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
-from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
+from shared.job_types.announcements import Announcement, JobTypeInfo, readable_overrides, summarize
 from shared.model import Status
 from shared.store.mongo import MongoJobStore, translate_errors
 from shared.store.transitions import KIND_RUN
@@ -29,6 +29,7 @@ class MongoJobTypes:
         self._records: Collection[Document] = store._db[COLLECTION]
         self._jobs: Collection[Document] = store._db["jobs"]
         self._limits: Collection[Document] = store._db[LIMITS_COLLECTION]
+        self._rates: Collection[Document] = store._db["rate_limits"]
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
         if not types:
@@ -77,6 +78,7 @@ class MongoJobTypes:
 
     def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
         with translate_errors():
+            self._rates.delete_one({"_id": job_type})  # see JobTypeRegistry.set_limits
             if limits is None:
                 self._limits.delete_one({"_id": job_type})
             else:
@@ -85,7 +87,7 @@ class MongoJobTypes:
 
     def limit_overrides(self) -> dict[str, Limits]:
         with translate_errors():
-            return {str(d["_id"]): Limits.from_document(d.get("limits")) for d in self._limits.find({})}
+            return readable_overrides((str(d["_id"]), d.get("limits")) for d in self._limits.find({}))
 
 
 def _record_id(job_type: str, executor: str) -> str:

@@ -11,9 +11,9 @@ from typing import Final
 
 from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
-from shared.job_types.announcements import Announcement, JobTypeInfo, summarize
+from shared.job_types.announcements import Announcement, JobTypeInfo, readable_overrides, summarize
 from shared.model import Status
-from shared.store.sqlite import SqliteJobStore, _from_ms, _to_ms
+from shared.store.sqlite import RATE_LIMITS_TABLE, SqliteJobStore, _from_ms, _to_ms
 from shared.store.transitions import KIND_RUN
 
 _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
@@ -43,6 +43,7 @@ class SqliteJobTypes:
                 with self._store._write() as conn:
                     conn.execute(_SCHEMA)
                     conn.execute(_LIMITS_SCHEMA)
+                    conn.execute(RATE_LIMITS_TABLE)  # set_limits starts a type's rate afresh
                 self._ready = True
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
@@ -100,6 +101,7 @@ class SqliteJobTypes:
     def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
         self._ensure_table()
         with self._store._write() as conn:
+            conn.execute("DELETE FROM rate_limits WHERE jobType = ?", (job_type,))  # see JobTypeRegistry.set_limits
             if limits is None:
                 conn.execute("DELETE FROM job_type_limits WHERE jobType = ?", (job_type,))
                 return
@@ -113,7 +115,7 @@ class SqliteJobTypes:
         self._ensure_table()
         with self._store._read() as conn:
             rows = conn.execute("SELECT jobType, limits FROM job_type_limits").fetchall()
-        return {str(r[0]): Limits.from_document(json.loads(r[1])) for r in rows}
+        return readable_overrides((str(r[0]), json.loads(r[1])) for r in rows)
 
 
 def _to_announcement(row: sqlite3.Row) -> Announcement:

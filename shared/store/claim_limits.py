@@ -16,7 +16,6 @@ a rebalance) cannot start early or in a bunch: it waits for its turn.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -207,12 +206,11 @@ class RatePlan:
             room = rooms.get(job_type)
             rooms[job_type] = len(times) if room is None else min(room, len(times))
 
-    def reserve(self, jobs: Sequence[Job]) -> tuple[dict[str, float], dict[str, datetime]]:
+    def reserve(self, jobs: Sequence[Job], now: float) -> tuple[dict[str, float], dict[str, datetime]]:
         """The claimed runs' start times, in claim order: the reservations to record (by type), and the runs that
-        may not start at once with their time (their wake-ups are held until then)."""
+        may not start at `now` with their time (their wake-ups are held until then)."""
         tats: dict[str, float] = {}
         not_before: dict[str, datetime] = {}
-        now = time.time()
         for job_type, rate in self.rated.items():
             runs = [j for j in jobs if j.jobType == job_type]
             if not runs:
@@ -229,6 +227,9 @@ def start_allowed(tat: float, now: float, rate: Rate) -> tuple[bool, float]:
     """Whether a start at `now` keeps to the rate given the starts so far (`tat`): (True, the new tat) or
     (False, the earliest time a start would)."""
     tolerance = (rate.burst - 1) * rate.interval_s
+    # No further than the current rate lets starts reach: starts made under a slower rate since relaxed would
+    # otherwise hold the type back for the old interval.
+    tat = min(tat, now + rate.burst * rate.interval_s)
     if tat - now <= tolerance:
         return True, max(tat, now) + rate.interval_s
     return False, tat - tolerance

@@ -391,7 +391,7 @@ class MongoJobStore:
                     won = {str(d["_id"]) for d in mine}
                     found = [j for j in found if j.id in won]
             jobs = [transitions.applied(j, fields) for j in found]
-            tats, not_before = rates.reserve(jobs)
+            tats, not_before = rates.reserve(jobs, now.timestamp())
             for job_type, tat in tats.items():  # only the elected scheduler writes the reservations
                 self._rates.update_one({"_id": job_type}, {"$set": {"claimTat": tat}}, upsert=True)
         return Claim(jobs, selection.held | held, not_before=not_before, in_use=in_flight.active)

@@ -143,6 +143,12 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         declaration     TEXT,
         concurrencyKey  TEXT                        -- what concurrency_per_key counts by, within the tenant
     )"""
+# A rate-limited type's starts (claim_limits.py): how far claims reserved them, how far they went (unix s).
+RATE_LIMITS_TABLE: Final = """CREATE TABLE IF NOT EXISTS rate_limits (
+        jobType     TEXT PRIMARY KEY,
+        claimTat    REAL NOT NULL,
+        startTat    REAL NOT NULL
+    ) WITHOUT ROWID"""
 _SCHEMA: Final = (
     _JOBS_TABLE,
     # invariant 4: one job per idempotency key within its tenant, decided by this index
@@ -153,7 +159,8 @@ _SCHEMA: Final = (
     # single claims an order of magnitude slower.
     "CREATE INDEX IF NOT EXISTS due_order ON jobs (status, kind, scheduledAt)",
     # Claims (fair_claims.py): the lanes of due runs, one per tenant and type, each in claim order by priority.
-    # concurrencyKey last: a read that leaves out the keys at their limit filters in the index, row by row unread.
+    # concurrencyKey last: a read that leaves out the keys at their limit filters on the index entries, without
+    # reading those rows (it still steps over their entries).
     "CREATE INDEX IF NOT EXISTS due_lanes ON jobs (jobType, tenantId, priority, scheduledAt, id, concurrencyKey) "
     f"WHERE {PENDING_RUNS_SQL}",
     "CREATE INDEX IF NOT EXISTS tenant_listing ON jobs (tenantId, createdAt DESC, id DESC)",
@@ -187,12 +194,7 @@ _SCHEMA: Final = (
         traceback   TEXT                            -- a handler that raised: where (bounded)
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
-    # A rate-limited type's starts (claim_limits.py): how far claims reserved them, how far they went (unix s).
-    """CREATE TABLE IF NOT EXISTS rate_limits (
-        jobType     TEXT PRIMARY KEY,
-        claimTat    REAL NOT NULL,
-        startTat    REAL NOT NULL
-    ) WITHOUT ROWID""",
+    RATE_LIMITS_TABLE,
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
 
@@ -541,6 +543,8 @@ class SqliteJobStore:
             with self._read() as conn:  # no room for any type (the usual case of a retry soon): no write turn
                 in_flight = _in_flight(conn, job_types)
                 rooms = in_flight.rooms(job_types, limits)
+                rated = rated_types(job_types, limits)
+                RatePlan.of(rated, _reserved_starts(conn, rated), now.timestamp(), due_ms / 1000, limit).bound(rooms)
                 if all(rooms.get(t) == 0 for t in job_types):
                     held = {t for t in job_types if _lanes(conn, t, due_ms, _no_full_keys)[:1]}
                     return Claim((), held, in_use=in_flight.active)
@@ -566,7 +570,7 @@ class SqliteJobStore:
                 ).fetchall()
                 won.update((str(r["id"]), _to_job(r)) for r in rows)
             jobs = [won[job_id] for job_id in chosen]
-            tats, not_before = rates.reserve(jobs)
+            tats, not_before = rates.reserve(jobs, now.timestamp())
             conn.executemany(
                 "INSERT INTO rate_limits (jobType, claimTat, startTat) VALUES (?, ?, 0) "
                 "ON CONFLICT (jobType) DO UPDATE SET claimTat = excluded.claimTat",

@@ -4,6 +4,7 @@ an operator's limits, set through the API, replace the registered ones."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -111,14 +112,22 @@ def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
             ({"concurrency": 0}, "concurrency must be a whole number from 1"),
             ({"speed": 3}, "unknown limit fields: speed"),
             ({"rate": {"starts": 5, "perSeconds": -1}}, "rate period must be more than 0"),
-            ([1, 2], "limits must be an object"),
+            ([1, 2], "limits: must be an object"),
+            ("null", "limits: must be an object"),
+            ({"rate": {"starts": None}}, "rate starts and burst must be whole numbers"),
+            ({"rate": {"starts": 5, "burst": None}}, "may be left out, not null"),
+            ({"concurrency": True}, "concurrency must be a whole number"),
+            ({"concurrency": 2.5}, "concurrency must be a whole number"),
+            ({"rate": 7}, "rate must be"),
         ):
-            answer = httpx.put(url, json=body)
+            raw = body if isinstance(body, str) else json.dumps(body)
+            answer = httpx.put(url, content=raw, headers={"Content-Type": "application/json"})
             assert answer.status_code == 400
             assert reason in answer.json()["error"]
         assert client.limits("reports").source == "code"
         with pytest.raises(NotFound):
             client.limits("no-such-type")
+        assert client.clear_limits("no-such-type").override is None  # an operator's limits stay removable
 
 
 def wait_for_limits(client: Client, job_type: str) -> TypeLimits:
@@ -150,3 +159,22 @@ def test_a_job_held_back_by_a_limit_says_which_one_it_waits_for() -> None:
         release.set()
         assert client.wait(second.id, timeout=30).status == "completed"
         assert "waitingFor" not in client.get(second.id).raw
+
+
+def test_an_operators_change_of_rate_applies_at_once() -> None:
+    jobs = JobTypes()
+
+    @jobs.handler("hourly-quota", limits=Limits(rate=Rate(1, per=3600)))
+    def hourly_quota(payload: dict[str, int], ctx: HandlerContext) -> None:
+        return None
+
+    with embedded(jobs) as client:
+        first = client.create("hourly-quota", {"n": 1})
+        assert client.wait(first.id, timeout=30).status == "completed"
+        second = client.create("hourly-quota", {"n": 2})
+        deadline = time.monotonic() + 10
+        while "waitingFor" not in (waiting := client.get(second.id)).raw and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert waiting.raw["waitingFor"] == "its turn under the job type's start rate (1 per 3600s)"
+        client.set_limits("hourly-quota", Limits(rate=Rate(100, per=1)))  # not an hour later: within seconds
+        assert client.wait(second.id, timeout=30).status == "completed"

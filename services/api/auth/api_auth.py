@@ -59,9 +59,9 @@ MAX_INSPECTED_BODY_BYTES: Final = 1024 * 1024
 CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
 TENANT_BODIES: Final = frozenset({("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply")})
+# Routes that bind every tenant (a job type's limits): admin keys only, by path and method.
+ADMIN_ROUTES: Final = frozenset({("/job-types/{job_type}/limits", "PUT"), ("/job-types/{job_type}/limits", "DELETE")})
 # Routes whose JSON body lists what they create (under the key named here), each of which may name its own tenant.
-# Routes that bind every tenant (a job type's limits): admin keys only.
-ADMIN_ROUTES: Final = frozenset({"set_limits", "clear_limits"})
 LISTED_BODIES: Final = {("POST", "/jobs/batch"): "jobs", ("POST", "/schedules/apply"): "schedules"}
 VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
 
@@ -102,7 +102,8 @@ class ApiAuth:
             if not isinstance(route, Route):
                 raise TypeError(f"{route!r}: only Route objects are protected; decide how this one authenticates")
             if route.path not in PUBLIC_PATHS:
-                admin = route.path.startswith("/api-keys") or route.name in ADMIN_ROUTES
+                methods = route.methods or set()
+                admin = route.path.startswith("/api-keys") or any((route.path, m) in ADMIN_ROUTES for m in methods)
                 route = copy.copy(route)
                 route.app = Authenticate(route.app, self, route.path, Role.ADMIN if admin else None)
             protected.append(route)

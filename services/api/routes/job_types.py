@@ -41,6 +41,8 @@ async def get_limits(request: Request) -> Response:
 async def set_limits(request: Request) -> Response:
     job_type = await _known_type(request)
     body = await read_json(request)
+    if not isinstance(body, dict):
+        raise ApiError(400, 'limits: must be an object such as {"concurrency": 5}')
     try:
         limits = Limits.from_document(body)
     except (ValueError, TypeError) as exc:
@@ -51,7 +53,8 @@ async def set_limits(request: Request) -> Response:
 
 
 async def clear_limits(request: Request) -> Response:
-    job_type = await _known_type(request)
+    # Any name: an operator's limits outlive the type's executors, and must stay removable.
+    job_type = str(request.path_params["job_type"])
     api = context(request)
     await api.slots.write(api.known.limits.set, job_type, None)
     return SafeJSONResponse(await _answer(request, job_type))
@@ -77,6 +80,6 @@ def _view(request: Request) -> LimitsView:
 ROUTES = [
     Route("/job-types", list_job_types, methods=["GET"]),
     Route(LIMITS_PATH, get_limits, methods=["GET"]),
-    Route(LIMITS_PATH, set_limits, methods=["PUT"], name="set_limits"),
-    Route(LIMITS_PATH, clear_limits, methods=["DELETE"], name="clear_limits"),
+    Route(LIMITS_PATH, set_limits, methods=["PUT"]),
+    Route(LIMITS_PATH, clear_limits, methods=["DELETE"]),
 ]
