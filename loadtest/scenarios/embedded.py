@@ -21,10 +21,12 @@ from loadtest.procs import Service, count_until, free_port, running
 from shared.model import Status, utc_now
 
 
-def count_status(path: Path, status: Status) -> int:
-    """Jobs in `status` in the SQLite file, read on a read-only connection (WAL: never blocks the writer)."""
+def count_status(path: Path, status: Status, job_type: str | None = None) -> int:
+    """Jobs in `status` (of `job_type`, if given) in the SQLite file, read on a read-only connection (WAL: never
+    blocks the writer)."""
+    of_type, params = ("AND jobType = ?", [job_type]) if job_type is not None else ("", [])
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-        row = conn.execute("SELECT count(*) FROM jobs WHERE status = ?", (status.value,)).fetchone()
+        row = conn.execute(f"SELECT count(*) FROM jobs WHERE status = ? {of_type}", [status.value, *params]).fetchone()
     return int(row[0])
 
 

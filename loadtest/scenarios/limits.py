@@ -47,12 +47,6 @@ def set_limits(path: Path, limits: Limits) -> None:
         backend.close()
 
 
-def count_type(path: Path, job_type: str, status: Status) -> int:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-        row = conn.execute("SELECT count(*) FROM jobs WHERE jobType = ? AND status = ?", (job_type, status.value))
-        return int(row.fetchone()[0])
-
-
 def slow_attempts(path: Path) -> tuple[int, int]:
     """The slow jobs' attempts: the most that overlapped, and the most that started within one second."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
@@ -86,10 +80,10 @@ def one_run(noop: int, slow: int, limits: Limits | None) -> dict[str, Any]:
 
             def noop_done() -> int:
                 dev.check_alive()
-                return count_type(path, "noop", Status.COMPLETED)
+                return count_status(path, Status.COMPLETED, "noop")
 
             done, seconds = count_until(noop_done, noop, started, None)
-            slow_done = count_type(path, "slow", Status.COMPLETED)
+            slow_done = count_status(path, Status.COMPLETED, "slow")
         peak, busiest = slow_attempts(path)
         left = count_status(path, Status.PENDING)
     return {

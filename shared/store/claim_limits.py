@@ -132,6 +132,9 @@ class Admission:
         self._by_key = Counter(in_flight.by_key)
         self._full: dict[tuple[str, str], set[str]] = {}
         self._in_flight = in_flight
+        # Types of which this claim filled a tenant's or a key's slots: whatever of theirs it then leaves out (the
+        # lanes' reads skip those keys unseen) waits for a slot, so the scheduler retries them soon, as held ones.
+        self.filled: set[str] = set()
 
     def full_keys(self, job_type: str, tenant: str) -> set[str]:
         """The (live) set of the tenant's keys of the type at their limit."""
@@ -159,7 +162,10 @@ class Admission:
             self._by_key[(job_type, tenant, key)] += 1
             if self._by_key[(job_type, tenant, key)] >= limits.per_key:
                 self.full_keys(job_type, tenant).add(key)
+                self.filled.add(job_type)
         self._by_tenant[(job_type, tenant)] += 1
+        if limits.per_tenant is not None and self._by_tenant[(job_type, tenant)] >= limits.per_tenant:
+            self.filled.add(job_type)
         return Verdict.TAKE
 
 

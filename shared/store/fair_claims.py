@@ -47,18 +47,18 @@ class Lane(Generic[R]):
     tenant_id: str
     head: tuple[int, Any]  # claim-order key of its first due run: (-priority, scheduledAt), see head_of
     read: LaneReader[R]
-    _buffer: list[R] = field(default_factory=list)
+    buffered: list[R] = field(default_factory=list)  # read ahead, next run last (a store may pass the first)
     _last: R | None = None
     _exhausted: bool = False
 
     def next_run(self, chunk: int) -> R | None:
-        if not self._buffer and not self._exhausted:
-            self._buffer = self.read(self._last, chunk)
-            self._exhausted = len(self._buffer) < chunk
-            self._buffer.reverse()  # pop() from the end: the next run in claim order
-        if not self._buffer:
+        if not self.buffered and not self._exhausted:
+            self.buffered = self.read(self._last, chunk)
+            self._exhausted = len(self.buffered) < chunk
+            self.buffered.reverse()  # pop() from the end: the next run in claim order
+        if not self.buffered:
             return None
-        self._last = self._buffer.pop()
+        self._last = self.buffered.pop()
         return self._last
 
 

@@ -394,7 +394,8 @@ class MongoJobStore:
             tats, not_before = rates.reserve(jobs, now.timestamp())
             for job_type, tat in tats.items():  # only the elected scheduler writes the reservations
                 self._rates.update_one({"_id": job_type}, {"$set": {"claimTat": tat}}, upsert=True)
-        return Claim(jobs, selection.held | held, not_before=not_before, in_use=in_flight.active)
+        held |= selection.held | admission.filled
+        return Claim(jobs, held, not_before=not_before, in_use=in_flight.active)
 
     def _rate_refusals(self, starts: Sequence[AttemptStart], now: datetime) -> list[StoreError | None]:
         """Per start, RateLimited when its type's rate leaves no start now, else None (its start is counted, in
@@ -460,8 +461,9 @@ class MongoJobStore:
             due_runs = {**pending, "tenantId": tenant, "scheduledAt": {"$lte": due}}
             read = partial(self._lane_runs, due_runs, full_keys(tenant))
             first = read(None, 1)
-            if first:
-                lanes.append(Lane(job_type, tenant, head_of(first[0].priority, first[0].scheduledAt), read))
+            if first:  # read once: the lane starts with it
+                head = head_of(first[0].priority, first[0].scheduledAt)
+                lanes.append(Lane(job_type, tenant, head, read, buffered=first))
         return lanes
 
     def _lane_runs(self, lane: Document, full_keys: set[str], after: Job | None, n: int) -> list[Job]:

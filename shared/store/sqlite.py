@@ -576,7 +576,7 @@ class SqliteJobStore:
                 "ON CONFLICT (jobType) DO UPDATE SET claimTat = excluded.claimTat",
                 tats.items(),
             )
-        return Claim(jobs, selection.held, not_before=not_before, in_use=in_flight.active)
+        return Claim(jobs, selection.held | admission.filled, not_before=not_before, in_use=in_flight.active)
 
     def due_job_types(self, now: datetime) -> set[str]:
         with self._read() as conn:

@@ -101,7 +101,7 @@ def rated_start(store: JobStore, job: Job, rate: Rate) -> Job | Exception:
 
 
 def test_a_start_keeps_to_the_rate_exactly_and_a_refused_one_writes_nothing(store: JobStore) -> None:
-    jobs = runs(store, 4, jobType="metered")
+    runs(store, 4, jobType="metered")
     claimed = store.claim_due_jobs(utc_now(), 10, {"metered"})  # claimed without the rate: the starts decide
     rate = Rate(1, per=60.0, burst=2)
     first, second, third = (rated_start(store, j, rate) for j in claimed[:3])
@@ -111,7 +111,6 @@ def test_a_start_keeps_to_the_rate_exactly_and_a_refused_one_writes_nothing(stor
     assert 50 <= (third.until - utc_now()).total_seconds() <= 61
     assert reload(store, claimed[2]).status is Status.QUEUED
     assert store.list_executions(claimed[2].id) == []
-    assert len(jobs) == 4
 
 
 def test_starts_of_one_batch_count_in_order(store: JobStore) -> None:

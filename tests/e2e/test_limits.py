@@ -18,6 +18,7 @@ import pytest
 from jobsched import HandlerContext, JobTypes, Limits, Rate
 from jobsched.client import Client, NotFound, TypeLimits
 from jobsched.testing import embedded
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +64,6 @@ def test_a_concurrency_limit_and_a_per_key_limit_hold_across_the_handlers_calls(
     assert sampler.peak["*"] == 3  # reached, never passed
     # A key is its tenant's own: c0 of t0 and c0 of t1 may run together, so a key's peak over both is at most 2.
     assert all(sampler.peak[f"c{n}"] <= 2 for n in range(5))
-    assert max(sampler.peak[f"c{n}"] for n in range(5)) >= 1
 
 
 def test_starts_keep_to_the_start_rate() -> None:
@@ -131,12 +131,15 @@ def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
 
 
 def wait_for_limits(client: Client, job_type: str) -> TypeLimits:
-    deadline = time.monotonic() + 10
-    while True:
-        found = client.limits(job_type)
-        if found.source is not None or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+    """The type's limits once its executor has announced them."""
+    return wait_until(
+        lambda: found if (found := client.limits(job_type)).source is not None else None, 10, "the limits announced"
+    )
+
+
+def waiting_for(client: Client, job_id: str) -> str:
+    """What the job waits for, once the API says (the claim that held it back may come a moment after it)."""
+    return str(wait_until(lambda: client.get(job_id).raw.get("waitingFor"), 10, "the job to say what it waits for"))
 
 
 def test_a_job_held_back_by_a_limit_says_which_one_it_waits_for() -> None:
@@ -151,11 +154,8 @@ def test_a_job_held_back_by_a_limit_says_which_one_it_waits_for() -> None:
         first = client.create("one-at-a-time", {"n": 1})
         client.wait(first.id, statuses="running", timeout=30)
         second = client.create("one-at-a-time", {"n": 2})
-        deadline = time.monotonic() + 10
-        while "waitingFor" not in (waiting := client.get(second.id)).raw and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert waiting.status == "pending"
-        assert waiting.raw["waitingFor"] == "the job type's concurrency limit (1 at once)"
+        assert waiting_for(client, second.id) == "the job type's concurrency limit (1 at once)"
+        assert client.get(second.id).status == "pending"
         release.set()
         assert client.wait(second.id, timeout=30).status == "completed"
         assert "waitingFor" not in client.get(second.id).raw
@@ -172,9 +172,6 @@ def test_an_operators_change_of_rate_applies_at_once() -> None:
         first = client.create("hourly-quota", {"n": 1})
         assert client.wait(first.id, timeout=30).status == "completed"
         second = client.create("hourly-quota", {"n": 2})
-        deadline = time.monotonic() + 10
-        while "waitingFor" not in (waiting := client.get(second.id)).raw and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert waiting.raw["waitingFor"] == "its turn under the job type's start rate (1 per 3600s)"
+        assert waiting_for(client, second.id) == "its turn under the job type's start rate (1 per 3600s)"
         client.set_limits("hourly-quota", Limits(rate=Rate(100, per=1)))  # not an hour later: within seconds
         assert client.wait(second.id, timeout=30).status == "completed"
