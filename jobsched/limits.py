@@ -1,6 +1,9 @@
 """A job type's limits, enforced across every executor and scheduler of the cluster: how many of its jobs run at
 once (in all, per tenant, per concurrency key) and how often one may start.
 
+A start rate may also bind each concurrency key on its own (`rate_per_key`: "at most 1 call a second per
+customer"), beside or instead of the type's.
+
 Registered with the handler (`@jobs.handler("send-invoice", limits=jobsched.Limits(concurrency=5))`) and
 announced by the executors; an operator may replace them at run time (`PUT /job-types/{name}/limits`). A job held
 back by a limit waits `pending`: it is not failed, retried or charged an attempt.
@@ -63,19 +66,22 @@ class Limits:
     """`concurrency`: at most this many of the type's jobs claimed or running at once, all tenants together.
     `concurrency_per_tenant`: at most this many of one tenant's. `concurrency_per_key`: at most this many with one
     `concurrencyKey` (a job's own, e.g. a customer id) within a tenant. `rate`: how often one may start (Rate).
-    None: no such limit."""
+    `rate_per_key`: how often one with a given concurrencyKey may start, each key of each tenant on its own (jobs
+    without a key are not bound by it). None: no such limit."""
 
     concurrency: int | None = None
     concurrency_per_tenant: int | None = None
     concurrency_per_key: int | None = None
     rate: Rate | None = None
+    rate_per_key: Rate | None = None
 
     def __post_init__(self) -> None:
         _count("concurrency", self.concurrency)
         _count("concurrency_per_tenant", self.concurrency_per_tenant)
         _count("concurrency_per_key", self.concurrency_per_key)
-        if self.rate is not None and not isinstance(self.rate, Rate):
-            raise ValueError(f"rate must be a jobsched.Rate (got {self.rate!r})")
+        for name, rate in (("rate", self.rate), ("rate_per_key", self.rate_per_key)):
+            if rate is not None and not isinstance(rate, Rate):
+                raise ValueError(f"{name} must be a jobsched.Rate (got {rate!r})")
 
     @property
     def empty(self) -> bool:
@@ -88,6 +94,7 @@ class Limits:
             "concurrencyPerTenant": self.concurrency_per_tenant,
             "concurrencyPerKey": self.concurrency_per_key,
             "rate": self.rate.to_document() if self.rate is not None else None,
+            "ratePerKey": self.rate_per_key.to_document() if self.rate_per_key is not None else None,
         }
 
     @classmethod
@@ -97,22 +104,26 @@ class Limits:
             return NO_LIMITS
         if not isinstance(doc, dict):
             raise ValueError("limits must be an object")
-        unknown = set(doc) - {"concurrency", "concurrencyPerTenant", "concurrencyPerKey", "rate"}
+        unknown = set(doc) - {"concurrency", "concurrencyPerTenant", "concurrencyPerKey", "rate", "ratePerKey"}
         if unknown:
             raise ValueError(f"unknown limit fields: {', '.join(sorted(unknown))}")
-        rate = doc.get("rate")
-        if rate is not None:
-            if not isinstance(rate, dict) or set(rate) - {"starts", "perSeconds", "burst"} or "starts" not in rate:
-                raise ValueError('rate must be {"starts": N, "perSeconds": S, "burst": B} (perSeconds, burst optional)')
-            if any(rate.get(field, 1) is None for field in ("perSeconds", "burst")):
-                raise ValueError("rate perSeconds and burst may be left out, not null")
-            rate = Rate(rate["starts"], rate.get("perSeconds", 1.0), rate.get("burst", 1))
         return cls(
             concurrency=doc.get("concurrency"),
             concurrency_per_tenant=doc.get("concurrencyPerTenant"),
             concurrency_per_key=doc.get("concurrencyPerKey"),
-            rate=rate,
+            rate=_rate_from_document("rate", doc.get("rate")),
+            rate_per_key=_rate_from_document("ratePerKey", doc.get("ratePerKey")),
         )
+
+
+def _rate_from_document(name: str, rate: Any) -> Rate | None:
+    if rate is None:
+        return None
+    if not isinstance(rate, dict) or set(rate) - {"starts", "perSeconds", "burst"} or "starts" not in rate:
+        raise ValueError(f'{name} must be {{"starts": N, "perSeconds": S, "burst": B}} (perSeconds, burst optional)')
+    if any(rate.get(field, 1) is None for field in ("perSeconds", "burst")):
+        raise ValueError(f"{name} perSeconds and burst may be left out, not null")
+    return Rate(rate["starts"], rate.get("perSeconds", 1.0), rate.get("burst", 1))
 
 
 NO_LIMITS = Limits()

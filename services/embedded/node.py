@@ -273,7 +273,7 @@ class Embedded:
                 f"{self._name}-{job_type}",
                 default_timeout=settings.job_timeout,
                 lease=settings.claim_timeout,
-                rate=partial(type_limits.rate, job_type),
+                limits=partial(type_limits.in_force, job_type),
             )
             executor = Executor(
                 worker,

@@ -65,7 +65,7 @@ def main() -> None:
         worker_id,
         default_timeout=settings.job_timeout,
         lease=settings.claim_timeout,
-        rate=partial(LimitsView(backend.job_types, retention=settings.job_type_retention).rate, args.job_type),
+        limits=partial(LimitsView(backend.job_types, retention=settings.job_type_retention).in_force, args.job_type),
     )
     stop = threading.Event()
 

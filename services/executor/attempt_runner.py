@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from prometheus_client import Counter
 
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
-from jobsched.limits import Rate
+from jobsched.limits import NO_LIMITS, Limits
 from jobsched.type_defaults import TypeDefaults
 from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
@@ -70,11 +70,12 @@ class AttemptRunner:
         *,
         default_timeout: timedelta,
         lease: timedelta,
-        rate: Callable[[], Rate | None] = lambda: None,
+        limits: Callable[[], Limits] = lambda: NO_LIMITS,
     ) -> None:
-        """`rate`: the type's start rate now (its limits), which every start keeps to in the store."""
+        """`limits`: the type's limits now, whose start rates (the type's, per key) every start keeps to in the
+        store."""
         self._store = store
-        self._rate = rate
+        self._limits = limits
         self._bus = bus
         handler = registry.get(job_type)
         if handler is None:
@@ -152,10 +153,11 @@ class AttemptRunner:
         """Start the wake-ups' attempts in one store call, trying once (the executor's poll loop calls it and
         must not wait): per wake-up, the running job, None when it is skipped (logged and counted),
         StoreUnavailable when the store could not settle it (then `start_retrying` goes on with it), or
-        RateLimited when the type's start rate has no start left now (the job stays queued: try again then)."""
+        RateLimited when the type's start rate (or its key's) has no start left now (the job stays queued: try
+        again then)."""
         lease_until = utc_now() + self._lease
-        rate = self._rate()
-        starts = [self._attempt_start(wakeup, lease_until, rate) for wakeup in wakeups]
+        limits = self._limits()
+        starts = [self._attempt_start(wakeup, lease_until, limits) for wakeup in wakeups]
         try:
             outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
         except StoreUnavailable as exc:
@@ -240,9 +242,11 @@ class AttemptRunner:
             extra={"action": "store_unavailable", "jobId": job_id, "error": str(error)},
         )
 
-    def _attempt_start(self, wakeup: Wakeup, lease_until: datetime, rate: Rate | None) -> AttemptStart:
+    def _attempt_start(self, wakeup: Wakeup, lease_until: datetime, limits: Limits) -> AttemptStart:
         hint = StartHint(wakeup.claim, wakeup.attempt) if wakeup.claim and wakeup.attempt else None
-        return AttemptStart(wakeup.jobId, self._job_type, self.worker_id, lease_until, hint, rate)
+        return AttemptStart(
+            wakeup.jobId, self._job_type, self.worker_id, lease_until, hint, limits.rate, limits.rate_per_key
+        )
 
     def _start_refused(self, wakeup: Wakeup, refusal: StoreError) -> None:
         if isinstance(refusal, JobNotFound):

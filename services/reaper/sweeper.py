@@ -8,6 +8,8 @@ deleted once.
   and backoff, or to dlq when its budget is spent: a job that crashes every executor ends in the DLQ instead of
   looping.
 - finished longer than its status's retention → deleted with its attempt records (retention.py).
+- a concurrency key's start-rate times that have fallen behind the clock → forgotten (they allow what no record
+  allows), so keys that no longer start take no room.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from shared.store.base import ReaperStore, StoreError
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
+KEY_RATES_PRUNED_PER_SWEEP = 5000
 DEFAULT_RETENTION = Settings.job_type_retention
 
 
@@ -76,6 +79,7 @@ def sweep(
             },
         )
     result.deleted = sum(delete_aged(store, jobs_kept, now).values())
+    store.prune_key_rates(now, KEY_RATES_PRUNED_PER_SWEEP)
     return result
 
 

@@ -30,6 +30,7 @@ class MongoJobTypes:
         self._jobs: Collection[Document] = store._db["jobs"]
         self._limits: Collection[Document] = store._db[LIMITS_COLLECTION]
         self._rates: Collection[Document] = store._db["rate_limits"]
+        self._key_rates: Collection[Document] = store._db["key_rate_limits"]
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
         if not types:
@@ -79,6 +80,7 @@ class MongoJobTypes:
     def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
         with translate_errors():
             self._rates.delete_one({"_id": job_type})  # see JobTypeRegistry.set_limits
+            self._key_rates.delete_many({"_id.jobType": job_type})
             if limits is None:
                 self._limits.delete_one({"_id": job_type})
             else:

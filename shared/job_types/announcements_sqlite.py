@@ -13,7 +13,7 @@ from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import Announcement, JobTypeInfo, readable_overrides, summarize
 from shared.model import Status
-from shared.store.sqlite import RATE_LIMITS_TABLE, SqliteJobStore, _from_ms, _to_ms
+from shared.store.sqlite import RATE_TABLES, SqliteJobStore, _from_ms, _to_ms
 from shared.store.transitions import KIND_RUN
 
 _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
@@ -43,7 +43,8 @@ class SqliteJobTypes:
                 with self._store._write() as conn:
                     conn.execute(_SCHEMA)
                     conn.execute(_LIMITS_SCHEMA)
-                    conn.execute(RATE_LIMITS_TABLE)  # set_limits starts a type's rate afresh
+                    for table in RATE_TABLES:  # set_limits starts a type's rates afresh
+                        conn.execute(table)
                 self._ready = True
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
@@ -101,7 +102,8 @@ class SqliteJobTypes:
     def set_limits(self, job_type: str, limits: Limits | None, now: datetime) -> None:
         self._ensure_table()
         with self._store._write() as conn:
-            conn.execute("DELETE FROM rate_limits WHERE jobType = ?", (job_type,))  # see JobTypeRegistry.set_limits
+            for table in ("rate_limits", "key_rate_limits"):  # see JobTypeRegistry.set_limits
+                conn.execute(f"DELETE FROM {table} WHERE jobType = ?", (job_type,))
             if limits is None:
                 conn.execute("DELETE FROM job_type_limits WHERE jobType = ?", (job_type,))
                 return

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from jobsched.limits import NO_LIMITS, Limits, Rate
+from jobsched.limits import NO_LIMITS, Limits
 from shared.job_types.announcements import JobTypeRegistry
 from shared.job_types.served import REFRESH_S
 from shared.model import Job, utc_now
@@ -67,9 +67,9 @@ class LimitsView:
     def of(self, job_type: str) -> TypeLimits:
         return self.all().get(job_type, TypeLimits())
 
-    def rate(self, job_type: str) -> Rate | None:
-        """The type's start rate in force (what an executor's starts keep to)."""
-        return self.of(job_type).effective.rate
+    def in_force(self, job_type: str) -> Limits:
+        """The type's limits in force (whose start rates an executor's starts keep to)."""
+        return self.of(job_type).effective
 
     def all(self) -> dict[str, TypeLimits]:
         """The types with registered or operator limits."""
@@ -118,4 +118,6 @@ def waiting_for(job: Job, limits: Limits, in_flight: InFlight) -> str | None:
         return f"the limit of its concurrency key ({limits.concurrency_per_key} at once)"
     if limits.rate is not None:
         return f"its turn under the job type's start rate ({limits.rate.describe()})"
+    if limits.rate_per_key is not None and job.concurrencyKey is not None:
+        return f"its turn under the start rate of its concurrency key ({limits.rate_per_key.describe()})"
     return None

@@ -126,6 +126,7 @@ class AttemptStart:
     lease_until: datetime
     hint: StartHint | None = None
     rate: Rate | None = None  # the type's start rate (limits), checked by the start itself
+    key_rate: Rate | None = None  # its start rate per concurrency key, checked likewise for the job's key
 
 
 @dataclass(frozen=True)
@@ -358,6 +359,10 @@ class ReaperStore(StoreLifecycle, Protocol):
 
     def release_stale_claims(self, queued_before: datetime) -> int:
         """queued → pending for jobs queued before the cutoff (their wake-up was lost); return how many."""
+
+    def prune_key_rates(self, now: datetime, limit: int) -> int:
+        """Forget up to `limit` concurrency keys' start-rate times that have fallen behind `now` (claim_limits.py:
+        they allow what no record allows); how many were."""
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by

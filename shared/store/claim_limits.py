@@ -11,13 +11,17 @@ The start rate is a GCRA (generic cell rate algorithm): one start every `interva
 back to back. Its state is two times per type: how far the claims have reserved starts (claims pace themselves by
 it: a run gets a start time, and its wake-up is held until then), and how far the starts themselves have gone,
 which the executor's start checks exactly in the store, so that a wake-up delivered late (an executor killed,
-a rebalance) cannot start early or in a bunch: it waits for its turn.
+a rebalance) cannot start early or in a bunch: it waits for its turn. A rate per concurrency key keeps the same two
+times for each (type, tenant, key) that has started lately: the claim reads a key's reservations when it first
+meets one of its runs and passes the key over when it has no start within reach (its other keys go on), and the
+start checks the key's own starts beside the type's. A key's times that have fallen behind the clock say nothing
+a missing one would not (any start is allowed), so they are pruned.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -34,13 +38,15 @@ RATE_CLAIM_AHEAD_S = 1.0
 class ClaimLimits:
     """`queued`: at most this many runs claimed and not yet started (a claim beyond it would only lengthen the line
     in front of a job claimed later); `active`, `per_tenant`, `per_key`: at most this many claimed, queued or running
-    at once, in all, of one tenant, of one (tenant, concurrencyKey); `rate`: starts per period."""
+    at once, in all, of one tenant, of one (tenant, concurrencyKey); `rate`: starts per period; `key_rate`: starts
+    per period of one (tenant, concurrencyKey)."""
 
     queued: int | None = None
     active: int | None = None
     per_tenant: int | None = None
     per_key: int | None = None
     rate: Rate | None = None
+    key_rate: Rate | None = None
 
     @classmethod
     def of(cls, limits: Limits, queued: int | None) -> ClaimLimits:
@@ -50,11 +56,12 @@ class ClaimLimits:
             per_tenant=limits.concurrency_per_tenant,
             per_key=limits.concurrency_per_key,
             rate=limits.rate,
+            key_rate=limits.rate_per_key,
         )
 
     @property
     def counts_by_owner(self) -> bool:
-        return self.per_tenant is not None or self.per_key is not None
+        return self.per_tenant is not None or self.per_key is not None or self.key_rate is not None
 
     def room(self, queued: int, active: int) -> int | None:
         """How many runs a claim may take given the counts now (before the rate); None: no bound. The line of
@@ -113,25 +120,44 @@ class OwnedLane(Protocol):
 
 class KeyedRun(Protocol):
     @property
+    def id(self) -> str: ...
+    @property
     def concurrencyKey(self) -> str | None: ...  # the job's field, as the stores name it
 
 
 class Verdict(Enum):
     TAKE = "take"
-    SKIP = "skip"  # this run's key is at its limit: the lane goes on with its other keys
+    SKIP = "skip"  # this run's key is at its concurrency limit: the lane goes on with its other keys
+    # This run's key has no start within the claim's reach under its rate: the lane goes on with its other keys, and
+    # the type is not held for it (the key's turn comes with time, which the next tick sees, not with a slot).
+    WAIT = "wait"
     CLOSE = "close"  # the run's tenant is at its limit: its lane is done for this claim
+
+    @property
+    def passed_over(self) -> bool:
+        return self in (Verdict.SKIP, Verdict.WAIT)
+
+
+# A (jobType, tenantId, concurrencyKey): what a limit per key counts by.
+KeyOwner = tuple[str, str, str]
 
 
 class Admission:
     """The per-tenant and per-key limits during one claim: each run taken counts, so a claim never takes a tenant
     or a key past its limit. `full_keys` is shared with the lanes' reads, which leave those keys' runs out."""
 
-    def __init__(self, limits: Mapping[str, ClaimLimits], in_flight: InFlight) -> None:
+    def __init__(
+        self,
+        limits: Mapping[str, ClaimLimits],
+        in_flight: InFlight,
+        key_rates: KeyReservations | None = None,
+    ) -> None:
         self._limits = limits
         self._by_tenant = Counter(in_flight.by_tenant)
         self._by_key = Counter(in_flight.by_key)
         self._full: dict[tuple[str, str], set[str]] = {}
         self._in_flight = in_flight
+        self.key_rates = key_rates or KeyReservations(lambda owner: 0.0, 0.0, 0.0)
         # Types of which this claim filled a tenant's or a key's slots: whatever of theirs it then leaves out (the
         # lanes' reads skip those keys unseen) waits for a slot, so the scheduler retries them soon, as held ones.
         self.filled: set[str] = set()
@@ -147,18 +173,25 @@ class Admission:
 
     def admit_run(self, lane: OwnedLane, run: KeyedRun) -> Verdict:
         """admit for a lane's run (fair_selection's callback)."""
-        return self.admit(lane.job_type, lane.tenant_id, run.concurrencyKey)
+        return self.admit(lane.job_type, lane.tenant_id, run.concurrencyKey, run.id)
 
-    def admit(self, job_type: str, tenant: str, key: str | None) -> Verdict:
+    def admit(self, job_type: str, tenant: str, key: str | None, run_id: str = "") -> Verdict:
         limits = self._limits.get(job_type)
         if limits is None or not limits.counts_by_owner:
             return Verdict.TAKE
         if limits.per_tenant is not None and self._by_tenant[(job_type, tenant)] >= limits.per_tenant:
             return Verdict.CLOSE
+        if limits.per_key is not None and key is not None and self._by_key[(job_type, tenant, key)] >= limits.per_key:
+            self.full_keys(job_type, tenant).add(key)
+            return Verdict.SKIP
+        if (
+            limits.key_rate is not None
+            and key is not None
+            and not self.key_rates.reserve((job_type, tenant, key), limits.key_rate, run_id)
+        ):
+            self.full_keys(job_type, tenant).add(key)
+            return Verdict.WAIT
         if limits.per_key is not None and key is not None:
-            if self._by_key[(job_type, tenant, key)] >= limits.per_key:
-                self.full_keys(job_type, tenant).add(key)
-                return Verdict.SKIP
             self._by_key[(job_type, tenant, key)] += 1
             if self._by_key[(job_type, tenant, key)] >= limits.per_key:
                 self.full_keys(job_type, tenant).add(key)
@@ -167,6 +200,43 @@ class Admission:
         if limits.per_tenant is not None and self._by_tenant[(job_type, tenant)] >= limits.per_tenant:
             self.filled.add(job_type)
         return Verdict.TAKE
+
+
+class KeyReservations:
+    """The starts a claim reserves under a rate per key: a key's reservations so far are read (`reserved`, from the
+    store) when the claim first meets one of its runs; each run taken gets the key's next start, no later than
+    `until`. The reservations to record are in `tats`, the runs that may not start at `now` in `not_before`."""
+
+    def __init__(self, reserved: Callable[[KeyOwner], float], now: float, until: float) -> None:
+        self._reserved = reserved
+        self._read: dict[KeyOwner, float] = {}
+        self._now = now
+        self._until = max(until, now + RATE_CLAIM_AHEAD_S)
+        self.tats: dict[KeyOwner, float] = {}
+        self.not_before: dict[str, datetime] = {}
+
+    def reserve(self, owner: KeyOwner, rate: Rate, run_id: str) -> bool:
+        """The key's next start for the run, if it has one within reach. (A run the claim then loses to a concurrent
+        claimer leaves its start reserved and unused: a key may start a little later, never sooner.)"""
+        if owner not in self._read:
+            self._read[owner] = self._reserved(owner)
+        tat = self.tats.get(owner, self._read[owner])
+        times = start_times(tat, self._now, rate, self._until, 1)
+        if not times:
+            return False
+        self.tats[owner] = reserved_until(tat, times, rate)
+        if times[0] > self._now:
+            self.not_before[run_id] = datetime.fromtimestamp(times[0], UTC)
+        return True
+
+
+def latest(*times: Mapping[str, datetime]) -> dict[str, datetime]:
+    """Per run, the latest of the start times given it (by the type's rate, by its key's)."""
+    merged: dict[str, datetime] = {}
+    for each in times:
+        for run_id, at in each.items():
+            merged[run_id] = max(at, merged.get(run_id, at))
+    return merged
 
 
 def start_times(tat: float, now: float, rate: Rate, until: float, n: int) -> list[float]:

@@ -10,7 +10,7 @@ a claim too small for one round the runs that have waited longest go first.
 A type may have less room than the claim (claim_limits.py: wake-ups its executors have not taken yet, its
 concurrency limits, its start rate): its lanes stop taking runs when its room is spent and the other types' lanes
 go on; a run whose tenant or concurrency key is at its limit is passed over (the lane goes on with its other keys,
-or ends for this claim when the tenant is full).
+or ends for this claim when the tenant is full), as is a run whose key's start rate has no start within reach.
 
 Stores supply the lanes (which tenants have due runs of each type, found from an index, never by reading every
 due run) and read each lane's runs in chunks, only as far as the claim gets; this module only chooses.
@@ -117,8 +117,9 @@ def fair_selection(
             room = budget.get(lane.job_type)
             run = lane.next_run(chunk)
             verdict = Verdict.TAKE
-            while run is not None and room != 0 and admit is not None and (verdict := admit(lane, run)) is Verdict.SKIP:
-                held.add(lane.job_type)
+            while run is not None and room != 0 and admit is not None and (verdict := admit(lane, run)).passed_over:
+                if verdict is Verdict.SKIP:
+                    held.add(lane.job_type)
                 run = lane.next_run(chunk)
             if run is None:
                 continue

@@ -29,11 +29,12 @@ from typing import Any, TypeVar
 
 from bson import ObjectId
 from bson.errors import InvalidDocument
-from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument, UpdateOne
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, OperationFailure, WriteError
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.limits import Rate
 from shared.config import without_password
 from shared.jsonsafe import shorten
 from shared.model import (
@@ -68,7 +69,17 @@ from shared.store.base import (
     one_run_added,
     only_answer,
 )
-from shared.store.claim_limits import Admission, ClaimLimits, InFlight, RatePlan, rated_types, start_allowed
+from shared.store.claim_limits import (
+    Admission,
+    ClaimLimits,
+    InFlight,
+    KeyOwner,
+    KeyReservations,
+    RatePlan,
+    latest,
+    rated_types,
+    start_allowed,
+)
 from shared.store.deadlocks import retry_deadlocks
 from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
@@ -142,6 +153,8 @@ class MongoJobStore:
         self._cancel_requests: MongoCollection[Document] = self._db["cancel_requests"]
         # A rate-limited type's starts (claim_limits.py): {_id: jobType, claimTat, startTat} in unix seconds.
         self._rates: MongoCollection[Document] = self._db["rate_limits"]
+        # The same per concurrency key under a rate per key: {_id: key_rate_id(...), claimTat, startTat}.
+        self._key_rates: MongoCollection[Document] = self._db["key_rate_limits"]
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -374,7 +387,8 @@ class MongoJobStore:
             rates.bound(rooms)
             full = {t for t in job_types if rooms.get(t) == 0}
             held = {t for t in full if self._jobs.find_one(due_runs_filter(due, [t]), {"_id": 1}) is not None}
-            admission = Admission(limits, in_flight)
+            key_rates = KeyReservations(self._reserved_key_starts, now.timestamp(), due.timestamp())
+            admission = Admission(limits, in_flight, key_rates)
             lanes = [
                 lane
                 for t in sorted(set(job_types) - full)
@@ -394,13 +408,25 @@ class MongoJobStore:
             tats, not_before = rates.reserve(jobs, now.timestamp())
             for job_type, tat in tats.items():  # only the elected scheduler writes the reservations
                 self._rates.update_one({"_id": job_type}, {"$set": {"claimTat": tat}}, upsert=True)
+            if key_rates.tats:
+                self._key_rates.bulk_write(
+                    [
+                        UpdateOne({"_id": key_rate_id(owner)}, {"$set": {"claimTat": tat}}, upsert=True)
+                        for owner, tat in key_rates.tats.items()
+                    ],
+                    ordered=False,
+                )
         held |= selection.held | admission.filled
-        return Claim(jobs, held, not_before=not_before, in_use=in_flight.active)
+        return Claim(jobs, held, not_before=latest(not_before, key_rates.not_before), in_use=in_flight.active)
+
+    def _reserved_key_starts(self, owner: KeyOwner) -> float:
+        doc = self._key_rates.find_one({"_id": key_rate_id(owner)}, {"claimTat": 1})
+        return float(doc["claimTat"]) if doc is not None and "claimTat" in doc else 0.0
 
     def _rate_refusals(self, starts: Sequence[AttemptStart], now: datetime) -> list[StoreError | None]:
-        """Per start, RateLimited when its type's rate leaves no start now, else None (its start is counted, in
-        the order of the batch, whether or not it is then made: a start refused later only leaves a start unused).
-        Each type's count is one compare-and-set of its document, repeated when another executor's came first."""
+        """Per start, RateLimited when its type's rate, or its key's under a rate per key, leaves no start now,
+        else None (its start is counted, in the order of the batch, whether or not it is then made: a start refused
+        later only leaves a start unused)."""
         refusals: list[StoreError | None] = [None] * len(starts)
         by_type: dict[str, list[int]] = defaultdict(list)
         for i, start in enumerate(starts):
@@ -409,25 +435,40 @@ class MongoJobStore:
         for job_type, members in by_type.items():
             rate = starts[members[0]].rate
             assert rate is not None
-            for _ in range(RATE_CAS_TRIES):
-                doc = self._rates.find_one({"_id": job_type})
-                seen = float(doc["startTat"]) if doc is not None and "startTat" in doc else None
-                tat = seen or 0.0
-                verdicts: list[StoreError | None] = []
-                for _i in members:
-                    allowed, value = start_allowed(tat, now.timestamp(), rate)
-                    verdicts.append(None if allowed else RateLimited(job_type, datetime.fromtimestamp(value, UTC)))
-                    tat = value if allowed else tat
-                swapped = self._rates.update_one({"_id": job_type, "startTat": seen}, {"$set": {"startTat": tat}})
-                if swapped.matched_count or (
-                    doc is None and _inserted(self._rates, {"_id": job_type, "claimTat": 0.0, "startTat": tat})
-                ):
-                    break
-            else:
-                verdicts = [StoreUnavailable(f"{job_type}: its start rate is contended; retry")] * len(members)
+            verdicts = _counted_starts(self._rates, job_type, job_type, len(members), rate, now)
+            for i, verdict in zip(members, verdicts, strict=True):
+                refusals[i] = verdict
+        for owner, members in self._keyed_starts(starts, refusals).items():
+            rate = starts[members[0]].key_rate
+            assert rate is not None
+            verdicts = _counted_starts(self._key_rates, key_rate_id(owner), owner[0], len(members), rate, now)
             for i, verdict in zip(members, verdicts, strict=True):
                 refusals[i] = verdict
         return refusals
+
+    def _keyed_starts(
+        self, starts: Sequence[AttemptStart], refusals: Sequence[StoreError | None]
+    ) -> dict[KeyOwner, list[int]]:
+        """The starts (not yet refused) under a rate per key whose job has a key, by its (type, tenant, key)."""
+        keyed = {
+            i: start.job_id
+            for i, start in enumerate(starts)
+            if start.key_rate is not None and refusals[i] is None and ObjectId.is_valid(start.job_id)
+        }
+        if not keyed:
+            return {}
+        ids = [ObjectId(job_id) for job_id in keyed.values()]
+        keyed_jobs = {"_id": {"$in": ids}, "concurrencyKey": {"$ne": None}}
+        owners = {
+            str(d["_id"]): (str(d["tenantId"]), d["concurrencyKey"])
+            for d in self._jobs.find(keyed_jobs, {"tenantId": 1, "concurrencyKey": 1})
+        }
+        grouped: dict[KeyOwner, list[int]] = defaultdict(list)
+        for i, job_id in keyed.items():
+            if job_id in owners:
+                tenant, key = owners[job_id]
+                grouped[(starts[i].job_type, tenant, str(key))].append(i)
+        return grouped
 
     def in_flight_beside(self, job: Job) -> InFlight:
         with translate_errors():
@@ -949,6 +990,15 @@ class MongoJobStore:
             )
         return int(result.modified_count)
 
+    def prune_key_rates(self, now: datetime, limit: int) -> int:
+        behind = {"claimTat": {"$lte": now.timestamp()}, "startTat": {"$lte": now.timestamp()}}
+        with translate_errors():
+            found = [d["_id"] for d in self._key_rates.find(behind, {"_id": 1}).limit(max(limit, 0))]
+            if not found:
+                return 0
+            # Still behind: a key whose start or claim came meanwhile keeps its times.
+            return int(self._key_rates.delete_many({"_id": {"$in": found}, **behind}).deleted_count)
+
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """The jobs first, each still as found (a job re-driven meanwhile stays), then the records of those that
         went: a crash in between leaves records no job points to, never a job without its history."""
@@ -1067,6 +1117,34 @@ def due_runs_filter(now: datetime, job_types: Collection[str]) -> Document:
         "scheduledAt": {"$lte": now},
         "jobType": {"$in": sorted(job_types)},
     }
+
+
+def key_rate_id(owner: KeyOwner) -> Document:
+    """A concurrency key's start-rate document's _id (its fields always in this order: _id matches whole)."""
+    job_type, tenant, key = owner
+    return {"jobType": job_type, "tenantId": tenant, "key": key}
+
+
+def _counted_starts(
+    rates: MongoCollection[Document], doc_id: Any, job_type: str, starts: int, rate: Rate, now: datetime
+) -> list[StoreError | None]:
+    """`starts` starts of `job_type` at `now` counted against the rate whose times are the document `doc_id` of
+    `rates`: per start, None or RateLimited. One compare-and-set of the document, repeated when another executor's
+    came first."""
+    for _ in range(RATE_CAS_TRIES):
+        doc = rates.find_one({"_id": doc_id})
+        seen = float(doc["startTat"]) if doc is not None and "startTat" in doc else None
+        tat = seen or 0.0
+        verdicts: list[StoreError | None] = []
+        for _i in range(starts):
+            allowed, value = start_allowed(tat, now.timestamp(), rate)
+            verdicts.append(None if allowed else RateLimited(job_type, datetime.fromtimestamp(value, UTC)))
+            tat = value if allowed else tat
+        swapped = rates.update_one({"_id": doc_id, "startTat": seen}, {"$set": {"startTat": tat}})
+        first = {"_id": doc_id, "claimTat": 0.0, "startTat": tat}
+        if swapped.matched_count or (doc is None and _inserted(rates, first)):
+            return verdicts
+    return [StoreUnavailable(f"{job_type}: its start rate is contended; retry")] * starts
 
 
 def _inserted(collection: MongoCollection[Document], doc: Document) -> bool:

@@ -60,7 +60,17 @@ from shared.store.base import (
     one_run_added,
     only_answer,
 )
-from shared.store.claim_limits import Admission, ClaimLimits, InFlight, RatePlan, rated_types, start_allowed
+from shared.store.claim_limits import (
+    Admission,
+    ClaimLimits,
+    InFlight,
+    KeyOwner,
+    KeyReservations,
+    RatePlan,
+    latest,
+    rated_types,
+    start_allowed,
+)
 from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
@@ -149,6 +159,16 @@ RATE_LIMITS_TABLE: Final = """CREATE TABLE IF NOT EXISTS rate_limits (
         claimTat    REAL NOT NULL,
         startTat    REAL NOT NULL
     ) WITHOUT ROWID"""
+# The same per (type, tenant, concurrency key) under a rate per key, for the keys that started lately (pruned).
+KEY_RATE_LIMITS_TABLE: Final = """CREATE TABLE IF NOT EXISTS key_rate_limits (
+        jobType         TEXT NOT NULL,
+        tenantId        TEXT NOT NULL,
+        concurrencyKey  TEXT NOT NULL,
+        claimTat        REAL NOT NULL,
+        startTat        REAL NOT NULL,
+        PRIMARY KEY (jobType, tenantId, concurrencyKey)
+    ) WITHOUT ROWID"""
+RATE_TABLES: Final = (RATE_LIMITS_TABLE, KEY_RATE_LIMITS_TABLE)
 _SCHEMA: Final = (
     _JOBS_TABLE,
     # invariant 4: one job per idempotency key within its tenant, decided by this index
@@ -194,7 +214,7 @@ _SCHEMA: Final = (
         traceback   TEXT                            -- a handler that raised: where (bounded)
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
-    RATE_LIMITS_TABLE,
+    *RATE_TABLES,
     f"CREATE INDEX IF NOT EXISTS failed_attempts ON executions (finishedAt) WHERE {FAILED_SQL}",
 )
 
@@ -555,7 +575,8 @@ class SqliteJobStore:
             rated = rated_types(job_types, limits)
             rates = RatePlan.of(rated, _reserved_starts(conn, rated), now.timestamp(), due_ms / 1000, limit)
             rates.bound(rooms)
-            admission = Admission(limits, in_flight)
+            key_rates = KeyReservations(partial(_reserved_key_starts, conn), now.timestamp(), due_ms / 1000)
+            admission = Admission(limits, in_flight, key_rates)
             lanes = [
                 lane
                 for job_type in sorted(job_types)
@@ -576,6 +597,12 @@ class SqliteJobStore:
                 "ON CONFLICT (jobType) DO UPDATE SET claimTat = excluded.claimTat",
                 tats.items(),
             )
+            conn.executemany(
+                "INSERT INTO key_rate_limits (jobType, tenantId, concurrencyKey, claimTat, startTat) "
+                "VALUES (?, ?, ?, ?, 0) ON CONFLICT DO UPDATE SET claimTat = excluded.claimTat",
+                [(*owner, tat) for owner, tat in key_rates.tats.items()],
+            )
+        not_before = latest(not_before, key_rates.not_before)
         return Claim(jobs, selection.held | admission.filled, not_before=not_before, in_use=in_flight.active)
 
     def due_job_types(self, now: datetime) -> set[str]:
@@ -791,6 +818,16 @@ class SqliteJobStore:
                 conn.execute(f"DELETE FROM jobs WHERE id IN ({_marks(chunk)})", chunk)
         return len(ids)
 
+    def prune_key_rates(self, now: datetime, limit: int) -> int:
+        with self._write() as conn:
+            cursor = conn.execute(
+                """DELETE FROM key_rate_limits WHERE (jobType, tenantId, concurrencyKey) IN (
+                       SELECT jobType, tenantId, concurrencyKey FROM key_rate_limits
+                       WHERE claimTat <= ? AND startTat <= ? LIMIT ?)""",
+                (now.timestamp(), now.timestamp(), max(limit, 0)),
+            )
+        return cursor.rowcount
+
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         with self._read() as conn:
             rows = conn.execute(
@@ -925,6 +962,14 @@ def _reserved_starts(conn: sqlite3.Connection, rated: Mapping[str, Rate]) -> dic
     return {str(r[0]): float(r[1]) for r in rows}
 
 
+def _reserved_key_starts(conn: sqlite3.Connection, owner: KeyOwner) -> float:
+    """How far the claims have reserved the starts of one (type, tenant, concurrency key) (unix seconds)."""
+    row = conn.execute(
+        "SELECT claimTat FROM key_rate_limits WHERE jobType = ? AND tenantId = ? AND concurrencyKey = ?", owner
+    ).fetchone()
+    return float(row[0]) if row else 0.0
+
+
 def _add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
     """The columns added since a file was written (its rows read them as NULL)."""
     present = {str(r["name"]) for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -1037,6 +1082,7 @@ def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> 
     job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
     fields = transitions.started(start.worker, now, start.lease_until)
     started_until = _rate_allows(conn, start, now) if start.rate is not None else None
+    key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None and job_id else None
     row = None
     if job_id is not None:
         row = _update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
@@ -1047,6 +1093,13 @@ def _start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> 
             "INSERT INTO rate_limits (jobType, claimTat, startTat) VALUES (?, 0, ?) "
             "ON CONFLICT (jobType) DO UPDATE SET startTat = excluded.startTat",
             (start.job_type, started_until),
+        )
+    if key_started is not None:
+        owner, tat = key_started
+        conn.execute(
+            "INSERT INTO key_rate_limits (jobType, tenantId, concurrencyKey, claimTat, startTat) "
+            "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
+            (*owner, tat),
         )
     job = _to_job(row)
     record = {"id": attempt_record_id(job.id, job.next_attempt)}
@@ -1065,6 +1118,25 @@ def _rate_allows(conn: sqlite3.Connection, start: AttemptStart, now: datetime) -
     if not allowed:
         raise RateLimited(start.job_type, datetime.fromtimestamp(value, UTC))
     return value
+
+
+def _key_rate_allows(
+    conn: sqlite3.Connection, start: AttemptStart, job_id: str, now: datetime
+) -> tuple[KeyOwner, float] | None:
+    """As _rate_allows, for the job's concurrency key under the type's rate per key (None: the job has no key, or
+    is not there: the start's own checks name why)."""
+    assert start.key_rate is not None
+    job = conn.execute("SELECT tenantId, concurrencyKey FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if job is None or job[1] is None:
+        return None
+    owner: KeyOwner = (start.job_type, str(job[0]), str(job[1]))
+    row = conn.execute(
+        "SELECT startTat FROM key_rate_limits WHERE jobType = ? AND tenantId = ? AND concurrencyKey = ?", owner
+    ).fetchone()
+    allowed, value = start_allowed(float(row[0]) if row else 0.0, now.timestamp(), start.key_rate)
+    if not allowed:
+        raise RateLimited(start.job_type, datetime.fromtimestamp(value, UTC))
+    return owner, value
 
 
 def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptStart) -> StoreError:

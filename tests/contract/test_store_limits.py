@@ -131,3 +131,62 @@ def test_in_flight_beside_a_job_counts_its_types_runs_by_tenant_and_key(store: J
     assert (counts.active["counted"], counts.queued["counted"]) == (3, 2)
     assert counts.by_tenant[("counted", "a")] == 2
     assert counts.by_key[("counted", "a", "k1")] == 2
+
+
+def test_a_rate_per_key_paces_each_key_and_passes_over_a_key_with_no_start_in_reach(store: JobStore) -> None:
+    now = utc_now()
+    runs(store, 20, jobType="per-key-rate", concurrencyKey="busy", scheduledAt=now - timedelta(minutes=5))
+    quiet = runs(store, 2, jobType="per-key-rate", concurrencyKey="quiet", scheduledAt=now)
+    free = runs(store, 3, jobType="per-key-rate")  # no key: the rate per key does not bind it
+    limits = {"per-key-rate": ClaimLimits(key_rate=Rate(1, per=0.75))}
+    claimed = store.claim_due_jobs(now, 100, {"per-key-rate"}, limits=limits)
+    # Starts reserved up to a second ahead: a key's first now, its second 0.75 s later, its third beyond.
+    assert Counter(j.concurrencyKey for j in claimed) == {"busy": 2, "quiet": 2, None: 3}
+    assert {j.id for j in quiet + free} <= {j.id for j in claimed}
+    later = {claimed_run.id: at for claimed_run, at in ((j, claimed.not_before.get(j.id)) for j in claimed) if at}
+    assert sorted(j.concurrencyKey for j in claimed if j.id in later) == ["busy", "quiet"]
+    assert all((at - now).total_seconds() == pytest.approx(0.75, abs=0.01) for at in later.values())
+    # Not held: the busy key's turn comes with time, which the next tick sees, not with a slot.
+    assert claimed.held == frozenset()
+    assert store.claim_due_jobs(utc_now(), 100, {"per-key-rate"}, limits=limits) == []
+    # Another tenant's key of the same name is its own.
+    other = runs(store, 1, tenantId="other", jobType="per-key-rate", concurrencyKey="busy")
+    assert [j.id for j in store.claim_due_jobs(utc_now(), 100, {"per-key-rate"}, limits=limits)] == [other[0].id]
+
+
+def key_rated_start(store: JobStore, job: Job, rate: Rate) -> Job | Exception:
+    [answer] = store.start_attempts([AttemptStart(job.id, job.jobType, "w1", utc_now() + LEASE, key_rate=rate)])
+    return answer
+
+
+def test_a_start_keeps_to_its_keys_rate_exactly(store: JobStore) -> None:
+    runs(store, 3, jobType="key-metered", concurrencyKey="k1")
+    runs(store, 1, jobType="key-metered", concurrencyKey="k2")
+    runs(store, 2, jobType="key-metered")
+    claimed = store.claim_due_jobs(utc_now(), 10, {"key-metered"})  # claimed without limits: the starts decide
+    by_key = {key: [j for j in claimed if j.concurrencyKey == key] for key in ("k1", "k2", None)}
+    rate = Rate(1, per=60.0)
+    first, second, third = (key_rated_start(store, j, rate) for j in by_key["k1"])
+    assert isinstance(first, Job)
+    assert isinstance(second, RateLimited)
+    assert isinstance(third, RateLimited)
+    assert 55 <= (second.until - utc_now()).total_seconds() <= 61
+    assert reload(store, by_key["k1"][1]).status is Status.QUEUED
+    assert store.list_executions(by_key["k1"][1].id) == []
+    assert isinstance(key_rated_start(store, by_key["k2"][0], rate), Job)  # each key on its own
+    answers = store.start_attempts(
+        [AttemptStart(j.id, j.jobType, "w1", utc_now() + LEASE, key_rate=rate) for j in by_key[None]]
+    )
+    assert [type(a) for a in answers] == [Job, Job]  # no key: not bound
+
+
+def test_key_rate_times_behind_the_clock_are_pruned_and_recent_ones_kept(store: JobStore) -> None:
+    rate = Rate(1, per=60)
+    limits = {"pruned": ClaimLimits(key_rate=rate)}
+    runs(store, 1, jobType="pruned", concurrencyKey="k1")
+    [claimed] = store.claim_due_jobs(utc_now(), 10, {"pruned"}, limits=limits)
+    assert isinstance(key_rated_start(store, claimed, rate), Job)
+    assert store.prune_key_rates(utc_now(), 100) == 0  # its next start is a minute away: kept
+    runs(store, 1, jobType="pruned", concurrencyKey="k1")
+    assert store.claim_due_jobs(utc_now(), 10, {"pruned"}, limits=limits) == []  # the kept times still pace it
+    assert store.prune_key_rates(utc_now() + timedelta(minutes=2), 100) == 1

@@ -96,7 +96,12 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
         paused = create(dev, "overview", f"paused-{n}", interval="1h")
         assert dev.http.post(f"/jobs/{paused['id']}/pause", json={}).status_code == 200
 
-    limits = {"concurrency": 2, "concurrencyPerKey": 1, "rate": {"starts": 10, "perSeconds": 1}}
+    limits = {
+        "concurrency": 2,
+        "concurrencyPerKey": 1,
+        "rate": {"starts": 10, "perSeconds": 1},
+        "ratePerKey": {"starts": 1, "perSeconds": 60, "burst": 2},
+    }
     assert dev.http.put("/job-types/fax/limits", json=limits).status_code == 200
 
     page.goto(ui(dev, "/?tenantId=overview"))
@@ -112,7 +117,8 @@ def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(de
     fax = page.locator('tr[data-job-type="fax"]')
     expect(fax.locator("td[data-executors]")).to_have_text("0")
     expect(fax.locator('td[data-status="pending"]')).to_have_text("0")
-    expect(fax.locator('td[data-limits="api"]')).to_have_text("2 at once, 1 per key, 10 per 1s")
+    words = "2 at once, 1 per key, 10 per 1s, 1 per 60s (burst 2) per key"
+    expect(fax.locator('td[data-limits="api"]')).to_have_text(words)
     expect(noop.locator("td[data-limits]")).to_have_text("none")
     expect(page.locator('[data-count="schedules-active"]')).to_have_text("1")
     expect(page.locator('[data-count="schedules-paused"]')).to_have_text("2")

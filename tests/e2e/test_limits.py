@@ -89,6 +89,39 @@ def test_starts_keep_to_the_start_rate() -> None:
     assert starts[-1] - starts[0] >= timedelta(seconds=49 / 20)
 
 
+def test_each_concurrency_key_keeps_to_the_rate_per_key_and_keys_do_not_wait_for_each_other() -> None:
+    jobs = JobTypes()
+
+    @jobs.handler("per-customer", limits=Limits(rate_per_key=Rate(5, per=1.0)))
+    def per_customer(payload: dict[str, str], ctx: HandlerContext) -> None:
+        return None
+
+    with embedded(jobs) as client:
+        made = [
+            client.create("per-customer", {"customer": key or "-"}, concurrency_key=key)
+            for key in ["c0", "c1", None] * 10
+        ]
+        starts: dict[str | None, list[datetime]] = {}
+        for enqueued, key in zip(made, ["c0", "c1", None] * 10, strict=True):
+            assert enqueued.id is not None
+            assert client.wait(enqueued.id, timeout=60).status == "completed"
+            starts.setdefault(key, []).extend(
+                e.started_at for e in client.executions(enqueued.id) if e.started_at is not None
+            )
+    second = timedelta(seconds=1)
+    for key in ("c0", "c1"):
+        times = sorted(starts[key])
+        assert len(times) == 10
+        # Counted from the attempts' start times: at most 5 of a key in any second, 0.2 s apart.
+        assert max(sum(1 for t in times if first <= t < first + second) for first in times) <= 5
+        assert times[-1] - times[0] >= timedelta(seconds=9 / 5)
+    # The keys are paced side by side, not one after the other; jobs without a key are not paced at all.
+    assert min(starts["c1"]) < max(starts["c0"])
+    assert min(starts["c0"]) < max(starts["c1"])
+    unkeyed = sorted(starts[None])
+    assert unkeyed[-1] - unkeyed[0] < timedelta(seconds=9 / 5)
+
+
 def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
     jobs = JobTypes()
 
@@ -119,6 +152,8 @@ def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
             ({"concurrency": True}, "concurrency must be a whole number"),
             ({"concurrency": 2.5}, "concurrency must be a whole number"),
             ({"rate": 7}, "rate must be"),
+            ({"ratePerKey": 7}, "ratePerKey must be"),
+            ({"ratePerKey": {"starts": 0}}, "rate starts must be a whole number"),
         ):
             raw = body if isinstance(body, str) else json.dumps(body)
             answer = httpx.put(url, content=raw, headers={"Content-Type": "application/json"})

@@ -96,18 +96,22 @@ function content(data, listing, tenant) {
   ];
 }
 
-// A type's limits in a few words ("5 at once, 1 per key, 50 per 1s"), from GET /job-types; "none" without.
+// A type's limits in a few words ("5 at once, 1 per key, 50 per 1s, 1 per 60s per key"), from GET /job-types;
+// "none" without.
 export function limitsWords(limits) {
   if (!limits) return "none";
   const words = [];
   if (limits.concurrency) words.push(`${limits.concurrency} at once`);
   if (limits.concurrencyPerTenant) words.push(`${limits.concurrencyPerTenant} per tenant`);
   if (limits.concurrencyPerKey) words.push(`${limits.concurrencyPerKey} per key`);
-  if (limits.rate) {
-    const burst = limits.rate.burst > 1 ? ` (burst ${limits.rate.burst})` : "";
-    words.push(`${limits.rate.starts} per ${limits.rate.perSeconds}s${burst}`);
-  }
+  if (limits.rate) words.push(rateWords(limits.rate));
+  if (limits.ratePerKey) words.push(`${rateWords(limits.ratePerKey)} per key`);
   return words.join(", ") || "none";
+}
+
+function rateWords(rate) {
+  const burst = rate.burst > 1 ? ` (burst ${rate.burst})` : "";
+  return `${rate.starts} per ${rate.perSeconds}s${burst}`;
 }
 
 function limitsCell(type) {
