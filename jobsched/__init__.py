@@ -49,6 +49,7 @@ from jobsched.client import (
 )
 from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
 from jobsched.limits import Limits, Rate
+from jobsched.outcomes import Cancel, GiveUp, Snooze
 from jobsched.payloads import Payload, PayloadMismatch
 from jobsched.schedules import Schedule
 
@@ -61,6 +62,7 @@ __all__ = [
     "Backfilled",
     "Backoff",
     "BadRequest",
+    "Cancel",
     "Client",
     "Conflict",
     "ConnectionFailed",
@@ -69,6 +71,7 @@ __all__ = [
     "DuplicateJob",
     "Enqueued",
     "Execution",
+    "GiveUp",
     "HandlerContext",
     "HandlerError",
     "Job",
@@ -86,6 +89,7 @@ __all__ = [
     "Schedule",
     "ServedType",
     "ServerError",
+    "Snooze",
     "TypeLimits",
     "Unauthorized",
     "Unavailable",

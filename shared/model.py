@@ -137,6 +137,10 @@ class Job(TemplatePolicy):
     # carry the template's.
     concurrencyKey: str | None = None
     lastError: str | None = None
+    # What the handler returned at its last attempt that kept a result (small JSON), and how many times it
+    # snoozed (jobsched.Snooze: each one an attempt that did not spend the budget; None: never).
+    result: Any = None
+    snoozes: int | None = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None
     queuedAt: datetime | None = None
@@ -176,7 +180,8 @@ class Outcome(StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     LOST = "lost"  # closed by the reaper: the executor died or hung
-    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start, or while it ran
+    CANCELLED = "cancelled"  # the job was cancelled before this attempt could start, while it ran, or by its handler
+    SNOOZED = "snoozed"  # the handler asked to run again later (jobsched.Snooze): not a spent attempt
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ class Execution:
     durationMs: float | None = None
     error: str | None = None
     traceback: str | None = None  # a handler that raised: where, as Python prints it (bounded)
+    result: Any = None  # what the handler returned (small JSON), or an HTTP job's response summary
 
     def to_wire(self) -> dict[str, Any]:
         return _wire(self)

@@ -39,6 +39,8 @@ class Job:
     timeout_seconds: float | None = None
     cancel_requested: bool = False
     concurrency_key: str | None = None
+    result: Any = None  # what the handler returned at its last attempt that kept one (small JSON)
+    snoozes: int = 0  # attempts that snoozed (jobsched.Snooze), not spent
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -68,6 +70,8 @@ class Job:
             timeout_seconds=body.get("timeoutSeconds"),
             cancel_requested=bool(body.get("cancelRequested", False)),
             concurrency_key=body.get("concurrencyKey"),
+            result=body.get("result"),
+            snoozes=int(body.get("snoozes") or 0),
             raw=body,
         )
 
@@ -86,6 +90,7 @@ class Execution:
     duration_ms: float | None
     error: str | None
     traceback: str | None = None  # a handler that raised: where, as Python printed it
+    result: Any = None  # what the handler returned (or an HTTP job's response summary)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -101,6 +106,7 @@ class Execution:
             duration_ms=body.get("durationMs"),
             error=body.get("error"),
             traceback=body.get("traceback"),
+            result=body.get("result"),
             raw=body,
         )
 

@@ -24,6 +24,7 @@ from prometheus_client import Counter
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
 from jobsched.limits import NO_LIMITS, Limits
 from jobsched.type_defaults import TypeDefaults
+from services.executor.attempt_results import bounded_snooze, kept_result
 from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
@@ -57,6 +58,7 @@ class _Attempt:
     cancellation: Cancellation
     timeout_s: float
     started: datetime
+    snoozes: int  # the job's so far
 
 
 class AttemptRunner:
@@ -328,7 +330,7 @@ class AttemptRunner:
         with self._lock:
             self._running[job.id] = (job, cancellation)
         self._in_flight.inc()
-        return _Attempt(ctx, cancellation, timeout_s, started)
+        return _Attempt(ctx, cancellation, timeout_s, started, job.snoozes or 0)
 
     def _leave(self, job: Job) -> None:
         """The handler has returned or was abandoned: the attempt no longer runs here."""
@@ -339,13 +341,18 @@ class AttemptRunner:
     def _result(self, attempt: _Attempt, ending: Ending) -> AttemptResult:
         finished = utc_now()
         self._handler_seconds.observe((finished - attempt.started).total_seconds())
+        ending = bounded_snooze(ending, attempt.snoozes)
+        result, not_kept = kept_result(ending.returned)
         return AttemptResult(
             outcome=ending.outcome,
             startedAt=attempt.started,
             finishedAt=finished,
-            error=ending.error,
+            error=ending.error or not_kept,
             traceback=ending.traceback,
             backoff=self._handler.defaults.backoff,
+            result=result,
+            snooze=ending.snooze,
+            final=ending.final,
         )
 
     def _finish_request(self, job: Job, result: AttemptResult) -> AttemptFinish:
@@ -365,7 +372,12 @@ class AttemptRunner:
             return
         self._processed_counter(result.outcome).inc()
         duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
-        names = {Outcome.SUCCEEDED: "succeeded", Outcome.TIMEOUT: "timeout", Outcome.CANCELLED: "cancelled"}
+        names = {
+            Outcome.SUCCEEDED: "succeeded",
+            Outcome.TIMEOUT: "timeout",
+            Outcome.CANCELLED: "cancelled",
+            Outcome.SNOOZED: "snoozed",
+        }
         name = names.get(result.outcome, "failed")
         self._event(f"job.execution.{name}", job, durationMs=duration_ms, error=result.error)
         # A success is counted and published as an event; logged only at DEBUG, since at thousands of jobs a

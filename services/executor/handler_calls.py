@@ -12,9 +12,11 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ClassVar, Final, NamedTuple, cast
 
 from jobsched.handlers import HandlerContext, HandlerFn, not_a_coroutine
+from jobsched.outcomes import Cancel, GiveUp, Snooze
 from jobsched.payloads import Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
@@ -56,14 +58,22 @@ class Cancellation:
 
 class Ending(NamedTuple):
     """How an attempt's handler call ended: the outcome, the one-line error (lastError) and, for a handler that
-    raised, where (its traceback, bounded)."""
+    raised, where (its traceback, bounded); what it returned (`returned`, as it is: the runner checks what of it a
+    store keeps); for a snooze, for how long; `final`: it gave up (jobsched.GiveUp), no retry."""
 
     outcome: Outcome
     error: str | None = None
     traceback: str | None = None
+    returned: Any = None
+    snooze: timedelta | None = None
+    final: bool = False
 
 
 SUCCEEDED = Ending(Outcome.SUCCEEDED)
+
+
+def succeeded(returned: Any) -> Ending:
+    return SUCCEEDED if returned is None else Ending(Outcome.SUCCEEDED, returned=returned)
 
 
 def run_handler(
@@ -91,7 +101,7 @@ def settled(ending: Ending, cancellation: Cancellation) -> Ending:
     """Once cancellation was requested, any end but a success is `cancelled`."""
     if cancellation.requested and ending.outcome is not Outcome.SUCCEEDED:
         cause = f" ({ending.error})" if ending.error and ending.outcome is not Outcome.CANCELLED else ""
-        return Ending(Outcome.CANCELLED, "cancelled while running" + cause, ending.traceback)
+        return Ending(Outcome.CANCELLED, "cancelled while running" + cause, ending.traceback, ending.returned)
     return ending
 
 
@@ -102,10 +112,10 @@ def timed_out(timeout_s: float) -> Ending:
 def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> Ending:
     """A plain handler's call on the current thread: how it ended before any deadline or cancellation."""
     try:
-        not_a_coroutine(handler(payload, ctx), ctx.job_type)
+        returned = not_a_coroutine(handler(payload, ctx), ctx.job_type)
     except BaseException as exc:
         return failed(exc)
-    return SUCCEEDED
+    return succeeded(returned)
 
 
 def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float) -> Ending:
@@ -320,7 +330,7 @@ class Task:
 def _run_async(
     handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, cancellation: Cancellation
 ) -> Ending:
-    async def bounded() -> None:
+    async def bounded() -> Any:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(cast(Awaitable[Any], handler(payload, ctx)))
 
@@ -329,20 +339,28 @@ def _run_async(
                 loop.call_soon_threadsafe(task.cancel)
 
         cancellation.on_request(cancel)
-        await asyncio.wait_for(task, timeout_s)
+        return await asyncio.wait_for(task, timeout_s)
 
     try:
-        asyncio.run(bounded())
+        returned = asyncio.run(bounded())
     except TimeoutError:
         return timed_out(timeout_s)
     except asyncio.CancelledError as exc:
         return Ending(Outcome.CANCELLED) if cancellation.requested else failed(exc)
     except BaseException as exc:
         return failed(exc)
-    return SUCCEEDED
+    return succeeded(returned)
 
 
 def failed(exc: BaseException) -> Ending:
+    """How a handler that raised `exc` ended: one of the outcomes a handler asks for (jobsched.outcomes), else a
+    failure, retried while attempts are left."""
+    if isinstance(exc, Snooze):
+        return Ending(Outcome.SNOOZED, storable_text(str(exc)[:2000]), snooze=exc.after)
+    if isinstance(exc, Cancel):
+        return Ending(Outcome.CANCELLED, storable_text(f"cancelled by the handler: {exc.reason}"[:2000]))
+    if isinstance(exc, GiveUp):
+        return Ending(Outcome.FAILED, storable_text(f"gave up: {exc.reason}"[:2000]), traceback_of(exc), final=True)
     return Ending(Outcome.FAILED, describe(exc), traceback_of(exc))
 
 

@@ -40,11 +40,12 @@ def flaky(payload: Payload, ctx: HandlerContext) -> None:
 
 
 @DEMO.handler("slow")
-async def slow(payload: Payload, ctx: HandlerContext) -> None:
+async def slow(payload: Payload, ctx: HandlerContext) -> dict[str, int]:
     sleep_ms = payload.get("sleepMs", 1000)
     if not isinstance(sleep_ms, int) or isinstance(sleep_ms, bool) or sleep_ms < 0:
         raise HandlerError("slow needs payload.sleepMs, a non-negative integer")
     await asyncio.sleep(sleep_ms / 1000)
+    return {"sleptMs": sleep_ms}  # its result, shown with the job
 
 
 def builtin_types(*, demo: bool) -> JobTypes:

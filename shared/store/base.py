@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
@@ -99,12 +99,49 @@ class Deleted:
 class AttemptResult:
     """What an executor reports for the attempt it ran."""
 
-    outcome: Outcome  # SUCCEEDED, FAILED or TIMEOUT
+    outcome: Outcome  # SUCCEEDED, FAILED, TIMEOUT, CANCELLED or SNOOZED
     startedAt: datetime
     finishedAt: datetime
     error: str | None = None  # one line: the job's lastError
     traceback: str | None = None  # where a handler raised, kept on the attempt's record
     backoff: Backoff = DEFAULT_BACKOFF  # the job type's, for the retry's time
+    result: Any = None  # JSON a store can keep (checked by the executor): on the record, and the job's
+    snooze: timedelta | None = None  # SNOOZED: due again this long after the attempt ended
+    final: bool = False  # FAILED or TIMEOUT without a retry: to the DLQ whatever attempts are left
+
+
+@dataclass(frozen=True)
+class Closing:
+    """How an attempt is closed, whoever closes it (an executor's result, the reaper's "lost"): what decides its
+    record and the job's next status (transitions.attempt_closed, attempt_result)."""
+
+    outcome: Outcome
+    at: datetime
+    error: str | None = None
+    started: datetime | None = None  # for the record's duration
+    traceback: str | None = None
+    backoff: Backoff = DEFAULT_BACKOFF
+    result: Any = None
+    snooze: timedelta | None = None
+    final: bool = False
+
+    @classmethod
+    def of(cls, result: AttemptResult) -> Closing:
+        return cls(
+            result.outcome,
+            result.finishedAt,
+            result.error,
+            result.startedAt,
+            result.traceback,
+            result.backoff,
+            result.result,
+            result.snooze,
+            result.final,
+        )
+
+    @classmethod
+    def lost(cls, reason: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF) -> Closing:
+        return cls(Outcome.LOST, at, reason, backoff=backoff)
 
 
 @dataclass(frozen=True)

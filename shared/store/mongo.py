@@ -23,7 +23,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -55,6 +55,7 @@ from shared.store.base import (
     AttemptResult,
     AttemptStart,
     AttemptTaken,
+    Closing,
     Deleted,
     DuplicateJob,
     JobNotFound,
@@ -792,10 +793,10 @@ class MongoJobStore:
                 self._update(transitions.cancelled(now)),
             )
         elif self._outcomes.find_one({"_id": record_id}) is not None:
-            self._close_attempt(job, Outcome.LOST, None, now, None)  # re-applies the decided outcome
+            self._close_attempt(job, Closing.lost(None, now))  # re-applies the decided outcome
         elif record.get("leaseExpiresAt", now) < now:
             reason = f"attempt {attempt} lost: its executor stopped before the job was started"
-            self._close_attempt(job, Outcome.LOST, reason, now, None)
+            self._close_attempt(job, Closing.lost(reason, now))
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         with translate_errors():
@@ -818,28 +819,24 @@ class MongoJobStore:
         bulk: list[int] = []
         for i, r in enumerate(finishes):
             res = r.result
-            if res.outcome is Outcome.SUCCEEDED and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE:
+            plain_success = res.outcome is Outcome.SUCCEEDED and res.result is None and res.error is None
+            if plain_success and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE:
                 bulk.append(i)
             else:
-                results[i] = _caught(
-                    self._close_attempt,
-                    r.job,
-                    res.outcome,
-                    res.error,
-                    res.finishedAt,
-                    res.startedAt,
-                    res.backoff,
-                    res.traceback,
-                )
+                results[i] = _caught(self._close_attempt, r.job, Closing.of(res))
         done = {i: finishes[i].result for i in bulk}
-        decisions = {i: _decision(finishes[i].job, r.outcome, None, r.finishedAt, r.startedAt) for i, r in done.items()}
+        decisions = {
+            i: _decision(finishes[i].job, Closing(r.outcome, r.finishedAt, started=r.startedAt))
+            for i, r in done.items()
+        }
         with translate_errors():
             taken = {bulk[k] for k in _insert_new(self._outcomes, [decisions[i] for i in bulk])}
-            fields = transitions.attempt_closed(finishes[0].job, Outcome.SUCCEEDED, None, utc_now())  # the same for all
+            # The same for all: a plain success.
+            fields = transitions.attempt_closed(finishes[0].job, Closing(Outcome.SUCCEEDED, utc_now()))
             groups: dict[tuple[str, str | None, int], list[int]] = defaultdict(list)
             for i in bulk:
                 if i in taken:  # decided before (the reaper closed it as lost): re-apply that outcome
-                    self._close_attempt(finishes[i].job, Outcome.SUCCEEDED, None, decisions[i]["at"], None)
+                    self._close_attempt(finishes[i].job, Closing(Outcome.SUCCEEDED, decisions[i]["at"]))
                     continue
                 job = finishes[i].job
                 groups[(job.status.value, job.claimedBy, job.attempts)].append(i)
@@ -856,21 +853,12 @@ class MongoJobStore:
                         results[i] = job_from_document(doc) if doc else self.get(job.id)
         return results
 
-    def _close_attempt(
-        self,
-        job: Job,
-        outcome: Outcome,
-        error: str | None,
-        at: datetime,
-        started: datetime | None,
-        backoff: Backoff = DEFAULT_BACKOFF,
-        traceback: str | None = None,
-    ) -> Job | None:
+    def _close_attempt(self, job: Job, closing: Closing) -> Job | None:
         """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
         then complete its record and move the job. Those two writes are repeated by every later closer with
         the decided outcome, so a failure between the writes is healed by the next sweep instead of stranding
         the job. Returns the moved job only to the closer that decided."""
-        decided = _decision(job, outcome, error, at, started, traceback)
+        decided = _decision(job, closing)
         with translate_errors():
             try:
                 self._outcomes.insert_one(decided)
@@ -878,7 +866,7 @@ class MongoJobStore:
             except DuplicateKeyError:
                 won = False
                 decided = self._outcomes.find_one({"_id": decided["_id"]}) or decided
-            doc = self._apply_decision(job, decided, backoff)
+            doc = self._apply_decision(job, decided, closing.backoff)
         if not won:
             return None
         # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
@@ -887,15 +875,16 @@ class MongoJobStore:
 
     def _apply_decision(self, job: Job, decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Document | None:
         """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
-        outcome, error, at = Outcome(decided["outcome"]), decided.get("error"), decided["at"]
-        record = transitions.attempt_result(outcome, error, at, decided.get("startedAt"), decided.get("traceback"))
+        closing = _decided_closing(decided, backoff)
+        outcome = closing.outcome
+        record = transitions.attempt_result(closing)
         self._executions.update_one({"_id": decided["_id"]}, self._update(record))
         guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}}
         if outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
             # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
             doc = self._jobs.find_one_and_update(
                 {**guard, "cancelRequested": {"$ne": True}},
-                self._update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                self._update(transitions.attempt_closed(job, closing)),
                 return_document=ReturnDocument.AFTER,
             )
             if doc is None:
@@ -904,7 +893,7 @@ class MongoJobStore:
         if outcome is Outcome.SUCCEEDED or job.cancelRequested:
             doc = self._jobs.find_one_and_update(
                 guard,
-                self._update(transitions.attempt_closed(job, outcome, error, at, backoff)),
+                self._update(transitions.attempt_closed(job, closing)),
                 return_document=ReturnDocument.AFTER,
             )
         if job.cancelRequested or (doc is not None and doc.get("cancelRequested")):  # also a success that won
@@ -921,14 +910,7 @@ class MongoJobStore:
         for doc in docs:
             outcome = decided.get(doc["_id"])
             if outcome is not None and doc.get("finishedAt") is None:
-                result = transitions.attempt_result(
-                    Outcome(outcome["outcome"]),
-                    outcome.get("error"),
-                    outcome["at"],
-                    outcome.get("startedAt"),
-                    outcome.get("traceback"),
-                )
-                doc = {**doc, **result}
+                doc = {**doc, **transitions.attempt_result(_decided_closing(outcome))}
             executions.append(_to_execution(doc))
         return executions
 
@@ -1025,7 +1007,7 @@ class MongoJobStore:
             return [job_from_document(d) for d in self._jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)]
 
     def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
-        return self._close_attempt(job, Outcome.LOST, reason, utc_now(), None, backoff)
+        return self._close_attempt(job, Closing.lost(reason, utc_now(), backoff))
 
 
 def _caught(step: Callable[..., T], *args: Any) -> T | StoreError:
@@ -1057,21 +1039,41 @@ def _runs_after(run: Job) -> Document:
     }
 
 
-def _decision(
-    job: Job, outcome: Outcome, error: str | None, at: datetime, started: datetime | None, traceback: str | None = None
-) -> Document:
+def _decision(job: Job, closing: Closing) -> Document:
     """The attempt-outcome document whose insert decides how attempt `job.next_attempt` ended."""
-    decided = {
+    decided: Document = {
         "_id": attempt_record_id(job.id, job.next_attempt),
         "jobId": job.id,
-        "outcome": outcome.value,
-        "error": error,
-        "at": at,
-        "startedAt": started,
+        "outcome": closing.outcome.value,
+        "error": closing.error,
+        "at": closing.at,
+        "startedAt": closing.started,
     }
-    if traceback is not None:
-        decided["traceback"] = traceback
+    if closing.traceback is not None:
+        decided["traceback"] = closing.traceback
+    if closing.result is not None:
+        decided["result"] = closing.result
+    if closing.snooze is not None:
+        decided["snoozeSeconds"] = closing.snooze.total_seconds()
+    if closing.final:
+        decided["final"] = True
     return decided
+
+
+def _decided_closing(decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Closing:
+    """The closing an attempt-outcome document decided (its inverse of _decision), with the type's backoff."""
+    snooze = decided.get("snoozeSeconds")
+    return Closing(
+        Outcome(decided["outcome"]),
+        decided["at"],
+        decided.get("error"),
+        decided.get("startedAt"),
+        decided.get("traceback"),
+        backoff,
+        decided.get("result"),
+        timedelta(seconds=snooze) if snooze is not None else None,
+        bool(decided.get("final")),
+    )
 
 
 def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document]) -> set[int]:

@@ -47,6 +47,7 @@ from shared.store.base import (
     AttemptResult,
     AttemptStart,
     AttemptTaken,
+    Closing,
     Deleted,
     DuplicateJob,
     JobNotFound,
@@ -151,7 +152,9 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         cancelRequested INTEGER,                    -- 1: a claimed or running job asked to stop
         declaredBy      TEXT,                       -- a template declared with the code
         declaration     TEXT,
-        concurrencyKey  TEXT                        -- what concurrency_per_key counts by, within the tenant
+        concurrencyKey  TEXT,                       -- what concurrency_per_key counts by, within the tenant
+        result          TEXT,                       -- JSON: what the last attempt that kept one returned
+        snoozes         INTEGER                     -- attempts that snoozed (not spent)
     )"""
 # A rate-limited type's starts (claim_limits.py): how far claims reserved them, how far they went (unix s).
 RATE_LIMITS_TABLE: Final = """CREATE TABLE IF NOT EXISTS rate_limits (
@@ -211,7 +214,8 @@ _SCHEMA: Final = (
         finishedAt  INTEGER,
         durationMs  REAL,
         error       TEXT,
-        traceback   TEXT                            -- a handler that raised: where (bounded)
+        traceback   TEXT,                           -- a handler that raised: where (bounded)
+        result      TEXT                            -- JSON: what the handler returned (bounded)
     )""",
     "CREATE INDEX IF NOT EXISTS job_attempts ON executions (jobId, attempt)",
     *RATE_TABLES,
@@ -264,7 +268,9 @@ _OBSOLETE_INDEXES: Final = ("final_counts",)
 _JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
 _EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
+    | {"result"}
 )
+_JSON_COLUMNS: Final = frozenset({"result"})  # any JSON value (None: none), as its text; payload has its own
 _TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
     | {"startAt", "endAt", "pausedAt", "resumedAt", "lastFiredAt", "plannedAt"}
@@ -277,9 +283,10 @@ _ADDED_COLUMNS: Final = {
         ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
     ),
     **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
-    **dict.fromkeys(("declaredBy", "declaration", "concurrencyKey"), "TEXT"),
+    **dict.fromkeys(("declaredBy", "declaration", "concurrencyKey", "result"), "TEXT"),
+    "snoozes": "INTEGER",
 }
-_ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT"}
+_ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT", "result": "TEXT"}
 # The first entry of each (tenant, priority) of a type in due_lanes, one seek each: from an entry, the next
 # priority of the same tenant, else the next tenant. Rows: tenantId, priority, earliest scheduledAt.
 _LANE_HEAD_FROM: Final = f"FROM jobs INDEXED BY due_lanes WHERE {PENDING_RUNS_SQL} AND jobType = :type"
@@ -735,20 +742,7 @@ class SqliteJobStore:
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         with self._write() as conn:
             return [
-                _refused_before_writing(
-                    partial(
-                        _close_attempt,
-                        conn,
-                        r.job,
-                        r.result.outcome,
-                        r.result.error,
-                        r.result.finishedAt,
-                        r.result.startedAt,
-                        r.result.backoff,
-                        r.result.traceback,
-                    ),
-                )
-                for r in finishes
+                _refused_before_writing(partial(_close_attempt, conn, r.job, Closing.of(r.result))) for r in finishes
             ]
 
     def in_flight_beside(self, job: Job) -> InFlight:
@@ -838,7 +832,7 @@ class SqliteJobStore:
 
     def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
         with self._write() as conn:
-            return _close_attempt(conn, job, Outcome.LOST, reason, utc_now(), None, backoff)
+            return _close_attempt(conn, job, Closing.lost(reason, utc_now(), backoff))
 
     # --- transactions -----------------------------------------------------------------------------------
 
@@ -1150,22 +1144,11 @@ def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptS
     return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
 
 
-def _close_attempt(
-    conn: sqlite3.Connection,
-    job: Job,
-    outcome: Outcome,
-    error: str | None,
-    at: datetime,
-    started: datetime | None,
-    backoff: Backoff = DEFAULT_BACKOFF,
-    traceback: str | None = None,
-) -> Job | None:
+def _close_attempt(conn: sqlite3.Connection, job: Job, closing: Closing) -> Job | None:
     """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
     reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
     record_id = attempt_record_id(job.id, job.next_attempt)
-    record_set, record_params = _assignments(
-        transitions.attempt_result(outcome, error, at, started, traceback), _EXECUTION_COLUMNS
-    )
+    record_set, record_params = _assignments(transitions.attempt_result(closing), _EXECUTION_COLUMNS)
     # One statement decides and closes the record, the write lock keeping its condition true until COMMIT: the
     # record still open, and the job still in this attempt (else record and job stay as they are). It returns
     # whether a cancel was asked after `job` was read (then no retry).
@@ -1179,7 +1162,7 @@ def _close_attempt(
         return None
     if state[0] and not job.cancelRequested:
         job = job.evolve(cancelRequested=True)
-    fields = transitions.attempt_closed(job, outcome, error, at, backoff)
+    fields = transitions.attempt_closed(job, closing)
     guard = (job.attempts, *ATTEMPT_ACTIVE)
     row = _update_job(conn, job.id, fields, f"attempts = ? AND {_IS_ACTIVE}", guard, returning="id")
     assert row is not None, "the write lock was held since the job was read"
@@ -1298,6 +1281,8 @@ def _to_sql(key: str, value: Any) -> Any:
         return _to_ms(value)
     if key == "payload":
         return value if isinstance(value, str) else _payload_text(value)  # a str: written already
+    if key in _JSON_COLUMNS and value is not None:
+        return _payload_text(value)
     return value
 
 
@@ -1344,6 +1329,8 @@ def _job_from_values(values: dict[str, Any]) -> Job:
             values[key] = _from_ms(values[key])
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
+    if values.get("result") is not None:
+        values["result"] = json.loads(values["result"])
     for key in _BOOL_COLUMNS.intersection(values):
         if values[key] is not None:
             values[key] = bool(values[key])
@@ -1353,4 +1340,6 @@ def _job_from_values(values: dict[str, Any]) -> Job:
 def _to_execution(row: sqlite3.Row) -> Execution:
     values = _from_row(row)
     values["outcome"] = Outcome(values["outcome"])
+    if values.get("result") is not None:
+        values["result"] = json.loads(values["result"])
     return Execution(**values)

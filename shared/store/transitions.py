@@ -13,9 +13,9 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff, retry_delay
+from jobsched.backoff import retry_delay
 from shared.model import CANCELLABLE, JOB_FIELDS, TERMINAL, Job, Outcome, Status, run_key
-from shared.store.base import NewJob, RunSpec, TransitionRefused
+from shared.store.base import Closing, NewJob, RunSpec, TransitionRefused
 
 Fields = dict[str, Any]
 
@@ -174,23 +174,39 @@ def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     }
 
 
-def attempt_closed(
-    job: Job, outcome: Outcome, error: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF
-) -> Fields:
-    """The job fields after attempt `job.next_attempt` ended with `outcome`: completed on success; otherwise
-    attempts+1 and either pending again after the backoff (the job type's), or dlq once the budget (since the
-    last re-drive) is spent, or cancelled when the attempt was cancelled or the job's cancellation requested."""
+def attempt_closed(job: Job, closing: Closing) -> Fields:
+    """The job fields after attempt `job.next_attempt` closed as `closing` says: completed on success (with the
+    handler's result, if any); otherwise attempts+1 and either pending again after the backoff (the job type's),
+    or dlq once the budget (since the last re-drive) is spent or the handler gave up, or cancelled when the
+    attempt was cancelled or the job's cancellation requested. A snooze is pending again after its delay, its
+    attempt not spent: attemptBase moves with attempts (attempt numbers stay unique)."""
+    outcome, at = closing.outcome, closing.at
     if outcome is Outcome.SUCCEEDED:
-        return {"status": Status.COMPLETED.value, "updatedAt": at}
+        fields: Fields = {"status": Status.COMPLETED.value, "updatedAt": at}
+        if closing.result is not None:
+            fields["result"] = closing.result
+        return fields
     attempts = job.attempts + 1
-    fields: Fields = {"attempts": attempts, "lastError": error or outcome.value, "updatedAt": at}
-    if outcome is Outcome.CANCELLED or job.cancelRequested:
+    fields = {"attempts": attempts, "updatedAt": at}
+    if outcome is Outcome.SNOOZED and not job.cancelRequested:
+        assert closing.snooze is not None, "a snooze says for how long"
+        fields.update(
+            status=Status.PENDING.value,
+            attemptBase=job.attemptBase + 1,
+            snoozes=(job.snoozes or 0) + 1,
+            scheduledAt=at + closing.snooze,
+        )
+        return fields
+    fields["lastError"] = closing.error or outcome.value
+    if closing.result is not None:
+        fields["result"] = closing.result
+    if outcome in (Outcome.CANCELLED, Outcome.SNOOZED) or job.cancelRequested:
         fields["status"] = Status.CANCELLED.value  # a job whose cancellation was asked for is never retried
-    elif job.budget_spent_after(attempts):
+    elif closing.final or job.budget_spent_after(attempts):
         fields["status"] = Status.DLQ.value
     else:
         fields["status"] = Status.PENDING.value
-        fields["scheduledAt"] = at + retry_delay(attempts, backoff)
+        fields["scheduledAt"] = at + retry_delay(attempts, closing.backoff)
     return fields
 
 
@@ -261,13 +277,13 @@ def attempt_cancelled(job: Job, now: datetime) -> Fields:
     return {"jobId": job.id, "attempt": job.next_attempt, "outcome": Outcome.CANCELLED.value, "finishedAt": now}
 
 
-def attempt_result(
-    outcome: Outcome, error: str | None, at: datetime, started: datetime | None, traceback: str | None = None
-) -> Fields:
+def attempt_result(closing: Closing) -> Fields:
     """The fields that complete an attempt's record with its one outcome."""
-    record: Fields = {"outcome": outcome.value, "finishedAt": at, "error": error}
-    if traceback is not None:
-        record["traceback"] = traceback
-    if started is not None:
-        record["durationMs"] = round((at - started).total_seconds() * 1000, 3)
+    record: Fields = {"outcome": closing.outcome.value, "finishedAt": closing.at, "error": closing.error}
+    if closing.traceback is not None:
+        record["traceback"] = closing.traceback
+    if closing.result is not None:
+        record["result"] = closing.result
+    if closing.started is not None:
+        record["durationMs"] = round((closing.at - closing.started).total_seconds() * 1000, 3)
     return record

@@ -216,6 +216,18 @@ def test_the_job_page_shows_fields_payload_and_attempts_and_redrives(dev: Dev, t
     expect(page.locator("#notice")).to_have_text(re.compile("pending again"))
 
 
+def test_the_job_page_shows_what_the_handler_returned(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    done = settled(dev, create(dev, "result", "slept", "slow", payload={"sleepMs": 5})["id"], "completed")
+    assert done["result"] == {"sleptMs": 5}
+
+    page.goto(ui(dev, f"/jobs/{done['id']}"))
+    expect(page.locator("#result")).to_have_text('{\n  "sleptMs": 5\n}')
+    kept = page.locator('#attempts li[data-attempt="1"] details.result')
+    kept.locator("summary").click()
+    expect(kept.locator("pre")).to_have_text('{\n  "sleptMs": 5\n}')
+
+
 def test_a_refused_cancel_shows_the_api_error(dev: Dev, tab: Tab) -> None:
     page, errors = tab
     later = create(dev, "cancel", "later", scheduledAt=format_time(utc_now() + LATER))

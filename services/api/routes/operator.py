@@ -136,8 +136,9 @@ ROUTES = [
 
 def _without_payload(job: dict[str, Any]) -> dict[str, Any]:
     """A dead letter as the DLQ lists it: up to 2,000 of them, each payload up to 256 KiB, would make one answer
-    of hundreds of megabytes; the job's own page has its payload."""
+    of hundreds of megabytes; the job's own page has its payload (and its result)."""
     job.pop("payload", None)
+    job.pop("result", None)
     return job
 
 

@@ -26,7 +26,7 @@ export async function render(view, { args: [jobId], isCurrent }) {
 
 function content(job, attempts, runs, times, refresh) {
   const isTemplate = Boolean(job.cron || job.interval);
-  const { payload, ...fields } = job;
+  const { payload, result, ...fields } = job;
   return [
     h("h1", {}, isTemplate ? "Template " : "Job ", h("code", {}, job.id), " ", badge(job.status)),
     actions(job, refresh),
@@ -40,6 +40,8 @@ function content(job, attempts, runs, times, refresh) {
         { class: "panel", "aria-labelledby": "payload-title" },
         h("h2", { id: "payload-title" }, "Payload"),
         h("pre", { class: "json", id: "payload" }, JSON.stringify(payload ?? {}, null, 2)),
+        result === undefined ? null : h("h2", { id: "result-title" }, "Result"),
+        result === undefined ? null : h("pre", { class: "json", id: "result" }, JSON.stringify(result, null, 2)),
       ),
     ),
     isTemplate ? runsSection(job, runs) : templateLink(job),
@@ -179,7 +181,10 @@ function timeline(attempts) {
         a.startedAt ? ["started ", time(a.startedAt)] : "never started",
         a.durationMs !== undefined ? ` · took ${duration(a.durationMs)}` : "",
       ),
-      a.error ? h("div", { class: "error-text" }, a.error) : null,
+      a.error ? h("div", { class: a.outcome === "snoozed" ? "muted" : "error-text" }, a.error) : null,
+      a.result === undefined
+        ? null
+        : h("details", { class: "result" }, h("summary", {}, "Result"), h("pre", { class: "json" }, JSON.stringify(a.result, null, 2))),
       a.traceback
         ? h("details", { class: "traceback" }, h("summary", {}, "Traceback"), h("pre", {}, a.traceback))
         : null,

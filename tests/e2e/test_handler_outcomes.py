@@ -1,0 +1,95 @@
+"""Handlers decide their outcome through the whole product in one process (embedded: scheduler, executors and API
+on SQLite): a snooze runs the job again later without spending its budget, a cancel ends it for good, a give-up
+dead-letters it at once, and what a handler returns is the job's result."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from jobsched import Cancel, GiveUp, HandlerContext, JobTypes, Snooze
+from jobsched.outcomes import MAX_RESULT_BYTES
+from jobsched.testing import embedded
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Summary:
+    rows: int
+    path: str
+
+
+def handlers() -> JobTypes:
+    jobs = JobTypes()
+
+    @jobs.handler("sync-account", max_attempts=1)
+    def sync_account(payload: dict[str, str], ctx: HandlerContext) -> dict[str, int]:
+        if ctx.attempt == 1:
+            raise Snooze(0.3, reason="upstream busy")
+        return {"ranAt": ctx.attempt}
+
+    @jobs.handler("close-account", max_attempts=5)
+    def close_account(payload: dict[str, str], ctx: HandlerContext) -> None:
+        raise Cancel("the account was closed")
+
+    @jobs.handler("charge-card", max_attempts=5)
+    def charge_card(payload: dict[str, str], ctx: HandlerContext) -> None:
+        raise GiveUp("the card number is malformed")
+
+    @jobs.handler("write-report")
+    async def write_report(payload: dict[str, str], ctx: HandlerContext) -> Summary:
+        await asyncio.sleep(0)
+        return Summary(rows=12, path="reports/2026-12-04.csv")
+
+    @jobs.handler("huge-result")
+    def huge_result(payload: dict[str, str], ctx: HandlerContext) -> str:
+        return "x" * (MAX_RESULT_BYTES + 1)
+
+    @jobs.handler("odd-result")
+    def odd_result(payload: dict[str, str], ctx: HandlerContext) -> object:
+        return object()
+
+    return jobs
+
+
+def test_handlers_snooze_cancel_give_up_and_return_results() -> None:
+    with embedded(handlers()) as client:
+        names = ("sync-account", "close-account", "charge-card", "write-report", "huge-result", "odd-result")
+        made = {name: client.create(name, {}) for name in names}
+        done = {name: client.wait(str(job.id), timeout=60) for name, job in made.items()}
+        records = {name: client.executions(job.id) for name, job in done.items()}
+
+    # Snoozed once with one attempt in its budget, then ran again and succeeded: the snooze spent nothing.
+    synced = done["sync-account"]
+    assert (synced.status, synced.result, synced.snoozes) == ("completed", {"ranAt": 2}, 1)
+    snoozed, succeeded = records["sync-account"]
+    assert (snoozed.outcome, snoozed.error) == ("snoozed", "snoozed for 0.3s: upstream busy")
+    assert (succeeded.outcome, succeeded.result) == ("succeeded", {"ranAt": 2})
+    assert snoozed.finished_at is not None
+    assert succeeded.started_at is not None
+    assert (succeeded.started_at - snoozed.finished_at).total_seconds() >= 0.29
+
+    closed = done["close-account"]
+    assert (closed.status, closed.last_error) == ("cancelled", "cancelled by the handler: the account was closed")
+    assert [r.outcome for r in records["close-account"]] == ["cancelled"]
+
+    charged = done["charge-card"]
+    assert (charged.status, charged.attempts, charged.last_error) == ("dlq", 1, "gave up: the card number is malformed")
+    [gave_up] = records["charge-card"]
+    assert gave_up.outcome == "failed"
+    assert gave_up.traceback is not None
+    assert "GiveUp" in gave_up.traceback
+
+    report = done["write-report"]
+    assert report.result == {"rows": 12, "path": "reports/2026-12-04.csv"}
+
+    # A result a store cannot keep is dropped, with the reason on the record: the attempt's work is done.
+    for name, reason in (("huge-result", "more than 16384"), ("odd-result", "not JSON")):
+        assert (done[name].status, done[name].result) == ("completed", None)
+        [record] = records[name]
+        assert record.result is None
+        assert record.error is not None
+        assert reason in record.error
