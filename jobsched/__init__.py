@@ -49,7 +49,7 @@ from jobsched.client import (
 )
 from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
 from jobsched.limits import Limits, Rate
-from jobsched.outcomes import Cancel, GiveUp, Snooze
+from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
 from jobsched.payloads import Payload, PayloadMismatch
 from jobsched.schedules import Schedule
 
@@ -86,6 +86,7 @@ __all__ = [
     "Rate",
     "Redriven",
     "Retries",
+    "RetryAfter",
     "Schedule",
     "ServedType",
     "ServerError",

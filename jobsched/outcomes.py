@@ -42,6 +42,21 @@ class Snooze(Exception):
         super().__init__(f"snoozed for {seconds:g}s" + (f": {reason}" if reason else ""))
 
 
+class RetryAfter(Exception):
+    """Fail this attempt and retry no sooner than `after` (seconds or a timedelta, at most 7 days) — later if the
+    type's backoff says so: a dependency said when to come back (an HTTP 429's Retry-After). The attempt is spent
+    like any failure; the DLQ follows when none is left."""
+
+    def __init__(self, after: float | timedelta, reason: str, *, result: Any = None) -> None:
+        seconds = after.total_seconds() if isinstance(after, timedelta) else after
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ValueError(f"a retry may come after 0 seconds or more (got {after!r})")
+        self.after = timedelta(seconds=min(seconds, MAX_SNOOZE.total_seconds()))
+        self.reason = reason
+        self.result = result  # kept on the attempt's record, as a returned value would be
+        super().__init__(reason)
+
+
 class Cancel(Exception):
     """Stop the job for good: it ends `cancelled` with `reason` as its lastError, and is never retried."""
 
@@ -52,10 +67,12 @@ class Cancel(Exception):
 
 class GiveUp(Exception):
     """Fail without retrying: the job goes to the DLQ at once with `reason` as its lastError, whatever attempts
-    it has left (a bad payload, a permanent refusal: retrying cannot help)."""
+    it has left (a bad payload, a permanent refusal: retrying cannot help). `result`: kept on the attempt's
+    record and the job, as a returned value would be."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, result: Any = None) -> None:
         self.reason = reason
+        self.result = result
         super().__init__(reason)
 
 

@@ -4,10 +4,10 @@
     mongodb://host:27017/?replicaSet=rs0       a MongoDB database (its name: MONGO_DB); mongodb+srv:// too
 
 A Backend is that database's parts, each over the same connections: the job store, the job types the
-executors announce, the console's reader, and the API keys. Every binary and command opens its store here
-(the distributed binaries from MONGO_URI and MONGO_DB, `jobsched dev` / `standalone` from their file,
-`jobsched keys` and `seed` from `--store URL` or `--sqlite PATH`). The MongoDB driver is imported only for a
-MongoDB URL: the embedded mode never loads it.
+executors announce, the console's reader, the API keys, and the tenants' signing secrets of http jobs. Every
+binary and command opens its store here (the distributed binaries from MONGO_URI and MONGO_DB, `jobsched dev` /
+`standalone` from their file, `jobsched keys` and `seed` from `--store URL` or `--sqlite PATH`). The MongoDB
+driver is imported only for a MongoDB URL: the embedded mode never loads it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from shared.config import ConfigError, Settings, without_password
+from shared.http_jobs.secrets import SigningSecrets
 from shared.job_types.announcements import JobTypeRegistry
 from shared.keys.base import KeyStore
 from shared.store.base import JobStore
@@ -41,6 +42,7 @@ class Backend:
     browser: JobBrowser
     # Opened when asked: only an API with AUTH=required and `jobsched keys` use the keys.
     open_keys: Callable[[], KeyStore]
+    signing_secrets: SigningSecrets
 
     def close(self) -> None:
         self.jobs.close()
@@ -98,6 +100,7 @@ def sqlite_path(url: str) -> str:
 
 def sqlite_backend(store: SqliteJobStore) -> Backend:
     """The parts beside an open SQLite store, in its file."""
+    from shared.http_jobs.secrets_sqlite import SqliteSigningSecrets
     from shared.job_types.announcements_sqlite import SqliteJobTypes
     from shared.keys.sqlite import SqliteKeyStore
     from shared.store.browse_sqlite import SqliteBrowser
@@ -108,11 +111,13 @@ def sqlite_backend(store: SqliteJobStore) -> Backend:
         job_types=SqliteJobTypes(store),
         browser=SqliteBrowser(store),
         open_keys=lambda: SqliteKeyStore(store.path),
+        signing_secrets=SqliteSigningSecrets(store),
     )
 
 
 def mongo_backend(store: MongoJobStore) -> Backend:
     """The parts beside an open MongoDB store, in its database, over its client."""
+    from shared.http_jobs.secrets_mongo import MongoSigningSecrets
     from shared.job_types.announcements_mongo import MongoJobTypes
     from shared.keys.mongo import MongoKeyStore
     from shared.store.browse_mongo import MongoBrowser
@@ -123,4 +128,5 @@ def mongo_backend(store: MongoJobStore) -> Backend:
         job_types=MongoJobTypes(store),
         browser=MongoBrowser(store),
         open_keys=lambda: MongoKeyStore(store.client, store.database),
+        signing_secrets=MongoSigningSecrets(store),
     )

@@ -105,6 +105,12 @@ class Settings:
     # Nudges (shared/nudge.py): where a scheduler listens for them, and where the API sends them; off when empty.
     nudge_listen: tuple[str, int] | None = None
     nudge_targets: tuple[tuple[str, int], ...] = ()
+    # The `http` job type (shared/http_jobs): networks and host names its requests may reach although they are not
+    # public addresses (loopback, private, link-local...: refused by default), requests in flight at once per
+    # tenant and host in one executor, and how much of a response body is read.
+    http_jobs_allow: tuple[str, ...] = ()
+    http_jobs_per_host: int = 8
+    http_jobs_max_response: int = 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -135,6 +141,9 @@ class Settings:
             api_store_slots_per_key=reader.integer("API_STORE_SLOTS_PER_KEY", cls.api_store_slots_per_key, minimum=1),
             api_store_wait=reader.duration("API_STORE_WAIT", cls.api_store_wait),
             api_allowed_hosts=reader.names("API_ALLOWED_HOSTS"),
+            http_jobs_allow=reader.names("HTTP_JOBS_ALLOW"),
+            http_jobs_per_host=reader.integer("HTTP_JOBS_PER_HOST", cls.http_jobs_per_host, minimum=1),
+            http_jobs_max_response=reader.integer("HTTP_JOBS_MAX_RESPONSE", cls.http_jobs_max_response, minimum=1024),
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),

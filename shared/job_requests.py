@@ -18,6 +18,8 @@ from pydantic import (
 
 from shared import jsonsafe
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
+from shared.http_jobs.request import HttpRequest
 from shared.jsonsafe import check_field_names, encoded_size
 from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
 from shared.rfc3339 import EXAMPLE, parse_time
@@ -138,6 +140,8 @@ class JobRequest(SchedulePolicy):
         policy = sorted(self.policy_fields())
         if policy and not recurring:
             raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")
+        if self.jobType == HTTP_JOB_TYPE:  # a request that could never be sent is refused now, not dead-lettered
+            HttpRequest.from_payload(self.payload)
         return self
 
     def to_new_job(self, now: datetime, default_max_attempts: int | None = None) -> NewJob:

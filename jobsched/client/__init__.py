@@ -33,6 +33,7 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    SigningSecret,
     TypeLimits,
 )
 from jobsched.client.sync import Client
@@ -59,6 +60,7 @@ __all__ = [
     "Retries",
     "ServedType",
     "ServerError",
+    "SigningSecret",
     "TypeLimits",
     "Unauthorized",
     "Unavailable",

@@ -27,6 +27,7 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    SigningSecret,
     TypeLimits,
     parse_time,
 )
@@ -447,6 +448,30 @@ def clear_limits(job_type: str) -> Call[TypeLimits]:
 
 def _limits_path(job_type: str) -> str:
     return f"/job-types/{quote(job_type, safe='')}/limits"
+
+
+def signing_secrets(tenant_id: str | None) -> Call[list[SigningSecret]]:
+    params = {"tenantId": tenant_id} if tenant_id is not None else None
+    return Call("GET", "/signing-secrets", _secrets, params=params)
+
+
+def add_signing_secret(tenant_id: str | None) -> Call[SigningSecret]:
+    # Not resent: a secret added before its answer was lost would take the second one's place (two at most).
+    body = {"tenantId": tenant_id} if tenant_id is not None else {}
+    return Call("POST", "/signing-secrets", SigningSecret.from_wire, body=body, resendable=False)
+
+
+def remove_signing_secret(secret_id: str, tenant_id: str | None) -> Call[None]:
+    params = {"tenantId": tenant_id} if tenant_id is not None else None
+    return Call("DELETE", f"/signing-secrets/{quote(secret_id, safe='')}", _nothing, params=params)
+
+
+def _secrets(body: Any) -> list[SigningSecret]:
+    return [SigningSecret.from_wire(item) for item in body]
+
+
+def _nothing(body: Any) -> None:
+    return None
 
 
 # --- helpers ----------------------------------------------------------------------------------------------

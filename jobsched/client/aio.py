@@ -35,6 +35,7 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    SigningSecret,
     TypeLimits,
 )
 from jobsched.handlers import JobType
@@ -251,6 +252,18 @@ class AsyncClient:
     async def clear_limits(self, job_type: str) -> TypeLimits:
         """Remove the operator's limits: the ones registered with the handler apply again."""
         return await self._call(_calls.clear_limits(job_type))
+
+    async def signing_secrets(self, tenant_id: str | None = None) -> builtins.list[SigningSecret]:
+        """The tenant's live secrets its http jobs' requests are signed with (a writer key with AUTH=required)."""
+        return await self._call(_calls.signing_secrets(tenant_id or self.tenant_id))
+
+    async def add_signing_secret(self, tenant_id: str | None = None) -> SigningSecret:
+        """A new signing secret (Conflict when the tenant has two: remove one first)."""
+        return await self._call(_calls.add_signing_secret(tenant_id or self.tenant_id))
+
+    async def remove_signing_secret(self, secret_id: str, tenant_id: str | None = None) -> None:
+        """Requests are no longer signed with it (NotFound when the tenant has no such secret)."""
+        await self._call(_calls.remove_signing_secret(secret_id, tenant_id or self.tenant_id))
 
     async def wait(
         self,

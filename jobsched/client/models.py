@@ -77,6 +77,20 @@ class Job:
 
 
 @dataclass(frozen=True)
+class SigningSecret:
+    """One of a tenant's secrets that its http jobs' requests are signed with (docs/http-jobs.md)."""
+
+    id: str
+    tenant_id: str
+    secret: str
+    created_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> SigningSecret:
+        return cls(str(body["id"]), str(body["tenantId"]), str(body["secret"]), parse_time(body.get("createdAt")))
+
+
+@dataclass(frozen=True)
 class Execution:
     """One attempt of a job."""
 

@@ -34,6 +34,7 @@ from jobsched.client.models import (
     Job,
     Redriven,
     ServedType,
+    SigningSecret,
     TypeLimits,
 )
 from jobsched.handlers import JobType
@@ -270,6 +271,18 @@ class Client:
     def clear_limits(self, job_type: str) -> TypeLimits:
         """Remove the operator's limits: the ones registered with the handler apply again."""
         return self._call(_calls.clear_limits(job_type))
+
+    def signing_secrets(self, tenant_id: str | None = None) -> builtins.list[SigningSecret]:
+        """The tenant's live secrets its http jobs' requests are signed with (a writer key with AUTH=required)."""
+        return self._call(_calls.signing_secrets(tenant_id or self.tenant_id))
+
+    def add_signing_secret(self, tenant_id: str | None = None) -> SigningSecret:
+        """A new signing secret (Conflict when the tenant has two: remove one first)."""
+        return self._call(_calls.add_signing_secret(tenant_id or self.tenant_id))
+
+    def remove_signing_secret(self, secret_id: str, tenant_id: str | None = None) -> None:
+        """Requests are no longer signed with it (NotFound when the tenant has no such secret)."""
+        self._call(_calls.remove_signing_secret(secret_id, tenant_id or self.tenant_id))
 
     def wait(
         self, job_id: str, statuses: Iterable[str] | str | None = None, timeout: float = 60.0, poll: float = 0.2

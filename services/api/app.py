@@ -29,7 +29,18 @@ from services.api.http.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.http.store_slots import StoreSlots
 from services.api.openapi.auth import secured
 from services.api.openapi.document import openapi_document
-from services.api.routes import docs, job_batch, job_types, jobs, keys, operator, probes, schedule_apply, schedules
+from services.api.routes import (
+    docs,
+    job_batch,
+    job_types,
+    jobs,
+    keys,
+    operator,
+    probes,
+    schedule_apply,
+    schedules,
+    signing_secrets,
+)
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
 from shared.backends import Backend
@@ -81,6 +92,7 @@ def create_app(
         schedules=ScheduleEngine(store),
         store_ping=StorePing(store.ping),
         openapi=secured(openapi_document(), PUBLIC_PATHS) if auth else openapi_document(),
+        signing_secrets=backend.signing_secrets,
         auth=auth,
         on_due_job=on_due_job,
         due_within=due_within,
@@ -109,6 +121,7 @@ def create_app(
         *probes.ROUTES,
         *docs.ROUTES,
         *operator.ROUTES,
+        *signing_secrets.ROUTES,
     ]
     if auth is not None:
         routes = auth.protect([*routes, *keys.ROUTES])

@@ -52,6 +52,8 @@ from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
+from shared.http_jobs.job_type import http_job_types
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.job_types.known import KnownTypes
 from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
@@ -243,6 +245,8 @@ class Embedded:
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
         job_type_registry = backend.job_types
+        if HTTP_JOB_TYPE not in self._handlers:  # served in every mode, beside the handlers given
+            self._handlers = JobTypes([*self._handlers, *http_job_types(settings, backend.signing_secrets)])
         bus = MemoryBus()
         job_types = self._handlers.names()  # one executor each: the built-ins and every plug-in's types
         bus.ensure_topics(job_types)

@@ -20,6 +20,8 @@ from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
+from shared.http_jobs.job_type import http_job_types
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.job_types.limits import LimitsView
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
@@ -39,8 +41,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     settings = Settings.from_env()
+    # Opening asks nothing of the server yet: the http type signs with the secrets the backend keeps.
+    backend = backend_from_settings(settings)
     registry = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
+    if HTTP_JOB_TYPE not in registry:
+        registry.include(http_job_types(settings, backend.signing_secrets))
     if not args.job_type or args.job_type not in registry:
         print(
             f"jobsched executor: unknown job type {args.job_type!r}; known types: {', '.join(registry.names())}",
@@ -49,7 +55,6 @@ def main() -> None:
         raise SystemExit(2)
     configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    backend = backend_from_settings(settings)
     try:
         announcer = announcer_with_schedules(backend, worker_id, registry[args.job_type], settings)
     except ConfigError as exc:

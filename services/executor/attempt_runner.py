@@ -353,6 +353,7 @@ class AttemptRunner:
             result=result,
             snooze=ending.snooze,
             final=ending.final,
+            retry_after=ending.retry_after,
         )
 
     def _finish_request(self, job: Job, result: AttemptResult) -> AttemptFinish:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Final, NamedTuple, cast
 
 from jobsched.handlers import HandlerContext, HandlerFn, not_a_coroutine
-from jobsched.outcomes import Cancel, GiveUp, Snooze
+from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
 from jobsched.payloads import Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
@@ -67,6 +67,7 @@ class Ending(NamedTuple):
     returned: Any = None
     snooze: timedelta | None = None
     final: bool = False
+    retry_after: timedelta | None = None
 
 
 SUCCEEDED = Ending(Outcome.SUCCEEDED)
@@ -359,8 +360,12 @@ def failed(exc: BaseException) -> Ending:
         return Ending(Outcome.SNOOZED, storable_text(str(exc)[:2000]), snooze=exc.after)
     if isinstance(exc, Cancel):
         return Ending(Outcome.CANCELLED, storable_text(f"cancelled by the handler: {exc.reason}"[:2000]))
+    if isinstance(exc, RetryAfter):
+        reason = storable_text(exc.reason[:2000])
+        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, retry_after=exc.after)
     if isinstance(exc, GiveUp):
-        return Ending(Outcome.FAILED, storable_text(f"gave up: {exc.reason}"[:2000]), traceback_of(exc), final=True)
+        reason = storable_text(f"gave up: {exc.reason}"[:2000])
+        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, final=True)
     return Ending(Outcome.FAILED, describe(exc), traceback_of(exc))
 
 

@@ -24,6 +24,7 @@ from shared.config import Settings, comma_list
 from shared.handlers import registry as legacy_registry
 from shared.handlers.builtin import DEMO, builtin_types
 from shared.handlers.registry import AlreadyLoading, expose_legacy_paths
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 
 log = logging.getLogger("jobsched.handlers")
 
@@ -147,11 +148,11 @@ def _describe(exc: BaseException) -> str:
 
 def main() -> None:
     """`python -m shared.handlers.plugins`: the job types this environment's executors would run (the
-    built-ins and every plug-in's), one line, space-separated; what deployments/local/stack.sh starts
-    executors for. Exits 2 like the executors when a plug-in does not load."""
+    built-ins, the http type and every plug-in's), one line, space-separated; what deployments/local/stack.sh
+    starts executors for. Exits 2 like the executors when a plug-in does not load."""
     types = builtin_types(demo=Settings.from_env().demo_job_types)
     load_handlers_or_exit(types, None, os.environ, "python -m shared.handlers.plugins")
-    print(*types.names())
+    print(*sorted({*types.names(), HTTP_JOB_TYPE}))
 
 
 if __name__ == "__main__":

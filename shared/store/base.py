@@ -108,6 +108,7 @@ class AttemptResult:
     result: Any = None  # JSON a store can keep (checked by the executor): on the record, and the job's
     snooze: timedelta | None = None  # SNOOZED: due again this long after the attempt ended
     final: bool = False  # FAILED or TIMEOUT without a retry: to the DLQ whatever attempts are left
+    retry_after: timedelta | None = None  # FAILED: its retry no sooner than this after the end (RetryAfter)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class Closing:
     result: Any = None
     snooze: timedelta | None = None
     final: bool = False
+    retry_after: timedelta | None = None
 
     @classmethod
     def of(cls, result: AttemptResult) -> Closing:
@@ -137,6 +139,7 @@ class Closing:
             result.result,
             result.snooze,
             result.final,
+            result.retry_after,
         )
 
     @classmethod

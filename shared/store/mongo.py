@@ -1057,12 +1057,14 @@ def _decision(job: Job, closing: Closing) -> Document:
         decided["snoozeSeconds"] = closing.snooze.total_seconds()
     if closing.final:
         decided["final"] = True
+    if closing.retry_after is not None:
+        decided["retryAfterSeconds"] = closing.retry_after.total_seconds()
     return decided
 
 
 def _decided_closing(decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> Closing:
     """The closing an attempt-outcome document decided (its inverse of _decision), with the type's backoff."""
-    snooze = decided.get("snoozeSeconds")
+    snooze, retry_after = decided.get("snoozeSeconds"), decided.get("retryAfterSeconds")
     return Closing(
         Outcome(decided["outcome"]),
         decided["at"],
@@ -1073,6 +1075,7 @@ def _decided_closing(decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> C
         decided.get("result"),
         timedelta(seconds=snooze) if snooze is not None else None,
         bool(decided.get("final")),
+        timedelta(seconds=retry_after) if retry_after is not None else None,
     )
 
 

@@ -10,7 +10,7 @@ A value of UNSET means "remove the field" (Mongo `$unset`, SQL NULL): it reads b
 from __future__ import annotations
 
 from dataclasses import fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from jobsched.backoff import retry_delay
@@ -206,7 +206,7 @@ def attempt_closed(job: Job, closing: Closing) -> Fields:
         fields["status"] = Status.DLQ.value
     else:
         fields["status"] = Status.PENDING.value
-        fields["scheduledAt"] = at + retry_delay(attempts, closing.backoff)
+        fields["scheduledAt"] = at + max(retry_delay(attempts, closing.backoff), closing.retry_after or timedelta(0))
     return fields
 
 

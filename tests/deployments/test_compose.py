@@ -18,6 +18,7 @@ import pytest
 from services.api.auth.api_auth import api_auth
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import (
     COMPOSE_FILE,
@@ -29,7 +30,8 @@ from tests.deployments.manifests import (
     load_yaml,
 )
 
-BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+# What the binaries serve by default: the built-ins, and the http type (which signs with the backend's secrets).
+SERVED_TYPES = sorted([*builtin_types(demo=True).names(), HTTP_JOB_TYPE])
 
 
 pytestmark = pytest.mark.unit
@@ -91,7 +93,7 @@ def test_schema_check_rejects_a_misspelt_key(tmp_path: Path) -> None:
 def test_one_executor_service_per_registered_job_type() -> None:
     executors = by_command("executor")
     types = sorted(s["command"][2] for s in executors.values())
-    assert types == BUILTIN_TYPES.names()
+    assert types == SERVED_TYPES
     for name, service in executors.items():
         job_type = service["command"][2]
         assert service["command"] == ["executor", "--type", job_type]

@@ -14,10 +14,12 @@ from shared.bus.base import dispatch_topic
 from shared.bus.kafka import KafkaBus
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.keys.sqlite import SqliteKeyStore
 from tests.deployments.manifests import K8S_DIR, Doc, known_env_names, load_yaml, load_yaml_documents
 
-BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
+# What the binaries serve by default: the built-ins, and the http type (which signs with the backend's secrets).
+SERVED_TYPES = sorted([*builtin_types(demo=True).names(), HTTP_JOB_TYPE])
 
 
 pytestmark = pytest.mark.unit
@@ -80,7 +82,7 @@ def test_one_executor_deployment_per_registered_job_type() -> None:
         assert len(args) == 3, name
         assert name == f"executor-{args[2]}"
         found[args[2]] = name
-    assert sorted(found) == BUILTIN_TYPES.names()
+    assert sorted(found) == SERVED_TYPES
 
 
 def test_every_service_runs() -> None:
@@ -173,7 +175,7 @@ def test_one_scaled_object_per_executor_on_its_own_lag() -> None:
         spec = scaled["spec"]
         # More consumers than partitions would sit idle: each partition has one reader per group.
         assert 1 == spec["minReplicaCount"] <= spec["maxReplicaCount"] <= SETTINGS.kafka_partitions
-    assert sorted(targets) == BUILTIN_TYPES.names()
+    assert sorted(targets) == SERVED_TYPES
     assert sorted(targets.values()) == sorted(executors())
 
 

@@ -360,6 +360,8 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/overview",
         "/dlq",
         "/dlq/redrive",
+        "/signing-secrets",
+        "/signing-secrets/{secret_id}",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
     assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}

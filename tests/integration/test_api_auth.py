@@ -105,6 +105,9 @@ ROUTES = [
     ("GET", LIMITS, 200),
     ("PUT", LIMITS, 200),
     ("DELETE", LIMITS, 200),
+    ("GET", "/signing-secrets", 200),
+    ("POST", "/signing-secrets", 201),
+    ("DELETE", "/signing-secrets/{secret}", 200),
 ]
 NEEDS = {
     "/healthz": None,
@@ -117,6 +120,9 @@ NEEDS = {
     # A job type's limits bind every tenant: only an admin changes them; any key reads them.
     ("PUT", LIMITS): Role.ADMIN,
     ("DELETE", LIMITS): Role.ADMIN,
+    # A signing secret lets its holder sign a tenant's requests: a writer key, even to read it.
+    "/signing-secrets": Role.WRITER,
+    "/signing-secrets/{secret}": Role.WRITER,
 }
 
 
@@ -137,12 +143,14 @@ def test_each_role_against_each_route(
     dlq = dead_lettered(secured.store, "tenant-a", "failed-one")
     job = secured.store.create(job_from("tenant-a", "pending-one"))
     target = issue_key(secured.keys, "tenant-c", Role.READER, "to revoke", by="tests")[1].prefix
-    url = path.format(job=job.id, dlq=dlq, key=target)
+    secret = backend_beside(secured.store).signing_secrets.add("tenant-a", utc_now()).id
+    url = path.format(job=job.id, dlq=dlq, key=target, secret=secret)
     bodies = {
         "/jobs": job_body(idempotencyKey="new-one"),
         "/api-keys": {"tenantId": "tenant-c", "role": "reader"},
         "/dlq/redrive": {"jobIds": [dlq]},
         LIMITS: {"concurrency": 3},
+        "/signing-secrets": {},  # the key's tenant
     }
     with secured.client(secured.key("tenant-a", role) if role else None) as api:
         wait_until(lambda: api.get("/readyz").status_code == 200, 10, "readiness (public: no key needed)")
@@ -190,6 +198,18 @@ def test_naming_another_tenant_in_a_query_or_body_is_403_and_writes_nothing(secu
         assert response.status_code == 403
         assert "tenant-b" in response.json()["error"]
     assert tenant_jobs(secured.store, "tenant-a", None, 10) == []
+
+
+def test_a_tenants_signing_secrets_are_its_own(secured: Secured) -> None:
+    theirs = backend_beside(secured.store).signing_secrets.add("tenant-a", utc_now())
+    with secured.client(secured.key("tenant-b", Role.WRITER)) as other:
+        assert other.get("/signing-secrets", params={"tenantId": "tenant-a"}).status_code == 403
+        assert other.get("/signing-secrets").json() == []  # its own: none yet
+        assert other.delete(f"/signing-secrets/{theirs.id}").status_code == 404  # not one of its own
+        assert other.post("/signing-secrets", json={"tenantId": "tenant-a"}).status_code == 403
+        made = other.post("/signing-secrets", json={})
+        assert (made.status_code, made.json()["tenantId"]) == (201, "tenant-b")
+    assert [s.id for s in backend_beside(secured.store).signing_secrets.live("tenant-a")] == [theirs.id]
 
 
 def test_an_omitted_tenant_is_the_keys_and_an_admin_may_name_any(secured: Secured) -> None:

@@ -52,6 +52,7 @@ def only(store: SqliteJobStore, *modules: object) -> Starlette:
         schedules=ScheduleEngine(store),
         store_ping=StorePing(store.ping),
         openapi={},
+        signing_secrets=backend_beside(store).signing_secrets,
     )
     return app
 

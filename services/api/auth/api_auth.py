@@ -58,9 +58,13 @@ BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 MAX_INSPECTED_BODY_BYTES: Final = 1024 * 1024
 CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
-TENANT_BODIES: Final = frozenset({("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply")})
+TENANT_BODIES: Final = frozenset(
+    {("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply"), ("POST", "/signing-secrets")}
+)
 # Routes that bind every tenant (a job type's limits): admin keys only, by path and method.
 ADMIN_ROUTES: Final = frozenset({("/job-types/{job_type}/limits", "PUT"), ("/job-types/{job_type}/limits", "DELETE")})
+# Routes that take a writer key whatever the method: a signing secret, even read, lets its holder sign requests.
+WRITER_PATHS: Final = frozenset({"/signing-secrets", "/signing-secrets/{secret_id}"})
 # Routes whose JSON body lists what they create (under the key named here), each of which may name its own tenant.
 LISTED_BODIES: Final = {("POST", "/jobs/batch"): "jobs", ("POST", "/schedules/apply"): "schedules"}
 VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
@@ -104,8 +108,9 @@ class ApiAuth:
             if route.path not in PUBLIC_PATHS:
                 methods = route.methods or set()
                 admin = route.path.startswith("/api-keys") or any((route.path, m) in ADMIN_ROUTES for m in methods)
+                needs = Role.ADMIN if admin else Role.WRITER if route.path in WRITER_PATHS else None
                 route = copy.copy(route)
-                route.app = Authenticate(route.app, self, route.path, Role.ADMIN if admin else None)
+                route.app = Authenticate(route.app, self, route.path, needs)
             protected.append(route)
         return protected
 

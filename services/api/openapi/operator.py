@@ -83,12 +83,24 @@ _REDRIVEN = {
 }
 
 
+_SECRET = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "tenantId": {"type": "string"},
+        "secret": {"type": "string", "description": "the HMAC key of the Jobsched-Signature header"},
+        "createdAt": {"type": "string", "format": "date-time"},
+    },
+}
+_OWN_TENANT = {**TENANT, "required": True, "description": "The tenant (a key's own with AUTH=required)"}
+
+
 def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "Bad input", 413: "Body too large", 503: "Store unavailable"}
+    text = {400: "Bad input", 404: "Not found", 409: "Conflict", 413: "Body too large", 503: "Store unavailable"}
     return {str(c): _answer(text[c], {"$ref": REF.format(model="Error")}) for c in codes}
 
 
@@ -126,6 +138,27 @@ def operator_paths() -> dict[str, Any]:
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="RedriveRequest")}}},
                 },
                 "responses": {"200": _answer("What moved", _REDRIVEN), **_errors(400, 413, 503)},
+            }
+        },
+        "/signing-secrets": {
+            "get": {
+                "summary": "The tenant's live signing secrets of http jobs, oldest first (a writer key)",
+                "parameters": [_OWN_TENANT],
+                "responses": {"200": _answer("Secrets", {"type": "array", "items": _SECRET}), **_errors(400, 503)},
+            },
+            "post": {
+                "summary": 'A new signing secret for {"tenantId"}; 409 when it has two (remove one first)',
+                "responses": {"201": _answer("The secret", _SECRET), **_errors(400, 409, 503)},
+            },
+        },
+        "/signing-secrets/{secret_id}": {
+            "delete": {
+                "summary": "Remove a signing secret: requests are no longer signed with it",
+                "parameters": [
+                    _OWN_TENANT,
+                    {"name": "secret_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                ],
+                "responses": {"200": _answer("Removed", {"type": "object"}), **_errors(400, 404, 503)},
             }
         },
     }

@@ -1,0 +1,146 @@
+"""One request of an `http` job, sent to an address the outbound policy checked, on a connection made to that
+very address (the TLS name and the Host header stay the URL's), within a total deadline, reading at most a
+bounded part of the response."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from shared.http_jobs.outbound import OutboundPolicy
+from shared.http_jobs.request import HttpRequest
+
+USER_AGENT: Final = "jobsched-http-job/1"
+READ_CHUNK: Final = 64 * 1024
+
+
+class Unanswered(Exception):
+    """No response: the connection failed, or the deadline passed (`timed_out`)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    reason: str
+    headers: dict[str, str]  # lower-case names; a repeated header's values joined by ", "
+    body: bytes  # at most the bound read
+    truncated: bool  # the body was longer than the bound
+    address: str  # the address it came from
+
+
+def send(
+    request: HttpRequest,
+    headers: dict[str, str],
+    policy: OutboundPolicy,
+    deadline: float,
+    max_body_bytes: int,
+    tls: ssl.SSLContext | None = None,
+) -> Response:
+    """Send `request` with `headers` (the payload's and jobsched's) before `deadline` (time.monotonic()): the
+    response, Unanswered, or outbound.Refused before any connection is made."""
+    addresses = policy.addresses(request.host, request.port)
+    errors: list[str] = []
+    for address in addresses:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Unanswered(f"no response within {request.timeout_s:g}s", timed_out=True)
+        try:
+            raw = socket.create_connection((address, request.port), timeout=remaining)
+        except TimeoutError:
+            raise Unanswered(f"connecting to {request.host} ({address}) timed out", timed_out=True) from None
+        except OSError as exc:
+            errors.append(f"{address}: {exc.strerror or exc}")
+            continue
+        return _exchange(request, headers, raw, address, deadline, max_body_bytes, tls)
+    raise Unanswered(f"could not connect to {request.host}:{request.port} ({'; '.join(errors)})")
+
+
+def _exchange(
+    request: HttpRequest,
+    headers: dict[str, str],
+    raw: socket.socket,
+    address: str,
+    deadline: float,
+    max_body_bytes: int,
+    tls: ssl.SSLContext | None,
+) -> Response:
+    host_header = request.host if request.port in (80, 443) else f"{request.host}:{request.port}"
+    connection: http.client.HTTPConnection
+    sock = raw
+    in_use = [raw]  # the socket the exchange reads: the TLS one once it is wrapped
+    # Per-step timeouts alone let a server that drips a byte at a time stretch the exchange: at the deadline the
+    # socket is shut, whatever step is waiting on it.
+    cutoff = threading.Timer(max(0.0, deadline - time.monotonic()), lambda: _shut(in_use[-1]))
+    cutoff.daemon = True
+    cutoff.start()
+    try:
+        if request.scheme == "https":
+            context = tls or ssl.create_default_context()
+            connection = http.client.HTTPSConnection(request.host, request.port, context=context)
+            sock = connection.sock = context.wrap_socket(raw, server_hostname=request.host)
+            in_use.append(sock)
+        else:
+            connection = http.client.HTTPConnection(request.host, request.port)
+            connection.sock = raw
+        sent = {"Host": host_header, "User-Agent": USER_AGENT, **headers}
+        if request.body or request.method in ("POST", "PUT", "PATCH"):
+            sent["Content-Length"] = str(len(request.body))
+        _timed(sock, deadline)
+        connection.putrequest(request.method, request.target, skip_host=True, skip_accept_encoding=True)
+        for name, value in sent.items():
+            connection.putheader(name, value)
+        connection.endheaders(request.body or None)
+        _timed(sock, deadline)
+        answer = connection.getresponse()
+        body = bytearray()
+        truncated = False
+        while True:
+            _timed(sock, deadline)
+            chunk = answer.read1(min(READ_CHUNK, max_body_bytes + 1 - len(body)))
+            if not chunk:
+                break
+            body += chunk
+            if len(body) > max_body_bytes:
+                del body[max_body_bytes:]
+                truncated = True
+                break
+        folded: dict[str, str] = {}
+        for name, value in answer.getheaders():
+            key = name.lower()
+            folded[key] = f"{folded[key]}, {value}" if key in folded else value
+        return Response(answer.status, answer.reason, folded, bytes(body), truncated, address)
+    except TimeoutError:
+        raise Unanswered(f"no response within {request.timeout_s:g}s", timed_out=True) from None
+    except ssl.SSLError as exc:
+        raise Unanswered(f"TLS with {request.host} failed: {exc.reason or exc}") from None
+    except (OSError, http.client.HTTPException) as exc:
+        if time.monotonic() >= deadline:  # the cutoff shut the socket under the step
+            raise Unanswered(f"no response within {request.timeout_s:g}s", timed_out=True) from None
+        raise Unanswered(f"{request.host} ({address}): {type(exc).__name__}: {exc}") from None
+    finally:
+        cutoff.cancel()
+        sock.close()
+        raw.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _timed(sock: socket.socket, deadline: float) -> None:
+    """Each blocking step may take only what is left of the deadline."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    sock.settimeout(remaining)

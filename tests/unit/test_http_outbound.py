@@ -1,0 +1,117 @@
+"""Where an http job's request may go (shared/http_jobs/outbound.py): every address class that is not public is
+refused, also behind a name that resolves to it, before any connection is made; HTTP_JOBS_ALLOW opens networks
+and names."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+
+import pytest
+
+from shared.http_jobs.outbound import OutboundPolicy, Refused, blocked_class
+from shared.http_jobs.request import BadHttpRequest, HttpRequest
+from shared.http_jobs.sending import send
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.8.9.10", "loopback"),
+        ("::1", "loopback"),
+        ("10.0.0.1", "private"),
+        ("172.16.5.4", "private"),
+        ("192.168.1.1", "private"),
+        ("fd12:3456::1", "private"),
+        ("169.254.169.254", "link-local"),  # the cloud metadata service
+        ("fe80::1", "link-local"),
+        ("fd00:ec2::254", "private"),  # AWS's IPv6 metadata service
+        ("100.64.0.1", "non-public"),  # shared address space (CGNAT)
+        ("198.18.0.1", "private"),
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("240.0.0.1", "private"),
+        ("::ffff:127.0.0.1", "loopback"),  # IPv4-mapped: judged as the IPv4 address
+        ("::ffff:10.0.0.1", "private"),
+        ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
+        ("2002:a00:1::", "private"),  # 6to4 of 10.0.0.1
+    ],
+)
+def test_non_public_addresses_are_refused_by_class(address: str, kind: str) -> None:
+    assert blocked_class(ipaddress.ip_address(address)) == kind
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+def test_public_addresses_pass(address: str) -> None:
+    assert blocked_class(ipaddress.ip_address(address)) is None
+
+
+def test_a_public_looking_name_that_resolves_to_a_private_address_is_refused_before_connecting() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    resolved: list[str] = []
+
+    def rebinding_resolver(host: str, port: int) -> list[str]:
+        resolved.append(host)
+        return ["93.184.215.14", "127.0.0.1"]  # one public answer does not make the other one safe
+
+    policy = OutboundPolicy(resolve=rebinding_resolver)
+    request = HttpRequest.from_payload({"url": f"http://billing.example.com:{port}/charge"})
+    with pytest.raises(Refused, match=r"billing\.example\.com \(127\.0\.0\.1\) is a loopback address"):
+        send(request, {}, policy, time.monotonic() + 5, 1024)
+    assert resolved == ["billing.example.com"]
+    with pytest.raises(TimeoutError):
+        listener.accept()  # nothing connected
+    listener.close()
+
+
+def test_the_allow_list_opens_networks_names_and_domains() -> None:
+    def resolver(host: str, port: int) -> list[str]:
+        return {"billing.internal": ["10.20.0.5"], "api.corp.internal": ["10.30.0.7"], "other.lan": ["10.9.9.9"]}[host]
+
+    policy = OutboundPolicy.from_setting(["127.0.0.1", "10.20.0.0/16", ".corp.internal", " "], resolve=resolver)
+    assert policy.addresses("127.0.0.1", 80) == ["127.0.0.1"]
+    assert policy.addresses("billing.internal", 80) == ["10.20.0.5"]  # by its network
+    assert policy.addresses("api.corp.internal", 80) == ["10.30.0.7"]  # by its domain
+    with pytest.raises(Refused):
+        policy.addresses("127.0.0.2", 80)
+    with pytest.raises(Refused):
+        policy.addresses("other.lan", 80)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ([], "payload is an object"),
+        ({"url": "http:///nohost"}, "names a host"),
+        ({"url": "http://example.com:99999/"}, "not a URL"),
+        ({"url": "http://exa mple.com/"}, "without spaces"),
+        ({"url": "https://example.com/", "extra": 1}, "unknown fields"),
+        ({"url": "https://example.com/", "headers": {"Jobsched-Attempt": "9"}}, "set by jobsched"),
+        ({"url": "https://example.com/", "headers": {"bad name": "x"}}, "not a header name"),
+        ({"url": "https://example.com/", "body": 5}, "payload.body is a string"),
+        ({"url": "https://example.com/", "followRedirects": "yes"}, "true or false"),
+        ({"url": "https://example.com/", "timeoutSeconds": 901}, "at most 900"),
+    ],
+)
+def test_a_payload_that_is_not_a_request_says_why(payload: object, reason: str) -> None:
+    with pytest.raises(BadHttpRequest, match=reason):
+        HttpRequest.from_payload(payload)
+
+
+def test_a_request_keeps_what_the_payload_asks() -> None:
+    request = HttpRequest.from_payload(
+        {"url": "https://Billing.example.com:8443/a/b?c=1", "method": "PUT", "json": {"é": 1}}
+    )
+    where = (request.scheme, request.host, request.port, request.target)
+    assert where == ("https", "billing.example.com", 8443, "/a/b?c=1")
+    assert request.body == '{"é":1}'.encode()
+    assert request.headers == {"Content-Type": "application/json"}
+    assert (request.timeout_s, request.follow_redirects) == (30.0, False)
