@@ -26,7 +26,7 @@ from typing import Any, Final
 from urllib.parse import urljoin
 
 from jobsched.handlers import HandlerContext, JobTypes
-from jobsched.outcomes import GiveUp, RetryAfter, Snooze
+from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
 from shared.config import Settings
 from shared.http_jobs import signing
 from shared.http_jobs.outbound import OutboundPolicy, Refused
@@ -87,6 +87,8 @@ class HttpJobs:
     def _follow(self, request: HttpRequest, ctx: HandlerContext, deadline: float) -> tuple[Response, str]:
         hops = 0
         while True:
+            if ctx.cancelled.is_set():  # the job was cancelled: send nothing more
+                raise Cancel("cancelled before its request was sent")
             secrets = self._secrets(ctx.tenant_id)
             added = signing.headers_for(ctx.job_id, ctx.attempt, secrets, int(time.time()), request.body)
             try:

@@ -50,7 +50,7 @@ class TooManySecrets(Exception):
 
 class SigningSecrets(Protocol):
     def live(self, tenant_id: str) -> list[SigningSecret]:
-        """The tenant's live secrets, oldest first."""
+        """The tenant's live secrets, in the order they were added."""
 
     def add(self, tenant_id: str, now: datetime) -> SigningSecret:
         """A new secret for the tenant; TooManySecrets when it has MAX_LIVE already (decided atomically)."""

@@ -25,8 +25,7 @@ class MongoSigningSecrets:
         with translate_errors():
             doc = self._secrets.find_one({"_id": tenant_id})
         kept = doc.get("secrets", []) if doc else []
-        found = [SigningSecret(s["id"], tenant_id, s["secret"], s["createdAt"]) for s in kept]
-        return sorted(found, key=lambda s: (s.createdAt, s.id))
+        return [SigningSecret(s["id"], tenant_id, s["secret"], s["createdAt"]) for s in kept]  # pushed in order
 
     def add(self, tenant_id: str, now: datetime) -> SigningSecret:
         made = SigningSecret.new(tenant_id, now)

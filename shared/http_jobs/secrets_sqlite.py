@@ -4,12 +4,11 @@ write lock makes its count and its insert one decision)."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from datetime import datetime
 from typing import Final
 
 from shared.http_jobs.secrets import MAX_LIVE, SigningSecret, TooManySecrets
-from shared.store.sqlite import SqliteJobStore, _from_ms, _to_ms
+from shared.store.sqlite import SqliteJobStore, TablesOnFirstUse, _from_ms, _to_ms
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS signing_secrets (
@@ -25,22 +24,16 @@ _SCHEMA: Final = (
 class SqliteSigningSecrets:
     def __init__(self, store: SqliteJobStore) -> None:
         self._store = store
-        self._ready = False
-        self._ready_lock = threading.Lock()
+        self._tables = TablesOnFirstUse(store, _SCHEMA)
 
     def _ensure_table(self) -> None:
-        with self._ready_lock:
-            if not self._ready:
-                with self._store._write() as conn:
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                self._ready = True
+        self._tables.ensure()
 
     def live(self, tenant_id: str) -> list[SigningSecret]:
         self._ensure_table()
         with self._store._read() as conn:
             rows = conn.execute(
-                "SELECT id, tenantId, secret, createdAt FROM signing_secrets WHERE tenantId = ? ORDER BY createdAt, id",
+                "SELECT id, tenantId, secret, createdAt FROM signing_secrets WHERE tenantId = ? ORDER BY rowid",
                 (tenant_id,),
             ).fetchall()
         return [SigningSecret(str(r[0]), str(r[1]), str(r[2]), _from_ms(int(r[3]))) for r in rows]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
@@ -13,7 +12,7 @@ from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import Announcement, JobTypeInfo, readable_overrides, summarize
 from shared.model import Status
-from shared.store.sqlite import RATE_TABLES, SqliteJobStore, _from_ms, _to_ms
+from shared.store.sqlite import RATE_TABLES, SqliteJobStore, TablesOnFirstUse, _from_ms, _to_ms
 from shared.store.transitions import KIND_RUN
 
 _SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_announcements (
@@ -34,18 +33,11 @@ _LIMITS_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS job_type_limits (
 class SqliteJobTypes:
     def __init__(self, store: SqliteJobStore) -> None:
         self._store = store
-        self._ready = False
-        self._ready_lock = threading.Lock()
+        # The rate tables too: set_limits starts a type's rates afresh.
+        self._tables = TablesOnFirstUse(store, (_SCHEMA, _LIMITS_SCHEMA, *RATE_TABLES))
 
     def _ensure_table(self) -> None:
-        with self._ready_lock:
-            if not self._ready:
-                with self._store._write() as conn:
-                    conn.execute(_SCHEMA)
-                    conn.execute(_LIMITS_SCHEMA)
-                    for table in RATE_TABLES:  # set_limits starts a type's rates afresh
-                        conn.execute(table)
-                self._ready = True
+        self._tables.ensure()
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
         self._ensure_table()

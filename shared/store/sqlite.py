@@ -956,6 +956,25 @@ def _reserved_starts(conn: sqlite3.Connection, rated: Mapping[str, Rate]) -> dic
     return {str(r[0]): float(r[1]) for r in rows}
 
 
+class TablesOnFirstUse:
+    """The tables of a part kept beside the job store in its file (job types, signing secrets), created the first
+    time the part is used: a process that never uses it writes nothing for it."""
+
+    def __init__(self, store: SqliteJobStore, statements: Sequence[str]) -> None:
+        self._store = store
+        self._statements = tuple(statements)
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def ensure(self) -> None:
+        with self._lock:
+            if not self._ready:
+                with self._store._write() as conn:
+                    for statement in self._statements:
+                        conn.execute(statement)
+                self._ready = True
+
+
 def _reserved_key_starts(conn: sqlite3.Connection, owner: KeyOwner) -> float:
     """How far the claims have reserved the starts of one (type, tenant, concurrency key) (unix seconds)."""
     row = conn.execute(

@@ -16,7 +16,7 @@ import httpx2 as httpx
 import pytest
 
 from jobsched import HandlerContext, JobTypes, Limits, Rate
-from jobsched.client import Client, NotFound, TypeLimits
+from jobsched.client import Client, Enqueued, Job, NotFound, TypeLimits
 from jobsched.testing import embedded
 from tests.support import wait_until
 
@@ -75,12 +75,7 @@ def test_starts_keep_to_the_start_rate() -> None:
 
     with embedded(jobs) as client:
         made = client.create_many("metered", [{"n": n} for n in range(50)])
-        starts: list[datetime] = []
-        for enqueued in made:
-            assert enqueued.id is not None
-            assert client.wait(enqueued.id, timeout=60).status == "completed"
-            starts += [e.started_at for e in client.executions(enqueued.id) if e.started_at is not None]
-    starts.sort()
+        starts = sorted(t for times in attempt_starts(client, made) for t in times)
     assert len(starts) == 50
     # Counted from the attempts' start times: at most 20 in any second (the default burst of 1 spaces them 50 ms
     # apart), so the 50 starts span at least 49 intervals.
@@ -96,18 +91,12 @@ def test_each_concurrency_key_keeps_to_the_rate_per_key_and_keys_do_not_wait_for
     def per_customer(payload: dict[str, str], ctx: HandlerContext) -> None:
         return None
 
+    keys = ["c0", "c1", None] * 10
     with embedded(jobs) as client:
-        made = [
-            client.create("per-customer", {"customer": key or "-"}, concurrency_key=key)
-            for key in ["c0", "c1", None] * 10
-        ]
+        made = [client.create("per-customer", {"customer": key or "-"}, concurrency_key=key) for key in keys]
         starts: dict[str | None, list[datetime]] = {}
-        for enqueued, key in zip(made, ["c0", "c1", None] * 10, strict=True):
-            assert enqueued.id is not None
-            assert client.wait(enqueued.id, timeout=60).status == "completed"
-            starts.setdefault(key, []).extend(
-                e.started_at for e in client.executions(enqueued.id) if e.started_at is not None
-            )
+        for key, times in zip(keys, attempt_starts(client, made), strict=True):
+            starts.setdefault(key, []).extend(times)
     second = timedelta(seconds=1)
     for key in ("c0", "c1"):
         times = sorted(starts[key])
@@ -163,6 +152,16 @@ def test_an_operator_sets_and_clears_a_types_limits_through_the_api() -> None:
         with pytest.raises(NotFound):
             client.limits("no-such-type")
         assert client.clear_limits("no-such-type").override is None  # an operator's limits stay removable
+
+
+def attempt_starts(client: Client, made: list[Enqueued] | list[Job]) -> list[list[datetime]]:
+    """Each job's attempts' start times, once it completed."""
+    found = []
+    for enqueued in made:
+        assert enqueued.id is not None
+        assert client.wait(enqueued.id, timeout=60).status == "completed"
+        found.append([e.started_at for e in client.executions(enqueued.id) if e.started_at is not None])
+    return found
 
 
 def wait_for_limits(client: Client, job_type: str) -> TypeLimits:

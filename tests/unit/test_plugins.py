@@ -204,7 +204,10 @@ def run_listing(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_the_listing_that_make_up_starts_executors_for_includes_the_plugins(tmp_path: Path) -> None:
     name = module(tmp_path, COLLECTS.format(name="send-email"))
     listed = run_listing({"JOBSCHED_HANDLERS": f"{name}:jobs", "PYTHONPATH": str(tmp_path)})
-    assert (listed.returncode, listed.stdout.split()) == (0, ["flaky", "http", "log-message", "noop", "send-email", "slow"])
+    assert (listed.returncode, listed.stdout.split()) == (
+        0,
+        ["flaky", "http", "log-message", "noop", "send-email", "slow"],
+    )
     without_demo = run_listing({"JOBSCHED_HANDLERS": name, "PYTHONPATH": str(tmp_path), "DEMO_JOB_TYPES": "false"})
     assert (without_demo.returncode, without_demo.stdout.split()) == (0, ["http", "log-message", "noop", "send-email"])
     broken = run_listing({"JOBSCHED_HANDLERS": "no_such_plugin_module"})
