@@ -38,7 +38,8 @@ SCHEDULER_DISPATCH_ERRORS = Counter(
 )
 SCHEDULER_CLAIMS_HELD = Counter(
     "scheduler_claims_held_total",
-    "Claims that left due jobs of the type pending because its room was spent (DISPATCH_AHEAD, a limit)",
+    "Claims that left due jobs of the type pending because its room was spent (DISPATCH_AHEAD, a limit) or their"
+    " concurrency key's start rate had no start within reach",
     ["job_type"],
 )
 LIMIT_IN_USE = Gauge(

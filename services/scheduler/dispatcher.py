@@ -130,7 +130,7 @@ class Dispatcher:
             result.held = result.held | jobs.held
             for job_type, count in jobs.in_use.items():
                 metrics.LIMIT_IN_USE.labels(job_type).set(count)
-            for job_type in jobs.held:
+            for job_type in jobs.held | jobs.waited:
                 metrics.SCHEDULER_CLAIMS_HELD.labels(job_type).inc()
             if jobs:
                 published = self._publish(jobs, term)

@@ -214,6 +214,7 @@ class KeyReservations:
         self._until = max(until, now + RATE_CLAIM_AHEAD_S)
         self.tats: dict[KeyOwner, float] = {}
         self.not_before: dict[str, datetime] = {}
+        self.waited: set[str] = set()  # types of which a run was passed over for its key's rate
 
     def reserve(self, owner: KeyOwner, rate: Rate, run_id: str) -> bool:
         """The key's next start for the run, if it has one within reach. (A run the claim then loses to a concurrent
@@ -223,6 +224,7 @@ class KeyReservations:
         tat = self.tats.get(owner, self._read[owner])
         times = start_times(tat, self._now, rate, self._until, 1)
         if not times:
+            self.waited.add(owner[0])
             return False
         self.tats[owner] = reserved_until(tat, times, rate)
         if times[0] > self._now:

@@ -66,7 +66,9 @@ class Claim(list[Job]):
     """The jobs a claim won, in the order they were chosen; the types whose room held due runs back (the
     scheduler claims again soon rather than at its next period: their room comes back as their runs start and
     end, not when new runs are written); the start time given to runs of a rate-limited type that may not start
-    at once (their wake-ups are held until then); and the runs of each limited type in flight before the claim."""
+    at once (their wake-ups are held until then); the runs of each limited type in flight before the claim; and
+    the types of which the claim passed runs over for their concurrency key's start rate (`waited`: not held, as
+    their turn comes with time)."""
 
     def __init__(
         self,
@@ -75,9 +77,11 @@ class Claim(list[Job]):
         *,
         not_before: Mapping[str, datetime] | None = None,
         in_use: Mapping[str, int] | None = None,
+        waited: Iterable[str] = (),
     ) -> None:
         super().__init__(jobs)
         self.held = frozenset(held)
+        self.waited = frozenset(waited)
         self.not_before = dict(not_before or {})
         self.in_use = dict(in_use or {})
 

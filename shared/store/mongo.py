@@ -418,7 +418,8 @@ class MongoJobStore:
                     ordered=False,
                 )
         held |= selection.held | admission.filled
-        return Claim(jobs, held, not_before=latest(not_before, key_rates.not_before), in_use=in_flight.active)
+        not_before = latest(not_before, key_rates.not_before)
+        return Claim(jobs, held, not_before=not_before, in_use=in_flight.active, waited=key_rates.waited)
 
     def _reserved_key_starts(self, owner: KeyOwner) -> float:
         doc = self._key_rates.find_one({"_id": key_rate_id(owner)}, {"claimTat": 1})

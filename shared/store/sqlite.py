@@ -610,7 +610,8 @@ class SqliteJobStore:
                 [(*owner, tat) for owner, tat in key_rates.tats.items()],
             )
         not_before = latest(not_before, key_rates.not_before)
-        return Claim(jobs, selection.held | admission.filled, not_before=not_before, in_use=in_flight.active)
+        held = selection.held | admission.filled
+        return Claim(jobs, held, not_before=not_before, in_use=in_flight.active, waited=key_rates.waited)
 
     def due_job_types(self, now: datetime) -> set[str]:
         with self._read() as conn:

@@ -148,6 +148,7 @@ def test_a_rate_per_key_paces_each_key_and_passes_over_a_key_with_no_start_in_re
     assert all((at - now).total_seconds() == pytest.approx(0.75, abs=0.01) for at in later.values())
     # Not held: the busy key's turn comes with time, which the next tick sees, not with a slot.
     assert claimed.held == frozenset()
+    assert claimed.waited == {"per-key-rate"}  # counted as a claim that left due jobs waiting
     assert store.claim_due_jobs(utc_now(), 100, {"per-key-rate"}, limits=limits) == []
     # Another tenant's key of the same name is its own.
     other = runs(store, 1, tenantId="other", jobType="per-key-rate", concurrencyKey="busy")
