@@ -87,7 +87,7 @@ def test_typed_errors_carry_the_apis_message_and_status(dev: Dev) -> None:
         assert client.get(duplicate.value.job_id or "") == first  # the existing job is fetchable
         with pytest.raises(BadRequest) as bad:
             client.create("no-such-type")
-        assert "unknown jobType 'no-such-type'; known types: flaky, log-message, noop, slow" in bad.value.message
+        assert "unknown jobType 'no-such-type'; known types: flaky, http, log-message, noop, slow" in bad.value.message
         with pytest.raises(NotFound):
             client.get("66f9a1c2e4b0a3d5c8f12a01")
         with pytest.raises(WaitTimeout) as waited:

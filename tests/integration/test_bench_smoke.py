@@ -77,7 +77,12 @@ HEADLINES: dict[str, list[str]] = {
     "retention-soak": ["jobsched.final_mb", "baseline.final_mb", "jobsched.deleted", "baseline.completed"],
     "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
     "fairness": ["jobsched.created_to_start_ms.max", "baseline.created_to_start_ms.max", "jobsched.backlog_left"],
-    "limits": ["jobsched.noop_jobs_per_s", "baseline.noop_jobs_per_s", "jobsched.slow_peak_concurrency"],
+    "limits": [
+        "jobsched.noop_jobs_per_s",
+        "baseline.noop_jobs_per_s",
+        "jobsched.slow_peak_concurrency",
+        "jobsched.with_key_rate.slow_busiest_key_second",
+    ],
 }
 STABLE_KEYS = {"scenario", "jobsched", "baseline", "ratio", "machine", "store"}
 # Figures that may be negative: due → claimed is negative for runs claimed ahead of their time.

@@ -55,7 +55,7 @@ def test_every_builtin_handler_end_to_end(launch: Launch, mongo_store: MongoJobS
 def test_unknown_type_executor_exits_non_zero_naming_the_known_types(launch: Launch) -> None:
     executor = launch("executor", "--type", "fax")
     assert executor.process.wait(30) == 2
-    assert "known types: flaky, log-message, noop, slow" in executor.log_text()
+    assert "known types: flaky, http, log-message, noop, slow" in executor.log_text()
 
 
 def test_kill_9_mid_handler_never_starts_the_same_attempt_twice(launch: Launch, mongo_store: MongoJobStore) -> None:
