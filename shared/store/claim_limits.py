@@ -60,6 +60,10 @@ class ClaimLimits:
         )
 
     @property
+    def bounds_concurrency(self) -> bool:
+        return self.active is not None or self.per_tenant is not None or self.per_key is not None
+
+    @property
     def counts_by_owner(self) -> bool:
         return self.per_tenant is not None or self.per_key is not None or self.key_rate is not None
 
@@ -187,7 +191,11 @@ class Admission:
         if (
             limits.key_rate is not None
             and key is not None
-            and not self.key_rates.reserve((job_type, tenant, key), limits.key_rate, run_id)
+            # Under a concurrency limit a run claimed ahead of its key's turn would hold a slot while it waits: such
+            # a type's runs are claimed only at their key's turn (the next tick sees the next one).
+            and not self.key_rates.reserve(
+                (job_type, tenant, key), limits.key_rate, run_id, ahead=not limits.bounds_concurrency
+            )
         ):
             self.full_keys(job_type, tenant).add(key)
             return Verdict.WAIT
@@ -216,13 +224,14 @@ class KeyReservations:
         self.not_before: dict[str, datetime] = {}
         self.waited: set[str] = set()  # types of which a run was passed over for its key's rate
 
-    def reserve(self, owner: KeyOwner, rate: Rate, run_id: str) -> bool:
-        """The key's next start for the run, if it has one within reach. (A run the claim then loses to a concurrent
-        claimer leaves its start reserved and unused: a key may start a little later, never sooner.)"""
+    def reserve(self, owner: KeyOwner, rate: Rate, run_id: str, *, ahead: bool = True) -> bool:
+        """The key's next start for the run, if it has one within reach (`ahead`: up to `until`; else only one it
+        may take now). (A run the claim then loses to a concurrent claimer leaves its start reserved and unused: a
+        key may start a little later, never sooner.)"""
         if owner not in self._read:
             self._read[owner] = self._reserved(owner)
         tat = self.tats.get(owner, self._read[owner])
-        times = start_times(tat, self._now, rate, self._until, 1)
+        times = start_times(tat, self._now, rate, self._until if ahead else self._now, 1)
         if not times:
             self.waited.add(owner[0])
             return False

@@ -191,3 +191,13 @@ def test_key_rate_times_behind_the_clock_are_pruned_and_recent_ones_kept(store: 
     runs(store, 1, jobType="pruned", concurrencyKey="k1")
     assert store.claim_due_jobs(utc_now(), 10, {"pruned"}, limits=limits) == []  # the kept times still pace it
     assert store.prune_key_rates(utc_now() + timedelta(minutes=2), 100) == 1
+
+
+def test_under_a_concurrency_limit_a_keys_runs_are_claimed_only_at_its_turn(store: JobStore) -> None:
+    runs(store, 5, jobType="slotted", concurrencyKey="busy")
+    limits = {"slotted": ClaimLimits(active=10, key_rate=Rate(1, per=0.75))}
+    claimed = store.claim_due_jobs(utc_now(), 100, {"slotted"}, limits=limits)
+    # Its second start is 0.75 s away: claimed now, it would hold one of the ten slots while it waits.
+    assert len(claimed) == 1
+    assert claimed.not_before == {}
+    assert claimed.waited == {"slotted"}
