@@ -6,8 +6,10 @@ PostgreSQL aborts one (after `deadlock_timeout`) and FerretDB answers it with co
 safe: a transient error, retried as a user of any MongoDB driver retries one.
 
 Where jobsched meets it: replicas starting together on a database of an earlier version, one dropping the old
-global unique index while the others create the schema's indexes (docs/ferretdb.md has the counts). Its job
-writes did not meet it: they never send the concurrent sorted findAndModify calls that deadlock there.
+global unique index while the others create the schema's indexes (docs/ferretdb.md has the counts); and a
+create, which many clients may send at once with one idempotency key (one insert wins, the others are duplicates:
+a deadlock's victim among them is run again to get its answer). The other job writes never send the concurrent
+sorted findAndModify calls that deadlock there.
 """
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ class MongoJobStore:
         doc = transitions.new_job(new, new.createdAt or utc_now())
         with translate_errors():
             try:
-                result = self._jobs.insert_one(doc)
+                result = retry_deadlocks(partial(self._jobs.insert_one, doc))
             except DuplicateKeyError as exc:
                 holder = self._jobs.find_one(
                     {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
