@@ -81,7 +81,8 @@ class HttpJobs:
             raise RetryAfter(_retry_after(response.headers.get("retry-after")), said, result=summary)
         if 300 <= status < 400:
             where = response.headers.get("location", "nowhere")
-            raise GiveUp(f"{said}: a redirect to {where[:200]}, not followed (followRedirects: false)", result=summary)
+            why = f"after {MAX_REDIRECTS} redirects" if request.follow_redirects else "(followRedirects: false)"
+            raise GiveUp(f"{said}: a redirect to {where[:200]}, not followed {why}", result=summary)
         raise GiveUp(said, result=summary)
 
     def _follow(self, request: HttpRequest, ctx: HandlerContext, deadline: float) -> tuple[Response, str]:

@@ -237,6 +237,11 @@ def test_a_redirect_is_not_followed_unless_the_job_asks(client: Client, receiver
     assert followed.result["url"] == receiver.url("/final")
     [hop] = receiver.requests_to("/final")
     assert (hop.method, hop.body) == ("GET", b"")  # a 302 becomes a GET
+    receiver.script["/loop"] = [Reply(307, b"", {"Location": "/loop"})]
+    looped = send(client, {"url": receiver.url("/loop"), "followRedirects": True})
+    assert looped.status == "dlq"
+    assert "a redirect to /loop, not followed after 5 redirects" in (looped.last_error or "")
+    assert len(receiver.requests_to("/loop")) == 6  # the first request and five hops
 
 
 def test_a_payload_that_is_not_a_request_is_refused_when_created(client: Client) -> None:
