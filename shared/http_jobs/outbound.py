@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -65,13 +67,15 @@ class OutboundPolicy:
                 hosts.add(entry.lower().rstrip("."))
         return cls(tuple(networks), frozenset(hosts), resolve)
 
-    def addresses(self, host: str, port: int) -> list[str]:
-        """The addresses to connect to for `host`, each allowed; Refused (or OSError: it does not resolve)."""
+    def addresses(self, host: str, port: int, deadline: float | None = None) -> list[str]:
+        """The addresses to connect to for `host`, each allowed; Refused, OSError (it does not resolve) or
+        TimeoutError (no answer before `deadline`, a time.monotonic() value)."""
         literal = _literal(host)
         if literal is not None:
             self.check(host, literal)
             return [str(literal)]
-        found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in self.resolve(host, port)]
+        answer = self.resolve(host, port) if deadline is None else _resolved_by(self.resolve, host, port, deadline)
+        found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in answer]
         if not found:
             raise OSError(f"{host} resolves to no address")
         for address in found:
@@ -91,6 +95,29 @@ class OutboundPolicy:
         return name in self.allowed_hosts or any(
             h.startswith(".") and (name.endswith(h) or name == h[1:]) for h in self.allowed_hosts
         )
+
+
+def _resolved_by(resolve: Resolver, host: str, port: int, deadline: float) -> list[str]:
+    """`resolve(host, port)`, waited for until `deadline` only: getaddrinfo takes no timeout, and a name whose
+    servers never answer would hold the attempt for the resolver's own retries. The lookup is left to finish on its
+    own thread (the system resolver's timeouts end it)."""
+    answer: list[list[str]] = []
+    failure: list[BaseException] = []
+
+    def lookup() -> None:
+        try:
+            answer.append(resolve(host, port))
+        except BaseException as exc:  # handed to the caller below
+            failure.append(exc)
+
+    thread = threading.Thread(target=lookup, name=f"resolve {host}", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.monotonic()))
+    if failure:
+        raise failure[0]
+    if not answer:
+        raise TimeoutError(f"{host} did not resolve in time")
+    return answer[0]
 
 
 def blocked_class(address: IPAddress) -> str | None:

@@ -48,7 +48,10 @@ def send(
 ) -> Response:
     """Send `request` with `headers` (the payload's and jobsched's) before `deadline` (time.monotonic()): the
     response, Unanswered, or outbound.Refused before any connection is made."""
-    addresses = policy.addresses(request.host, request.port)
+    try:
+        addresses = policy.addresses(request.host, request.port, deadline)
+    except TimeoutError:
+        raise Unanswered(f"{request.host} did not resolve within {request.timeout_s:g}s", timed_out=True) from None
     errors: list[str] = []
     for address in addresses:
         remaining = deadline - time.monotonic()

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 
 import pytest
 
 from shared.http_jobs.outbound import OutboundPolicy, Refused, blocked_class
 from shared.http_jobs.request import BadHttpRequest, HttpRequest
-from shared.http_jobs.sending import send
+from shared.http_jobs.sending import Unanswered, send
 
 pytestmark = pytest.mark.unit
 
@@ -70,6 +71,31 @@ def test_a_public_looking_name_that_resolves_to_a_private_address_is_refused_bef
     with pytest.raises(TimeoutError):
         listener.accept()  # nothing connected
     listener.close()
+
+
+def test_a_name_that_never_resolves_ends_the_attempt_at_its_deadline() -> None:
+    release = threading.Event()
+    outlived: list[bool] = []
+
+    def silent_resolver(host: str, port: int) -> list[str]:  # a name whose servers never answer
+        outlived.append(not release.wait(60))
+        return ["93.184.215.14"]
+
+    request = HttpRequest.from_payload({"url": "http://slow-dns.example.com/hook", "timeoutSeconds": 1})
+    with pytest.raises(Unanswered, match=r"slow-dns\.example\.com did not resolve within 1s") as raised:
+        send(request, {}, OutboundPolicy(resolve=silent_resolver), time.monotonic() + 0.2, 1024)
+    assert raised.value.timed_out
+    assert outlived == []  # send returned while the lookup was still waiting
+    release.set()
+
+
+def test_a_resolver_failure_within_the_deadline_is_the_attempts_error() -> None:
+    def failing_resolver(host: str, port: int) -> list[str]:
+        raise OSError(f"{host} does not resolve: Name or service not known")
+
+    request = HttpRequest.from_payload({"url": "http://gone.example.com/hook"})
+    with pytest.raises(OSError, match="gone.example.com does not resolve"):
+        send(request, {}, OutboundPolicy(resolve=failing_resolver), time.monotonic() + 5, 1024)
 
 
 def test_the_allow_list_opens_networks_names_and_domains() -> None:
