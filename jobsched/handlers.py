@@ -61,6 +61,14 @@ class HandlerContext:
     # retries or catch-up moved its start to) and the template's id; None for a one-off job.
     planned_at: datetime | None = None
     template_id: str | None = None
+    # Where report_progress's values go: the executor keeps the last one for its next heartbeat to write.
+    on_progress: Callable[[Any], None] = field(default=lambda value: None, repr=False, compare=False)
+
+    def report_progress(self, value: Any) -> None:
+        """How far this attempt has come, for whoever watches the job: a small JSON value (a dataclass or a
+        pydantic model too; at most 4 KiB), e.g. {"done": 120, "of": 1000}. Cheap to call often: the executor
+        writes the last report of each running attempt once a heartbeat, as the job's `progress`."""
+        self.on_progress(value)
 
 
 # What the executors call: the stored payload (a JSON object) and the context.

@@ -25,6 +25,7 @@ MAX_SNOOZE: Final = timedelta(days=7)
 MAX_SNOOZES: Final = 1000
 # The largest result kept (its compact UTF-8 JSON): a result is a summary, not a blob store.
 MAX_RESULT_BYTES: Final = 16 * 1024
+MAX_PROGRESS_BYTES: Final = 4 * 1024  # a progress report, as JSON (HandlerContext.report_progress)
 
 
 class Snooze(Exception):

@@ -51,8 +51,10 @@ def context(
     planned_at: datetime | None = None,
     template_id: str | None = None,
     cancelled: threading.Event | None = None,
+    progress: list[Any] | None = None,
 ) -> HandlerContext:
-    """A HandlerContext as an executor builds it; set `cancelled` to test a handler's cancellation path."""
+    """A HandlerContext as an executor builds it; set `cancelled` to test a handler's cancellation path, and
+    pass a list as `progress` to collect what the handler reports with ctx.report_progress."""
     now = datetime.now(UTC)
     job_id = job_id or uuid.uuid4().hex[:24]
     return HandlerContext(
@@ -66,6 +68,7 @@ def context(
         cancelled=cancelled or threading.Event(),
         planned_at=planned_at,
         template_id=template_id,
+        on_progress=progress.append if progress is not None else lambda value: None,
     )
 
 

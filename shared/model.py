@@ -141,6 +141,9 @@ class Job(TemplatePolicy):
     # snoozed (jobsched.Snooze: each one an attempt that did not spend the budget; None: never).
     result: Any = None
     snoozes: int | None = None
+    # What the handler of the running (or last) attempt reported with ctx.report_progress: {"attempt": n,
+    # "value": <small JSON>, "reportedAt": <time>}; cleared when an attempt starts.
+    progress: Any = None
     claimedBy: str | None = None
     claimedAt: datetime | None = None
     queuedAt: datetime | None = None

@@ -18,6 +18,21 @@ def parse_time(value: Any) -> datetime | None:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """What the handler of a job's running (or last) attempt reported with ctx.report_progress."""
+
+    attempt: int
+    value: Any
+    reported_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, body: Any) -> Progress | None:
+        if not isinstance(body, dict):
+            return None
+        return cls(int(body.get("attempt", 0)), body.get("value"), parse_time(body.get("reportedAt")))
+
+
+@dataclass(frozen=True)
 class Job:
     id: str
     idempotency_key: str
@@ -41,6 +56,7 @@ class Job:
     concurrency_key: str | None = None
     result: Any = None  # what the handler returned at its last attempt that kept one (small JSON)
     snoozes: int = 0  # attempts that snoozed (jobsched.Snooze), not spent
+    progress: Progress | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -72,6 +88,7 @@ class Job:
             concurrency_key=body.get("concurrencyKey"),
             result=body.get("result"),
             snoozes=int(body.get("snoozes") or 0),
+            progress=Progress.from_wire(body.get("progress")),
             raw=body,
         )
 

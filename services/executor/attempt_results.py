@@ -15,21 +15,27 @@ from shared.model import Outcome
 def kept_result(returned: Any) -> tuple[Any, str | None]:
     """The result to keep for a handler's return value (None: nothing returned, or nothing kept) and, when it is
     not kept, why (noted on the attempt's record: the attempt itself stands, its work is done)."""
-    if returned is None:
+    return kept_json(returned, MAX_RESULT_BYTES, "result")
+
+
+def kept_json(value: Any, max_bytes: int, what: str) -> tuple[Any, str | None]:
+    """`value` (a handler's: JSON data, a dataclass, a pydantic model) as JSON data a store can keep, at most
+    `max_bytes` of it, or None and why not ("<what> not kept: ...")."""
+    if value is None:
         return None, None
     try:
-        text = json.dumps(jsonable_result(returned), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(jsonable_result(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return None, f"result not kept: not JSON ({exc})"
+        return None, f"{what} not kept: not JSON ({exc})"
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_RESULT_BYTES:
-        return None, f"result not kept: {size} bytes of JSON, more than {MAX_RESULT_BYTES}"
+    if size > max_bytes:
+        return None, f"{what} not kept: {size} bytes of JSON, more than {max_bytes}"
     try:
-        value = parse_request(text.encode("utf-8"))
-        check_field_names(value, "result")
+        kept = parse_request(text.encode("utf-8"))
+        check_field_names(kept, what)
     except (JsonRejected, UnicodeEncodeError) as exc:
-        return None, f"result not kept: {exc}"
-    return value, None
+        return None, f"{what} not kept: {exc}"
+    return kept, None
 
 
 def bounded_snooze(ending: Ending, snoozes_so_far: int) -> Ending:

@@ -26,6 +26,7 @@ from jobsched.limits import NO_LIMITS, Limits
 from jobsched.type_defaults import TypeDefaults
 from services.executor.attempt_results import bounded_snooze, kept_result
 from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
+from services.executor.progress import ProgressReports
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.model import Job, Outcome, Status, format_time, utc_now
@@ -99,6 +100,7 @@ class AttemptRunner:
         # Outcomes of concurrent attempts, written together by whichever of their threads finds no batch in
         # flight; the others go on without waiting (record_later).
         self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts)
+        self._progress = ProgressReports()
 
     @property
     def job_type(self) -> str:
@@ -130,6 +132,14 @@ class AttemptRunner:
                 )
             cancellation.request()
         return len(requested)
+
+    def write_progress(self) -> int:
+        """Write the progress the running attempts' handlers reported since the last call (the heartbeat's
+        call); how many reports were written."""
+        reports = self._progress.take()
+        if reports:
+            self._store.record_progress(reports)
+        return len(reports)
 
     def process(self, delivery: Delivery) -> None:
         """Handle one delivery completely; the caller acknowledges it afterwards, whatever happened."""
@@ -310,6 +320,7 @@ class AttemptRunner:
         started = utc_now()
         cancellation = Cancellation()
         ids = {"jobId": job.id, "tenantId": job.tenantId, "jobType": job.jobType, "attempt": job.next_attempt}
+        logger = JobLogger(handler_log, ids)
         ctx = HandlerContext(
             job_id=job.id,
             job_type=job.jobType,
@@ -317,10 +328,11 @@ class AttemptRunner:
             deadline=started + timedelta(seconds=timeout_s),
             tenant_id=job.tenantId,
             scheduled_at=job.scheduledAt,
-            logger=JobLogger(handler_log, ids),
+            logger=logger,
             cancelled=cancellation.event,
             planned_at=job.plannedAt,
             template_id=job.templateId,
+            on_progress=self._progress.reporter(job, logger),
         )
         if job.cancelRequested:  # asked for between the claim and the start
             cancellation.request()
@@ -337,6 +349,7 @@ class AttemptRunner:
         self._in_flight.dec()
         with self._lock:
             self._running.pop(job.id, None)
+        self._progress.forget(job)
 
     def _result(self, attempt: _Attempt, ending: Ending) -> AttemptResult:
         finished = utc_now()

@@ -257,8 +257,8 @@ class Executor:
             self._record_room.release()
 
     def _heartbeat(self) -> None:
-        """Every beat: renew the type's announcement and look for cancelled running jobs. Every third of the
-        lease: extend the leases of the running attempts."""
+        """Every beat: renew the type's announcement, look for cancelled running jobs and write the progress
+        their handlers reported. Every third of the lease: extend the leases of the running attempts."""
         lease_every = max(self._lease.total_seconds() / 3, 0.5)
         next_lease = time.monotonic() + lease_every
         while not self.stop.wait(min(self._heartbeat_every.total_seconds(), lease_every)):
@@ -266,6 +266,7 @@ class Executor:
                 self._announcer.beat()
             try:
                 self._attempts.check_cancellations()
+                self._attempts.write_progress()
                 if time.monotonic() >= next_lease:
                     next_lease = time.monotonic() + lease_every
                     running = self._attempts.running()

@@ -13,6 +13,8 @@ from jobsched.payloads import Payload
 
 log = logging.getLogger("jobsched.handlers")
 
+SLOW_STEP_MS = 500  # how often `slow` reports its progress
+
 BUILTIN = JobTypes()
 DEMO = JobTypes()
 
@@ -44,7 +46,9 @@ async def slow(payload: Payload, ctx: HandlerContext) -> dict[str, int]:
     sleep_ms = payload.get("sleepMs", 1000)
     if not isinstance(sleep_ms, int) or isinstance(sleep_ms, bool) or sleep_ms < 0:
         raise HandlerError("slow needs payload.sleepMs, a non-negative integer")
-    await asyncio.sleep(sleep_ms / 1000)
+    for slept in range(0, sleep_ms, SLOW_STEP_MS):
+        ctx.report_progress({"sleptMs": slept, "of": sleep_ms})  # shown with the job while it runs
+        await asyncio.sleep(min(SLOW_STEP_MS, sleep_ms - slept) / 1000)
     return {"sleptMs": sleep_ms}  # its result, shown with the job
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from jobsched.limits import Rate
-from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy
+from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy, format_time
 from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.fair_claims import Claim
 
@@ -167,6 +167,19 @@ class AttemptStart:
     hint: StartHint | None = None
     rate: Rate | None = None  # the type's start rate (limits), checked by the start itself
     key_rate: Rate | None = None  # its start rate per concurrency key, checked likewise for the job's key
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """What a running attempt's handler last reported (ctx.report_progress), at `at`."""
+
+    job: Job  # as its attempt started
+    value: Any
+    at: datetime
+
+    def stored(self) -> dict[str, Any]:
+        """The job's `progress` field for it."""
+        return {"attempt": self.job.next_attempt, "value": self.value, "reportedAt": format_time(self.at)}
 
 
 @dataclass(frozen=True)
@@ -382,6 +395,10 @@ class ExecutorStore(StoreLifecycle, Protocol):
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
+
+    def record_progress(self, reports: Sequence[ProgressReport]) -> None:
+        """Keep each report as its job's `progress` while the attempt it comes from still runs (a report that
+        arrives after its attempt ended is dropped: the job has moved on)."""
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
         """Record the attempt's one outcome and move the job: succeeded → completed; failed/timeout →

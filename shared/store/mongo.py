@@ -61,6 +61,7 @@ from shared.store.base import (
     JobNotFound,
     JobRefused,
     NewJob,
+    ProgressReport,
     RateLimited,
     RunSpec,
     StartHint,
@@ -806,6 +807,22 @@ class MongoJobStore:
                     {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}},
                     {"$set": {"leaseExpiresAt": lease_until}},
                 )
+
+    def record_progress(self, reports: Sequence[ProgressReport]) -> None:
+        if not reports:
+            return
+        active = list(ATTEMPT_ACTIVE)
+        with translate_errors():
+            self._jobs.bulk_write(
+                [
+                    UpdateOne(
+                        {"_id": ObjectId(r.job.id), "attempts": r.job.attempts, "status": {"$in": active}},
+                        {"$set": {"progress": r.stored()}},
+                    )
+                    for r in reports
+                ],
+                ordered=False,
+            )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
         return only_answer(self.finish_attempts([AttemptFinish(job, result)]))

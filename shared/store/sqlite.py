@@ -52,6 +52,7 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     NewJob,
+    ProgressReport,
     RateLimited,
     RunSpec,
     StartHint,
@@ -154,7 +155,8 @@ _JOBS_TABLE: Final = """CREATE TABLE IF NOT EXISTS jobs (
         declaration     TEXT,
         concurrencyKey  TEXT,                       -- what concurrency_per_key counts by, within the tenant
         result          TEXT,                       -- JSON: what the last attempt that kept one returned
-        snoozes         INTEGER                     -- attempts that snoozed (not spent)
+        snoozes         INTEGER,                    -- attempts that snoozed (not spent)
+        progress        TEXT                        -- JSON: what the running attempt's handler last reported
     )"""
 # A rate-limited type's starts (claim_limits.py): how far claims reserved them, how far they went (unix s).
 RATE_LIMITS_TABLE: Final = """CREATE TABLE IF NOT EXISTS rate_limits (
@@ -270,7 +272,8 @@ _EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
     | {"result"}
 )
-_JSON_COLUMNS: Final = frozenset({"result"})  # any JSON value (None: none), as its text; payload has its own
+# Any JSON value (None: none), as its text; the payload has its own encoding.
+_JSON_COLUMNS: Final = frozenset({"result", "progress"})
 _TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
     | {"startAt", "endAt", "pausedAt", "resumedAt", "lastFiredAt", "plannedAt"}
@@ -283,7 +286,7 @@ _ADDED_COLUMNS: Final = {
         ("startAt", "endAt", "remainingRuns", "pauseOnFailure", "paused", "pausedAt", "resumedAt"), "INTEGER"
     ),
     **dict.fromkeys(("lastFiredAt", "plannedAt", "cancelRequested"), "INTEGER"),
-    **dict.fromkeys(("declaredBy", "declaration", "concurrencyKey", "result"), "TEXT"),
+    **dict.fromkeys(("declaredBy", "declaration", "concurrencyKey", "result", "progress"), "TEXT"),
     "snoozes": "INTEGER",
 }
 _ADDED_EXECUTION_COLUMNS: Final = {"traceback": "TEXT", "result": "TEXT"}
@@ -735,6 +738,15 @@ class SqliteJobStore:
             conn.executemany(
                 f"UPDATE jobs SET leaseExpiresAt = ? WHERE id = ? AND attempts = ? AND {_IS_ACTIVE}",
                 [(_to_ms(lease_until), j.id, j.attempts, *ATTEMPT_ACTIVE) for j in jobs],
+            )
+
+    def record_progress(self, reports: Sequence[ProgressReport]) -> None:
+        if not reports:
+            return
+        with self._write() as conn:
+            conn.executemany(
+                f"UPDATE jobs SET progress = ? WHERE id = ? AND attempts = ? AND {_IS_ACTIVE}",
+                [(_to_sql("progress", r.stored()), r.job.id, r.job.attempts, *ATTEMPT_ACTIVE) for r in reports],
             )
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
@@ -1349,8 +1361,9 @@ def _job_from_values(values: dict[str, Any]) -> Job:
             values[key] = _from_ms(values[key])
     values["status"] = Status(values["status"])
     values["payload"] = json.loads(values["payload"])
-    if values.get("result") is not None:
-        values["result"] = json.loads(values["result"])
+    for key in _JSON_COLUMNS.intersection(values):
+        if values[key] is not None:
+            values[key] = json.loads(values[key])
     for key in _BOOL_COLUMNS.intersection(values):
         if values[key] is not None:
             values[key] = bool(values[key])

@@ -171,6 +171,7 @@ def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
         "claimedAt": now,
         "leaseExpiresAt": stored_time(lease_until),
         "updatedAt": now,
+        "progress": UNSET,  # the last attempt's; this one reports its own
     }
 
 

@@ -228,6 +228,20 @@ def test_the_job_page_shows_what_the_handler_returned(dev: Dev, tab: Tab) -> Non
     expect(kept.locator("pre")).to_have_text('{\n  "sleptMs": 5\n}')
 
 
+def test_the_job_page_shows_a_running_handlers_progress(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    running = create(dev, "progress", "long", "slow", payload={"sleepMs": 120_000})
+    reported = wait_until(lambda: job(dev, running["id"]).get("progress"), 30, "the slow job's progress")
+    assert reported["attempt"] == 1
+    assert reported["value"]["of"] == 120_000
+
+    page.goto(ui(dev, f"/jobs/{running['id']}"))
+    expect(page.locator("#progress-title")).to_have_text("Progress of attempt 1")
+    expect(page.locator("#progress")).to_contain_text('"of": 120000')
+    assert dev.http.delete(f"/jobs/{running['id']}").status_code == 202  # asked to stop: it ends cancelled
+    settled(dev, running["id"], "cancelled")
+
+
 def test_a_refused_cancel_shows_the_api_error(dev: Dev, tab: Tab) -> None:
     page, errors = tab
     later = create(dev, "cancel", "later", scheduledAt=format_time(utc_now() + LATER))

@@ -1,17 +1,20 @@
 """Handlers decide their outcome through the whole product in one process (embedded: scheduler, executors and API
 on SQLite): a snooze runs the job again later without spending its budget, a cancel ends it for good, a give-up
-dead-letters it at once, and what a handler returns is the job's result."""
+dead-letters it at once, what a handler returns is the job's result, and what it reports while it runs is the
+job's progress."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 
 import pytest
 
 from jobsched import Cancel, GiveUp, HandlerContext, JobTypes, Snooze
 from jobsched.outcomes import MAX_RESULT_BYTES
-from jobsched.testing import embedded
+from jobsched.testing import context, embedded
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -93,3 +96,39 @@ def test_handlers_snooze_cancel_give_up_and_return_results() -> None:
         assert record.result is None
         assert record.error is not None
         assert reason in record.error
+
+
+def test_a_running_handlers_progress_is_shown_with_its_job_while_it_runs() -> None:
+    jobs = JobTypes()
+    release = threading.Event()
+
+    @jobs.handler("export-pages")
+    def export_pages(payload: dict[str, str], ctx: HandlerContext) -> dict[str, int]:
+        ctx.report_progress({"done": 1, "of": 2})
+        ctx.report_progress(object())  # not JSON: dropped, logged once; the last kept report stands
+        ctx.report_progress({"done": 2, "of": 2})
+        if not release.wait(60):
+            raise TimeoutError("the test never saw the progress")
+        return {"pages": 2}
+
+    with embedded(jobs) as client:
+        job = client.create("export-pages", {})
+        shown = wait_until(lambda: client.get(job.id).progress, 30, "the handler's progress on its job")
+        assert client.get(job.id).status == "running"
+        release.set()
+        done = client.wait(job.id, timeout=60)
+
+    assert (shown.attempt, shown.value) == (1, {"done": 2, "of": 2})
+    assert shown.reported_at is not None
+    assert done.created_at is not None
+    assert done.created_at <= shown.reported_at
+    assert (done.status, done.result) == ("completed", {"pages": 2})
+    assert done.progress == shown  # the attempt's last written report stays with the finished job
+
+
+def test_reports_collect_in_a_list_under_the_testing_context() -> None:
+    reports: list[object] = []
+    ctx = context("export-pages", progress=reports)
+    ctx.report_progress({"done": 1})
+    ctx.report_progress({"done": 2})
+    assert reports == [{"done": 1}, {"done": 2}]

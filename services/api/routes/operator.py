@@ -136,9 +136,10 @@ ROUTES = [
 
 def _without_payload(job: dict[str, Any]) -> dict[str, Any]:
     """A dead letter as the DLQ lists it: up to 2,000 of them, each payload up to 256 KiB, would make one answer
-    of hundreds of megabytes; the job's own page has its payload (and its result)."""
+    of hundreds of megabytes; the job's own page has its payload (and its result and progress)."""
     job.pop("payload", None)
     job.pop("result", None)
+    job.pop("progress", None)
     return job
 
 

@@ -26,7 +26,7 @@ export async function render(view, { args: [jobId], isCurrent }) {
 
 function content(job, attempts, runs, times, refresh) {
   const isTemplate = Boolean(job.cron || job.interval);
-  const { payload, result, ...fields } = job;
+  const { payload, result, progress, ...fields } = job;
   return [
     h("h1", {}, isTemplate ? "Template " : "Job ", h("code", {}, job.id), " ", badge(job.status)),
     actions(job, refresh),
@@ -42,6 +42,10 @@ function content(job, attempts, runs, times, refresh) {
         h("pre", { class: "json", id: "payload" }, JSON.stringify(payload ?? {}, null, 2)),
         result === undefined ? null : h("h2", { id: "result-title" }, "Result"),
         result === undefined ? null : h("pre", { class: "json", id: "result" }, JSON.stringify(result, null, 2)),
+        progress === undefined ? null : h("h2", { id: "progress-title" }, `Progress of attempt ${progress.attempt}`),
+        progress === undefined
+          ? null
+          : h("pre", { class: "json", id: "progress", title: `reported at ${progress.reportedAt}` }, JSON.stringify(progress.value, null, 2)),
       ),
     ),
     isTemplate ? runsSection(job, runs) : templateLink(job),
