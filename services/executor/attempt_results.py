@@ -23,10 +23,20 @@ def kept_json(value: Any, max_bytes: int, what: str) -> tuple[Any, str | None]:
     `max_bytes` of it, or None and why not ("<what> not kept: ...")."""
     if value is None:
         return None, None
+    text, why = json_text(value, what)
+    return kept_text(text, max_bytes, what) if text is not None else (None, why)
+
+
+def json_text(value: Any, what: str) -> tuple[str | None, str | None]:
+    """`value` as JSON text (the first, cheap half of kept_json: a snapshot of it), or None and why not."""
     try:
-        text = json.dumps(jsonable_result(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return json.dumps(jsonable_result(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False), None
     except (TypeError, ValueError) as exc:
         return None, f"{what} not kept: not JSON ({exc})"
+
+
+def kept_text(text: str, max_bytes: int, what: str) -> tuple[Any, str | None]:
+    """JSON text (json_text's) as the data a store can keep, at most `max_bytes` of it, or None and why not."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         return None, f"{what} not kept: {size} bytes of JSON, more than {max_bytes}"

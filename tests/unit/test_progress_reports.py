@@ -38,15 +38,28 @@ def test_only_the_last_report_of_each_attempt_waits_for_the_heartbeat() -> None:
 
 def test_a_report_a_store_cannot_keep_is_dropped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     reports = ProgressReports()
-    export = job("c" * 24)
-    report = reports.reporter(export, logger())
-    report({"done": 1})
+    report = reports.reporter(job("c" * 24), logger())
     with caplog.at_level(logging.WARNING, "jobsched.handler"):
-        report("x" * MAX_PROGRESS_BYTES)
+        report({"done": 1})
+        report(object())  # not JSON: refused at once, the last report stands
+        assert [r.value for r in reports.take()] == [{"done": 1}]
+        report("x" * MAX_PROGRESS_BYTES)  # too large: refused at the beat, nothing written
+        assert reports.take() == []
         report({"$where": 1})
-    assert [r.value for r in reports.take()] == [{"done": 1}]
-    [warning] = caplog.records
-    assert warning.getMessage() == f"progress not kept: {MAX_PROGRESS_BYTES + 2} bytes of JSON, more than 4096"
+        assert reports.take() == []
+        report({"done": 2})
+        assert [r.value for r in reports.take()] == [{"done": 2}]
+    [warning] = caplog.records  # one for the attempt, whatever it reported afterwards
+    assert warning.getMessage().startswith("progress not kept: not JSON")
+
+
+def test_a_report_is_a_snapshot_of_the_value_when_it_was_made() -> None:
+    reports = ProgressReports()
+    report = reports.reporter(job("e" * 24), logger())
+    pages = {"done": [1]}
+    report(pages)
+    pages["done"].append(2)
+    assert [r.value for r in reports.take()] == [{"done": [1]}]
 
 
 def test_an_ended_attempts_unwritten_report_is_forgotten() -> None:
