@@ -39,6 +39,7 @@ from loadtest.scenarios import (
     peer,
     peers_celery,
     peers_embedded,
+    progress,
     retention_soak,
     scale,
 )
@@ -66,6 +67,7 @@ SCENARIOS: dict[str, Scenario] = {
         scale.SCENARIO,
         fairness.SCENARIO,
         limits.SCENARIO,
+        progress.SCENARIO,
     )
 }
 

@@ -34,6 +34,7 @@ TINY: dict[str, list[str]] = {
     "scale": ["--jobs", "3000", "--tenants", "10", "--due", "200", "--repeat", "2", "--drains", "1"],
     "fairness": ["--backlog", "10000", "--repeat", "3", "--timeout", "60"],
     "limits": ["--noop", "2000", "--slow", "100", "--repeat", "1"],
+    "progress": ["--items", "400000"],  # long enough (a few seconds) for a heartbeat or two to write a report
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -77,6 +78,7 @@ HEADLINES: dict[str, list[str]] = {
     "retention-soak": ["jobsched.final_mb", "baseline.final_mb", "jobsched.deleted", "baseline.completed"],
     "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
     "fairness": ["jobsched.created_to_start_ms.max", "baseline.created_to_start_ms.max", "jobsched.backlog_left"],
+    "progress": ["jobsched.handler_s", "baseline.handler_s", "jobsched.reports_seen", "jobsched.us_per_item"],
     "limits": [
         "jobsched.noop_jobs_per_s",
         "baseline.noop_jobs_per_s",
