@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -164,9 +164,29 @@ class Launch:
         return process
 
 
+LOG_LINES_ON_FAILURE = 60
+CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep the call's report on the item, for fixtures that say more when their test failed."""
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_REPORT] = report
+    return report
+
+
 @pytest.fixture
-def launch(product_env: dict[str, str], tmp_path: Path) -> Iterator[Launch]:
+def launch(product_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Launch]:
     launcher = Launch(product_env, tmp_path)
     yield launcher
     for process in launcher.started:
         process.stop()
+    report = request.node.stash.get(CALL_REPORT, None)
+    if report is not None and report.failed:  # the processes' own account, in the failure's report
+        for process in launcher.started:
+            tail = process.log_text().splitlines()[-LOG_LINES_ON_FAILURE:]
+            print(f"--- the last {len(tail)} lines of {process.name}'s log ---", *tail, sep="\n")

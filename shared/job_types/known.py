@@ -39,6 +39,7 @@ class KnownTypes:
         self._configured = frozenset(configured)
         self._retention = retention
         self._announced: dict[str, JobTypeInfo] = {}
+        self._reads_started = self._read_applied = 0
         self.limits = LimitsView(registry, retention=retention)  # read on a store thread: it may refresh
         self._loaded = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -87,8 +88,15 @@ class KnownTypes:
         return sorted(body, key=lambda entry: str(entry["name"]))
 
     async def _read(self, now: datetime) -> list[JobTypeInfo]:
+        # Reads overlap (the background refresh, the first request's, GET /job-types): one that started earlier
+        # but ends later must not put back what a newer one already replaced (a type just announced, accepted,
+        # then refused until the next refresh).
+        self._reads_started += 1
+        read = self._reads_started
         infos = await run_in_threadpool(self._registry.job_types, now, now - self._retention)
-        self._announced = {info.name: info for info in infos}
+        if read > self._read_applied:
+            self._read_applied = read
+            self._announced = {info.name: info for info in infos}
         self._loaded.set()
         return infos
 

@@ -3,6 +3,8 @@ imported, JOB_TYPES, the built-ins; GET /job-types; the type's default attempt b
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -94,10 +96,49 @@ def test_requests_do_not_read_the_registry(client: TestClient, types: CountingRe
     wait_until(lambda: client.post("/jobs", json=body("resize", "first")).status_code == 201, 15, "resize accepted")
     before = types.reads
     for i in range(40):
-        assert client.post("/jobs", json=body("resize", f"k-{i}")).status_code == 201
-        assert client.post("/jobs", json=body("unknown-type", f"u-{i}")).status_code == 400
+        accepted = client.post("/jobs", json=body("resize", f"k-{i}"))
+        assert accepted.status_code == 201, accepted.text
+        refused = client.post("/jobs", json=body("unknown-type", f"u-{i}"))
+        assert refused.status_code == 400, refused.text
     # Only the background refresh reads it (every 2 s), whatever the number of requests.
     assert types.reads - before <= 5
+
+
+class SlowFirstRead:
+    """The store's real registry, whose first read answers only when the test lets it (what it read is of the
+    moment it started)."""
+
+    def __init__(self, inner: JobTypeRegistry) -> None:
+        self.inner = inner
+        self.first_started = threading.Event()
+        self.release_first = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def job_types(self, now: Any, seen_since: Any) -> list[JobTypeInfo]:
+        read = self.inner.job_types(now, seen_since)
+        if not self.first_started.is_set():
+            self.first_started.set()
+            assert self.release_first.wait(30), "the test never released the first read"
+        return read
+
+
+def test_a_read_that_started_before_an_announcement_does_not_undo_a_newer_one(api_store: JobStore) -> None:
+    registry = SlowFirstRead(backend_beside(api_store).job_types)
+    known = KnownTypes(registry, local=BUILTIN_TYPES)
+
+    async def overlapping_reads() -> tuple[bool, bool]:
+        stale = asyncio.create_task(known.accepts("resize"))  # the first request: the first read, before it
+        assert await asyncio.to_thread(registry.first_started.wait, 30)
+        now = utc_now()
+        registry.inner.announce("exec-1", {"resize": TypeDefaults()}, now, now + BEAT)
+        listed = {entry["name"] for entry in await known.listing()}  # GET /job-types: a newer read, done first
+        assert "resize" in listed
+        registry.release_first.set()
+        return await stale, await known.accepts("resize")
+
+    assert asyncio.run(overlapping_reads()) == (True, True)
 
 
 def test_job_types_lists_every_accepted_type_as_a_bare_array(client: TestClient, types: CountingRegistry) -> None:
