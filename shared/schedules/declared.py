@@ -242,6 +242,8 @@ class DeclaredSchedules:
         self.digest = digest_of_all(d.body for d in declarations)
         self._applied_at: datetime | None = None  # since the type's executors last agreed
         self._waiting = False
+        self._store = store
+        self._schema_ensured = False
 
     def keep(self, now: datetime) -> Reconciled | None:
         """Apply the declarations if the type's live executors agree on them, when they come to agree and every
@@ -266,6 +268,12 @@ class DeclaredSchedules:
         return done
 
     def reconcile(self, now: datetime) -> Reconciled:
+        if not self._schema_ensured:
+            # Executors may start on a database no API has prepared yet (a fresh install, every pod at once):
+            # without the unique index, two executors of one version would each make the same template, and
+            # the scheduler would fire both.
+            self._store.ensure_schema()
+            self._schema_ensured = True
         present = self._templates_of(self._tenant, self._job_type)
         try:
             done = self._reconciler.reconcile(self._declarations, present, now)

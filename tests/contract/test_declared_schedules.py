@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from pymongo.database import Database
 
 import jobsched
 from jobsched.schedules import DECLARED_IN_CODE
@@ -21,6 +22,7 @@ from shared.schedules.declared import NOT_DECLARED_NOTE
 from shared.schedules.engine import ScheduleEngine
 from shared.store.base import JobStore, NewJob
 from shared.store.browse import JobQuery
+from shared.store.mongo import MongoJobStore
 from tests.support import backend_beside
 
 TENANT = "default"
@@ -48,12 +50,12 @@ def executor(store: JobStore, name: str, job_type: jobsched.JobType[Any, Any], *
 
 def templates(store: JobStore) -> dict[str, Job]:
     page = backend_beside(store).browser.page(TENANT, JobQuery(templates=True, limit=100))
-    return {t.idempotencyKey: t for t in page}
+    made = {t.idempotencyKey: t for t in page}
+    assert len(made) == len(page), f"a schedule made twice: {sorted(t.idempotencyKey for t in page)}"
+    return made
 
 
-def test_executors_started_at_once_make_each_declared_schedule_once(store: JobStore) -> None:
-    code = version(WEEKLY, HOURLY, NIGHTLY)
-    executors = [executor(store, f"exec-{n}", code) for n in range(3)]
+def announce_at_once(executors: list[TypeAnnouncer]) -> None:
     start = threading.Barrier(len(executors))
 
     def run(announcer: TypeAnnouncer) -> None:
@@ -65,6 +67,25 @@ def test_executors_started_at_once_make_each_declared_schedule_once(store: JobSt
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def test_executors_on_a_database_no_api_prepared_make_each_schedule_once(
+    mongo_uri: str, mongo_db: Database[dict[str, object]]
+) -> None:
+    store = MongoJobStore.connect(mongo_uri, mongo_db.name)  # no ensure_schema: a fresh install, no API yet
+    try:
+        code = version(WEEKLY, HOURLY, NIGHTLY)
+        announce_at_once([executor(store, f"exec-{n}", code) for n in range(3)])
+        assert "tenant_idempotency_unique" in mongo_db["jobs"].index_information()
+        assert sorted(templates(store)) == ["hourly", "nightly", "weekly"]
+    finally:
+        store.close()
+
+
+def test_executors_started_at_once_make_each_declared_schedule_once(store: JobStore) -> None:
+    code = version(WEEKLY, HOURLY, NIGHTLY)
+    executors = [executor(store, f"exec-{n}", code) for n in range(3)]
+    announce_at_once(executors)
 
     made = templates(store)
     assert sorted(made) == ["hourly", "nightly", "weekly"]

@@ -41,7 +41,10 @@ def plugin(directory: Path, code: str) -> dict[str, str]:
 
 
 def templates(backend: Backend) -> dict[str, Job]:
-    return {t.idempotencyKey: t for t in backend.browser.page("default", JobQuery(templates=True, limit=100))}
+    page = backend.browser.page("default", JobQuery(templates=True, limit=100))
+    made = {t.idempotencyKey: t for t in page}
+    assert len(made) == len(page), f"a schedule made twice: {sorted(t.idempotencyKey for t in page)}"
+    return made
 
 
 def logged(process: ServiceProcess, action: str) -> bool:
