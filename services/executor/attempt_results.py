@@ -15,20 +15,15 @@ from shared.model import Outcome
 def kept_result(returned: Any) -> tuple[Any, str | None]:
     """The result to keep for a handler's return value (None: nothing returned, or nothing kept) and, when it is
     not kept, why (noted on the attempt's record: the attempt itself stands, its work is done)."""
-    return kept_json(returned, MAX_RESULT_BYTES, "result")
-
-
-def kept_json(value: Any, max_bytes: int, what: str) -> tuple[Any, str | None]:
-    """`value` (a handler's: JSON data, a dataclass, a pydantic model) as JSON data a store can keep, at most
-    `max_bytes` of it, or None and why not ("<what> not kept: ...")."""
-    if value is None:
+    if returned is None:
         return None, None
-    text, why = json_text(value, what)
-    return kept_text(text, max_bytes, what) if text is not None else (None, why)
+    text, why = json_text(returned, "result")
+    return kept_text(text, MAX_RESULT_BYTES, "result") if text is not None else (None, why)
 
 
 def json_text(value: Any, what: str) -> tuple[str | None, str | None]:
-    """`value` as JSON text (the first, cheap half of kept_json: a snapshot of it), or None and why not."""
+    """`value` (a handler's: JSON data, a dataclass, a pydantic model) as JSON text, a snapshot of it (the cheap
+    half of the checks), or None and why not ("<what> not kept: ...")."""
     try:
         return json.dumps(jsonable_result(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False), None
     except (TypeError, ValueError) as exc:

@@ -26,14 +26,13 @@ class _AttemptProgress:
         self._logger = logger
         self._owner = owner
         self._warned = False
-        self.last: tuple[str, datetime] | None = None
 
     def report(self, value: Any) -> None:
         text, why = json_text(value, "progress")
         if text is None:
             self.refused(why)
             return
-        self._owner.unwritten(self, text)
+        self._owner.hold(self, text)
 
     def refused(self, why: str | None) -> None:
         """Progress is for watching, it never fails the work: a report a store cannot keep is dropped, and
@@ -45,17 +44,18 @@ class _AttemptProgress:
 
 class ProgressReports:
     def __init__(self) -> None:
-        self._unwritten: dict[str, _AttemptProgress] = {}
+        self._unwritten: dict[str, tuple[_AttemptProgress, str, datetime]] = {}  # by job id
         self._lock = threading.Lock()
 
     def reporter(self, job: Job, logger: logging.LoggerAdapter[logging.Logger]) -> Callable[[Any], None]:
         """ctx.on_progress for `job`'s attempt."""
         return _AttemptProgress(job, logger, self).report
 
-    def unwritten(self, attempt: _AttemptProgress, text: str) -> None:
+    def hold(self, attempt: _AttemptProgress, text: str) -> None:
+        """The attempt's last report, until the heartbeat takes it."""
+        report = (attempt, text, utc_now())
         with self._lock:
-            attempt.last = (text, utc_now())
-            self._unwritten[attempt.job.id] = attempt
+            self._unwritten[attempt.job.id] = report
 
     def forget(self, job: Job) -> None:
         """The attempt ended here: a report not written yet no longer can be (its result says the rest)."""
@@ -65,10 +65,9 @@ class ProgressReports:
     def take(self) -> list[ProgressReport]:
         """The reports made since the last call, the last of each attempt, each one a store can keep."""
         with self._lock:
-            taken = [(a, a.last) for a in self._unwritten.values()]
-            self._unwritten = {}
+            taken, self._unwritten = self._unwritten, {}
         reports = []
-        for attempt, (text, at) in ((a, last) for a, last in taken if last is not None):
+        for attempt, text, at in taken.values():
             value, why = kept_text(text, MAX_PROGRESS_BYTES, "progress")
             if why is not None:
                 attempt.refused(why)

@@ -67,15 +67,14 @@ class OutboundPolicy:
                 hosts.add(entry.lower().rstrip("."))
         return cls(tuple(networks), frozenset(hosts), resolve)
 
-    def addresses(self, host: str, port: int, deadline: float | None = None) -> list[str]:
+    def addresses(self, host: str, port: int, deadline: float) -> list[str]:
         """The addresses to connect to for `host`, each allowed; Refused, OSError (it does not resolve) or
         TimeoutError (no answer before `deadline`, a time.monotonic() value)."""
         literal = _literal(host)
         if literal is not None:
             self.check(host, literal)
             return [str(literal)]
-        answer = self.resolve(host, port) if deadline is None else _resolved_by(self.resolve, host, port, deadline)
-        found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in answer]
+        found = [ipaddress.ip_address(a.split("%", 1)[0]) for a in _resolved_by(self.resolve, host, port, deadline)]
         if not found:
             raise OSError(f"{host} resolves to no address")
         for address in found:

@@ -103,13 +103,13 @@ def test_the_allow_list_opens_networks_names_and_domains() -> None:
         return {"billing.internal": ["10.20.0.5"], "api.corp.internal": ["10.30.0.7"], "other.lan": ["10.9.9.9"]}[host]
 
     policy = OutboundPolicy.from_setting(["127.0.0.1", "10.20.0.0/16", ".corp.internal", " "], resolve=resolver)
-    assert policy.addresses("127.0.0.1", 80) == ["127.0.0.1"]
-    assert policy.addresses("billing.internal", 80) == ["10.20.0.5"]  # by its network
-    assert policy.addresses("api.corp.internal", 80) == ["10.30.0.7"]  # by its domain
+    assert policy.addresses("127.0.0.1", 80, time.monotonic() + 5) == ["127.0.0.1"]
+    assert policy.addresses("billing.internal", 80, time.monotonic() + 5) == ["10.20.0.5"]  # by its network
+    assert policy.addresses("api.corp.internal", 80, time.monotonic() + 5) == ["10.30.0.7"]  # by its domain
     with pytest.raises(Refused):
-        policy.addresses("127.0.0.2", 80)
+        policy.addresses("127.0.0.2", 80, time.monotonic() + 5)
     with pytest.raises(Refused):
-        policy.addresses("other.lan", 80)
+        policy.addresses("other.lan", 80, time.monotonic() + 5)
 
 
 @pytest.mark.parametrize(
