@@ -15,7 +15,9 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 
 def _extra(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+    """The fields passed in `extra`; one without a value (None) is left out: log calls name every field they may
+    have (a field named at the call is one a test can check), and a null says nothing."""
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD and v is not None}
 
 
 class JsonFormatter(logging.Formatter):

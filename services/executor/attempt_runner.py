@@ -262,15 +262,15 @@ class AttemptRunner:
 
     def _start_refused(self, wakeup: Wakeup, refusal: StoreError) -> None:
         if isinstance(refusal, JobNotFound):
-            self._skip("unknown_job", jobId=wakeup.jobId)
+            self._skip("unknown_job", job_id=wakeup.jobId)
         elif isinstance(refusal, TransitionRefused):
             # another type; or cancelled, finished, running elsewhere, back to pending: not this delivery's attempt
             reason = "wrong_type" if refusal.job.jobType != self._job_type else f"status_{refusal.job.status.value}"
-            self._skip(reason, jobId=wakeup.jobId)
+            self._skip(reason, job_id=wakeup.jobId)
         elif isinstance(refusal, AttemptTaken):
-            self._skip("duplicate", jobId=wakeup.jobId)
+            self._skip("duplicate", job_id=wakeup.jobId)
         else:
-            self._skip("store_error", jobId=wakeup.jobId, error=str(refusal))
+            self._skip("store_error", job_id=wakeup.jobId, error=str(refusal))
 
     def run(self, job: Job) -> AttemptResult:
         """Run the handler of a started attempt under its timeout (the job's, else the type's, else
@@ -382,7 +382,7 @@ class AttemptRunner:
         """What follows a written outcome: counted, its event published, logged; a dead letter published."""
         job, result = finish.job, finish.result
         if updated is None:
-            self._skip("late_result", jobId=job.id, attempt=job.next_attempt)
+            self._skip("late_result", job_id=job.id, attempt=job.next_attempt)
             return
         self._processed_counter(result.outcome).inc()
         duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
@@ -408,7 +408,7 @@ class AttemptRunner:
                     "attempt": job.next_attempt,
                     "status": updated.status.value,
                     "durationMs": duration_ms,
-                    **({"error": result.error} if result.error else {}),
+                    "error": result.error or None,
                 },
             )
         if updated.status is Status.DLQ:
@@ -439,6 +439,11 @@ class AttemptRunner:
         event.update({k: v for k, v in extra.items() if v is not None})
         self._bus.publish_event(event)
 
-    def _skip(self, reason: str, **fields: Any) -> None:
+    def _skip(
+        self, reason: str, job_id: str | None = None, attempt: int | None = None, error: str | None = None
+    ) -> None:
         metrics.EXECUTOR_SKIPPED.labels(self._job_type, reason).inc()
-        log.info("delivery skipped", extra={"action": "delivery_skipped", "reason": reason, **fields})
+        log.info(
+            "delivery skipped",
+            extra={"action": "delivery_skipped", "reason": reason, "jobId": job_id, "attempt": attempt, "error": error},
+        )

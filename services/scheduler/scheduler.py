@@ -98,7 +98,7 @@ class Scheduler:
                     result = self._dispatcher.tick(term)
                 failures = 0
                 if result.claimed or result.spawned:
-                    log.debug("tick", extra={"action": "tick", **vars(result)})
+                    log.debug("tick", extra={"action": "tick", "result": vars(result)})
             except Exception as exc:  # a tick must never end the process (store or broker down)
                 failures += 1
                 metrics.SCHEDULER_TICK_ERRORS.inc()

@@ -284,7 +284,7 @@ class DeclaredSchedules:
             raise StoreError("a declared schedule moved while it was updated; trying again") from None
         log.info(
             "declared schedules reconciled",
-            extra={"action": "schedules_reconciled", "jobType": self._job_type, **vars(done)},
+            extra={"action": "schedules_reconciled", "jobType": self._job_type, "reconciled": vars(done)},
         )
         return done
 

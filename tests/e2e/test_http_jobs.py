@@ -102,9 +102,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def node(allow: tuple[str, ...]) -> Iterator[Client]:
-    settings = Settings(
-        scheduler_tick=timedelta(milliseconds=50), auth="off", log_level="WARNING", http_jobs_allow=allow
-    )
+    settings = Settings(scheduler_tick=timedelta(milliseconds=50), auth="off", http_jobs_allow=allow)
     with tempfile.TemporaryDirectory(prefix="jobsched-http-") as directory:
         embedded = Embedded(
             Path(directory) / "jobs.db", settings=settings, handlers=JobTypes(), host="127.0.0.1", port=0

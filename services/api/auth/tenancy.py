@@ -56,8 +56,21 @@ class TenantForbidden(HTTPException):
         super().__init__(403, f"this API key belongs to tenant {principal.tenant!r}, not {shorten(tenant)!r}")
 
 
-def audit_denied(reason: str, status: int, principal: Principal | None, **details: Any) -> None:
-    """Every refused request is logged with the key's prefix and tenant, never the key."""
+def audit_denied(
+    reason: str,
+    status: int,
+    principal: Principal | None,
+    *,
+    method: str | None = None,
+    route: str | None = None,
+    keyPrefix: str | None = None,
+    jobId: str | None = None,
+    requestedTenant: str | None = None,
+    role: str | None = None,
+    needs: str | None = None,
+) -> None:
+    """Every refused request is logged with the key's prefix and tenant, never the key (each field named here:
+    a name a LogRecord keeps of its own would make the log call raise)."""
     audit_log.warning(
         "request denied",
         extra={
@@ -65,8 +78,13 @@ def audit_denied(reason: str, status: int, principal: Principal | None, **detail
             "reason": reason,
             "status": status,
             "tenantId": principal.tenant if principal else None,
-            "keyPrefix": principal.prefix if principal else None,
-            **details,
+            "keyPrefix": principal.prefix if principal else keyPrefix,
+            "method": method,
+            "route": route,
+            "jobId": jobId,
+            "requestedTenant": requestedTenant,
+            "role": role,
+            "needs": needs,
         },
     )
 

@@ -60,7 +60,15 @@ async def create_jobs(request: Request) -> Response:
         "duplicates": sum(r["status"] == 409 for r in final),
         "refused": sum(r["status"] not in (201, 409) for r in final),
     }
-    log.info("jobs created in a batch", extra={"action": "jobs_created_batch", **counts})
+    log.info(
+        "jobs created in a batch",
+        extra={
+            "action": "jobs_created_batch",
+            "createdJobs": counts["created"],
+            "duplicateJobs": counts["duplicates"],
+            "refusedJobs": counts["refused"],
+        },
+    )
     return SafeJSONResponse({**counts, "results": final})
 
 

@@ -52,9 +52,16 @@ async def apply_schedules(request: Request) -> Response:
         return {k: v for k, v in vars(done).items() if k != "waiting"}
 
     answer = await api.slots.write(apply)
-    counts = {k: len(v) for k, v in answer.items() if isinstance(v, list)}
-    log.info("schedules applied", extra={"action": "schedules_applied", "dryRun": wanted.dryRun, **counts})
+    log.info(
+        "schedules applied",
+        extra={"action": "schedules_applied", "dryRun": wanted.dryRun, "counts": _counts(answer)},
+    )
     return SafeJSONResponse({**answer, "dryRun": wanted.dryRun})
+
+
+def _counts(answer: dict[str, Any]) -> dict[str, int]:
+    """How many schedules each list of the answer names (added, changed, ...), for the log line."""
+    return {k: len(v) for k, v in answer.items() if isinstance(v, list)}
 
 
 def _declarations(

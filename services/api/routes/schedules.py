@@ -92,7 +92,10 @@ async def backfill(request: Request) -> Response:
         result = await api.slots.write(api.schedules.backfill, template, body.start, body.end, overlap)
     except ScheduleError as exc:
         raise ApiError(400, str(exc)) from None
-    log.info("template backfilled", extra={"action": "template_backfilled", "jobId": template.id, **vars(result)})
+    log.info(
+        "template backfilled",
+        extra={"action": "template_backfilled", "jobId": template.id, "counts": vars(result)},
+    )
     return SafeJSONResponse(vars(result))
 
 
