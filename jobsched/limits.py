@@ -99,14 +99,17 @@ class Limits:
 
     @classmethod
     def from_document(cls, doc: Any) -> Limits:
-        """The inverse of to_document. Raises ValueError for what is not a valid limit."""
+        """The inverse of to_document. Raises ValueError for what is not a valid limit, naming the field as the
+        document names it (`concurrencyPerTenant`, `ratePerKey.starts`)."""
         if doc is None:
             return NO_LIMITS
         if not isinstance(doc, dict):
             raise ValueError("limits must be an object")
-        unknown = set(doc) - {"concurrency", "concurrencyPerTenant", "concurrencyPerKey", "rate", "ratePerKey"}
+        unknown = set(doc) - set(_COUNT_FIELDS) - {"rate", "ratePerKey"}
         if unknown:
             raise ValueError(f"unknown limit fields: {', '.join(sorted(unknown))}")
+        for field in _COUNT_FIELDS:
+            _count(field, doc.get(field))
         return cls(
             concurrency=doc.get("concurrency"),
             concurrency_per_tenant=doc.get("concurrencyPerTenant"),
@@ -116,14 +119,22 @@ class Limits:
         )
 
 
+_COUNT_FIELDS = ("concurrency", "concurrencyPerTenant", "concurrencyPerKey")
+
+
 def _rate_from_document(name: str, rate: Any) -> Rate | None:
     if rate is None:
         return None
     if not isinstance(rate, dict) or set(rate) - {"starts", "perSeconds", "burst"} or "starts" not in rate:
         raise ValueError(f'{name} must be {{"starts": N, "perSeconds": S, "burst": B}} (perSeconds, burst optional)')
-    if any(rate.get(field, 1) is None for field in ("perSeconds", "burst")):
-        raise ValueError(f"{name} perSeconds and burst may be left out, not null")
-    return Rate(rate["starts"], rate.get("perSeconds", 1.0), rate.get("burst", 1))
+    if any(rate.get(field, 1) is None for field in ("starts", "perSeconds", "burst")):
+        raise ValueError(f"{name}: starts must be a whole number; perSeconds and burst may be left out, not null")
+    _count(f"{name}.starts", rate["starts"])
+    _count(f"{name}.burst", rate.get("burst", 1))
+    per = rate.get("perSeconds", 1.0)
+    if isinstance(per, bool) or not isinstance(per, int | float) or not 0 < per <= MAX_PERIOD_S:
+        raise ValueError(f"{name}.perSeconds must be more than 0 and at most {MAX_PERIOD_S:g} (got {per!r})")
+    return Rate(rate["starts"], per, rate.get("burst", 1))
 
 
 NO_LIMITS = Limits()

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from jobsched.limits import NO_LIMITS, Limits
 from shared.job_types.announcements import JobTypeRegistry
@@ -39,11 +40,17 @@ class TypeLimits:
             return "api"
         return "code" if not self.registered.empty else None
 
+    @property
+    def in_force_document(self) -> dict[str, Any] | None:
+        """The limits in force as the API shows them (None: none)."""
+        return None if self.effective.empty else self.effective.to_document()
+
     def to_wire(self) -> dict[str, object]:
+        """null where there are none, as GET /job-types shows them."""
         return {
-            "limits": self.effective.to_document(),
+            "limits": self.in_force_document,
             "source": self.source,
-            "registered": self.registered.to_document(),
+            "registered": self.registered.to_document() if not self.registered.empty else None,
             "override": self.override.to_document() if self.override is not None else None,
         }
 
@@ -109,7 +116,7 @@ def waiting_for(job: Job, limits: Limits, in_flight: InFlight) -> str | None:
     if limits.concurrency_per_tenant is not None and (
         in_flight.by_tenant[(job.jobType, job.tenantId)] >= limits.concurrency_per_tenant
     ):
-        return f"the job type's limit per tenant ({limits.concurrency_per_tenant} at once)"
+        return f"its tenant's limit for the job type ({limits.concurrency_per_tenant} of the tenant's at once)"
     if (
         limits.concurrency_per_key is not None
         and job.concurrencyKey is not None

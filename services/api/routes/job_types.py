@@ -28,7 +28,7 @@ async def list_job_types(request: Request) -> Response:
     limits = await run_in_threadpool(_view(request).read)
     for entry in listing:
         found = limits.get(str(entry["name"]), TypeLimits())
-        entry["limits"] = found.effective.to_document() if found.source is not None else None
+        entry["limits"] = found.in_force_document
         entry["limitsSource"] = found.source
     return SafeJSONResponse(listing)
 
@@ -53,9 +53,14 @@ async def set_limits(request: Request) -> Response:
 
 
 async def clear_limits(request: Request) -> Response:
-    # Any name: an operator's limits outlive the type's executors, and must stay removable.
-    job_type = str(request.path_params["job_type"])
     api = context(request)
+    job_type = str(request.path_params["job_type"])
+    # A type the API accepts, or one no longer served whose operator's limits outlive its executors (they must
+    # stay removable); any other name is a 404, as GET and PUT answer.
+    if not await api.known.accepts(job_type):
+        stored = await run_in_threadpool(_view(request).read)
+        if job_type not in stored or stored[job_type].override is None:
+            raise ApiError(404, unknown_type(job_type, api.known.names()).removeprefix("jobType: "))
     await api.slots.write(api.known.limits.set, job_type, None)
     return SafeJSONResponse(await _answer(request, job_type))
 
