@@ -10,6 +10,9 @@ destination, checked, synced and then renamed into place, readable by its owner 
 running process holds, and keeps it until done). The backup is checked first; the database it replaces is
 moved to `<db>.before-restore` together with its `-wal` and `-shm` files (SQLite would otherwise apply the old
 log to the restored file), so a restore can be undone.
+
+A restore undoes everything done after the backup: `restore` says how much, from the restored file and the one it
+replaced (`Undone`), so that no one learns it from jobs running a second time.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from services.embedded.commands import DB_VARIABLE, service_database
 from services.embedded.node import DatabaseInUse, lock_database
 from shared.cli import OneLineParser, one_line_errors
+from shared.model import TERMINAL
 from shared.store.sqlite import create_private
 
 SET_ASIDE = ".before-restore"
@@ -40,6 +44,38 @@ class Copied:
     bytes: int
 
 
+@dataclass(frozen=True)
+class Undone:
+    """What putting a backup in place undoes. `to_run`: the backup's jobs that had not finished when it was taken
+    (pending, or caught running: those are retried), each runs when due. `finished_since`: how many of them had
+    finished in the database it replaced: their work will be done again. `created_since`: jobs of the replaced
+    database the backup does not have: gone. The last two are None when there was no database to compare with,
+    or it could not be read."""
+
+    to_run: int
+    finished_since: int | None
+    created_since: int | None
+
+    def describe(self) -> str:
+        said = f"{_jobs(self.to_run, 'unfinished job is', 'unfinished jobs are')} pending again and run when due"
+        if self.finished_since is None or self.created_since is None:
+            return f"{said} (the replaced database could not be compared)"
+        return (
+            f"{said}; {self.finished_since} of them had finished since the backup and will run again;"
+            f" {_jobs(self.created_since, 'job created since the backup is', 'jobs created since the backup are')} gone"
+        )
+
+
+def _jobs(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+@dataclass(frozen=True)
+class Restored:
+    copied: Copied
+    undone: Undone
+
+
 def backup(database: Path, destination: Path, *, replace: bool = False) -> Copied:
     """A consistent copy of `database` at `destination`, taken while other processes may write it."""
     if not database.is_file():
@@ -51,8 +87,8 @@ def backup(database: Path, destination: Path, *, replace: bool = False) -> Copie
     return _copy(database, destination)
 
 
-def restore(backup_file: Path, database: Path) -> Copied:
-    """Put `backup_file` in place of `database`, which no process may be running on."""
+def restore(backup_file: Path, database: Path) -> Restored:
+    """Put `backup_file` in place of `database`, which no process may be running on; what that undoes."""
     if not backup_file.is_file():
         raise BackupError(f"{backup_file} does not exist")
     if backup_file.resolve() == database.resolve():
@@ -61,7 +97,37 @@ def restore(backup_file: Path, database: Path) -> Copied:
         _checked(check, backup_file)  # before anything is touched
     database.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.closing(lock_database(database)):
-        return _copy(backup_file, database, before_rename=lambda: _set_aside(database))
+        replaced = database.exists()
+        copied = _copy(backup_file, database, before_rename=lambda: _set_aside(database))
+        aside = database.with_name(f"{database.name}{SET_ASIDE}")
+        return Restored(copied, _undone(database, aside if replaced else None))
+
+
+_FINAL = ", ".join(f"'{s.value}'" for s in TERMINAL)
+
+
+def _unfinished_run(table: str) -> str:
+    return f"{table}.kind != 'template' AND {table}.status NOT IN ({_FINAL})"
+
+
+def _undone(restored: Path, replaced: Path | None) -> Undone:
+    """Counted in the restored file, and against the replaced one (read only) where there is one to read."""
+    with contextlib.closing(sqlite3.connect(f"{restored.as_uri()}?mode=ro", uri=True)) as db:
+        to_run = int(db.execute(f"SELECT count(*) FROM jobs WHERE {_unfinished_run('jobs')}").fetchone()[0])
+        if replaced is None:
+            return Undone(to_run, None, None)
+        try:
+            db.execute("ATTACH DATABASE ? AS replaced", (f"{replaced.as_uri()}?mode=ro",))
+            finished = db.execute(
+                f"SELECT count(*) FROM main.jobs b JOIN replaced.jobs r ON r.id = b.id WHERE {_unfinished_run('b')}"
+                f" AND r.status IN ({_FINAL})"
+            ).fetchone()[0]
+            created = db.execute(
+                "SELECT count(*) FROM replaced.jobs r WHERE NOT EXISTS (SELECT 1 FROM main.jobs b WHERE b.id = r.id)"
+            ).fetchone()[0]
+        except sqlite3.DatabaseError:  # the replaced database may be why there is a restore: damaged
+            return Undone(to_run, None, None)
+        return Undone(to_run, int(finished), int(created))
 
 
 def _copy(source: Path, destination: Path, before_rename: Callable[[], None] = lambda: None) -> Copied:
@@ -161,6 +227,7 @@ def restore_main() -> None:
     database = service_database(args.db, os.environ)
     restored = restore(Path(args.backup).resolve(), database)
     print(
-        f"jobsched restore: {restored.path}: {restored.jobs} jobs from {args.backup}"
+        f"jobsched restore: {restored.copied.path}: {restored.copied.jobs} jobs from {args.backup}"
         f" (the database it replaced, if any, is now {database}{SET_ASIDE})"
     )
+    print(f"jobsched restore: everything done after the backup is undone: {restored.undone.describe()}")

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from shared.model import format_time, utc_now
+from shared.model import TERMINAL, format_time, utc_now
 from tests.e2e.devmode import JOBSCHED, NO_SERVERS, Dev
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
+FINAL = {s.value for s in TERMINAL}
 Completed = subprocess.CompletedProcess[str]
 
 
@@ -73,13 +74,26 @@ def test_a_backup_taken_while_jobs_run_restores_every_job(standalone: Dev, tmp_p
 
     # Work goes on after the backup; a restore brings back the backup's state, not this.
     create(node, "after-backup", "noop", {}, timedelta(days=2))
+    wait_until(
+        lambda: all(node.http.get(f"/jobs/{j}").json()["status"] == "completed" for j in running), 30, "slow jobs done"
+    )
     assert service.terminate() == 0
     assert "embedded_stopped" in service.log_text()
 
     restored = jobsched("restore", str(backup), "--db", str(node.db))
     assert restored.returncode == 0, restored.stderr
     assert jobs_in(node.db) == in_backup
-    assert Path(f"{node.db}.before-restore").exists()
+    replaced = jobs_in(Path(f"{node.db}.before-restore"))
+    # It says what it undoes: the backup's unfinished jobs run, those finished since run again, later ones are gone.
+    unfinished = {j for j, (status, _, _) in in_backup.items() if status not in FINAL}
+    finished_since = {j for j in unfinished if replaced[j][0] in FINAL}
+    assert unfinished >= set(future + running)
+    assert finished_since >= set(running)
+    said = (
+        f"{len(unfinished)} unfinished jobs are pending again and run when due; {len(finished_since)} of them had"
+        " finished since the backup and will run again; 1 job created since the backup is gone"
+    )
+    assert said in restored.stdout
 
     node.start()
     listed = {j["id"]: j for j in node.http.get("/jobs", params={"tenantId": "ops", "limit": "500"}).json()}
