@@ -5,7 +5,7 @@ SERVERS := deployments/local/servers.sh
 STACK := deployments/local/stack.sh
 PYTEST_ARGS ?=
 
-.PHONY: help install dev dist test test-fast lint servers-up servers-down up down
+.PHONY: help install install-run dev dist test test-fast lint servers-up servers-down up down
 
 help:
 	@echo "make dev          the whole product in one process (SQLite, no server needed) on 127.0.0.1:8080"
@@ -14,7 +14,8 @@ help:
 	@echo "make lint         ruff and mypy (strict)"
 	@echo "make up / down    the distributed stack as real processes (servers, API, 2 schedulers, executors, reaper)"
 	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB 2, for running pytest by hand"
-	@echo "make install      create .venv with the locked dependencies (uv)"
+	@echo "make install      create .venv with the locked dependencies and the developers' tools (uv)"
+	@echo "make install-run  create .venv with what the product runs on only (what make dev installs)"
 	@echo "make dist         the wheel and its locked runtime requirements in dist/, to install without dev tools"
 
 # Bytecode is compiled at install, as the container image does (UV_COMPILE_BYTECODE): a process start then
@@ -24,7 +25,14 @@ install:
 	uv sync --frozen --extra server --compile-bytecode
 	@.venv/bin/python -m compileall -q -j 0 services shared seed loadtest jobsched examples >/dev/null
 
-dev: install
+# The product's runtime only (no test tools, linters or benchmark peers); --inexact keeps a developer's tools
+# installed by `make install` rather than removing them.
+install-run:
+	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
+	uv sync --frozen --extra server --no-dev --inexact --compile-bytecode
+	@.venv/bin/python -m compileall -q -j 0 services shared jobsched examples >/dev/null
+
+dev: install-run
 	.venv/bin/jobsched dev
 
 # What a production install takes (docs/operations.md): the wheel, and the lock's runtime requirements only.

@@ -15,9 +15,9 @@ ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
 INTRO = """# Reference
 
 Generated from the code (`python -m jobsched._reference > docs/reference.md`; a test fails when this page and
-the code differ). What an application imports: `jobsched` (`pip install jobsched`), `jobsched.testing`, and
-`jobsched.server` (`pip install "jobsched[server]"`). How to use them: [handlers](handlers.md),
-[client](client.md), [operations](operations.md#inside-your-application).
+the code differ). What an application imports: `jobsched` (the wheel `make dist` builds), `jobsched.testing`, and
+`jobsched.server` (the wheel with its `server` extra; [installing](operations.md#installing)). How to use them:
+[handlers](handlers.md), [client](client.md), [operations](operations.md#inside-your-application).
 """
 
 

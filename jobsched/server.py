@@ -1,4 +1,4 @@
-"""The server run from Python, which needs the server's drivers (`pip install "jobsched[server]"`):
+"""The server run from Python, which needs the server's drivers (the wheel with its `server` extra):
 
     from jobsched.server import Embedded
 
@@ -23,7 +23,7 @@ except ModuleNotFoundError as missing:
         raise  # a defect of the install (an import the wheel's build did not rewrite), shown as it is
     raise ModuleNotFoundError(
         f"jobsched.server needs the server's drivers ({missing.name} is not installed): "
-        'pip install "jobsched[server]"',
+        'install jobsched with its server extra, pip install "jobsched-<version>-py3-none-any.whl[server]"',
         name=missing.name,
     ) from missing
 

@@ -70,11 +70,16 @@ class ServiceProcess:
         name: str | None = None,
         args: list[str] | None = None,
         command: list[str] | None = None,
+        *,
+        metrics_port: bool = True,
     ) -> None:
+        """`metrics_port`: give the process a free METRICS_PORT of its own (False: the product's default)."""
         self.name = name or service
         self.metrics_port = free_port()
         self.log_path = log_dir / f"{self.name}.log"
         full_env = {**os.environ, **env, "METRICS_PORT": str(self.metrics_port), "LOG_LEVEL": "INFO"}
+        if not metrics_port:
+            del full_env["METRICS_PORT"]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [*(command or [sys.executable, "-m", f"services.{service}"]), *(args or [])],

@@ -6,10 +6,14 @@ handlers finish and exit. They differ in where the data goes:
   (systemd's StateDirectory=), else /var/lib/jobsched/jobsched.db. A relative path is refused: a service's
   working directory is wherever its supervisor started it, and a job store that moves with it is lost.
 - `dev` keeps it in the working directory (`./jobsched.db`, or JOBSCHED_DB, relative or not).
+They differ in one more thing: `dev` serves /metrics on a free port when the default one is taken (a developer's
+machine often runs another exporter there), where `standalone` fails as every service does (Prometheus scrapes
+the configured port).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping
@@ -22,6 +26,7 @@ from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
 from shared.logging import configure_logging
+from shared.ports import ListenError, listen
 
 log = logging.getLogger("jobsched.embedded")
 DB_VARIABLE = "JOBSCHED_DB"
@@ -50,9 +55,31 @@ def dev_database(environ: Mapping[str, str]) -> Path:
 
 def announce_ready(prog: str, node: Embedded) -> None:
     log.info(
-        f"{prog} ready: API {node.url}, console {node.url}/ui/",
-        extra={"action": "embedded_ready", "api": node.url, "console": f"{node.url}/ui/", "db": str(node.path)},
+        f"{prog} ready: API {node.url}, console {node.url}/ui/, metrics {node.metrics_url}",
+        extra={
+            "action": "embedded_ready",
+            "api": node.url,
+            "console": f"{node.url}/ui/",
+            "metrics": node.metrics_url,
+            "db": str(node.path),
+        },
     )
+
+
+def dev_metrics_port(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """`dev`'s settings with a free metrics port when the default one is taken (said in a warning). A port the
+    developer chose (METRICS_PORT) is kept: taken, the start fails naming its holder."""
+    if "METRICS_PORT" in environ:
+        return settings
+    try:
+        listen(settings.metrics_host, settings.metrics_port, "metrics", "METRICS_PORT").close()
+    except ListenError as taken:
+        log.warning(
+            f"{taken}; serving /metrics on a free port instead, named in the ready line",
+            extra={"action": "metrics_port_taken", "port": settings.metrics_port},
+        )
+        return dataclasses.replace(settings, metrics_port=0)
+    return settings
 
 
 def run(prog: str, name: str, *, service: bool, make_dispatcher: DispatcherFactory) -> None:
@@ -69,6 +96,8 @@ def run(prog: str, name: str, *, service: bool, make_dispatcher: DispatcherFacto
     handlers = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(handlers, args.handlers, os.environ, prog)
     configure_logging(name, settings.log_level, settings.log_format)
+    if not service:
+        settings = dev_metrics_port(settings, os.environ)
     path = service_database(args.db, os.environ) if service else dev_database(os.environ)
     node = Embedded(
         path,

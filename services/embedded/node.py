@@ -152,6 +152,7 @@ class Embedded:
         self._stop_scheduler: Callable[[], None] | None = None
         self._listener: socket.socket | None = None
         self.url = ""
+        self.metrics_url = ""  # where /metrics is served, once started with metrics=True
 
     def start(self) -> None:
         """Start everything, the API on a thread of its own; returns once the API answers."""
@@ -233,6 +234,8 @@ class Embedded:
         self._closers.append(self._listener.close)
         if self._metrics:
             metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
+            metrics_host, metrics_port = metrics.server_address[:2]
+            self.metrics_url = f"http://{metrics_host}:{metrics_port}/metrics"
             self._closers.append(metrics.server_close)
             self._closers.append(metrics.shutdown)
         lock = lock_database(path)

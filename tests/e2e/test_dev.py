@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from tests.e2e.devmode import Dev
-from tests.support import wait_until
+import contextlib
+import errno
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+
+from shared.config import Settings
+from tests.e2e.devmode import NO_SERVERS, Dev
+from tests.support import ServiceProcess, free_port, wait_until
 
 
 def test_a_job_completes_with_no_server_installed(dev: Dev) -> None:
@@ -43,3 +53,38 @@ def test_a_new_database_file_is_private_and_an_existing_readable_one_is_warned_a
     again = dev.start()
     wait_until(lambda: "database_file_readable" in again.log_text(), 30, "the warning about the readable file")
     assert dev.db.stat().st_mode & 0o777 == 0o644  # the operator's mode is kept; the log says what to do
+
+
+@contextlib.contextmanager
+def port_taken(port: int) -> Iterator[None]:
+    """The port held by a listener of this test for its duration (or by whoever holds it already)."""
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+    except OSError as exc:
+        assert exc.errno == errno.EADDRINUSE, exc
+    try:
+        yield
+    finally:
+        holder.close()
+
+
+def test_a_taken_default_metrics_port_does_not_stop_dev_and_the_ready_line_says_where(tmp_path: Path) -> None:
+    default = Settings().metrics_port
+    port = free_port()
+    env = {**NO_SERVERS, "API_PORT": str(port), "JOBSCHED_DB": str(tmp_path / "jobsched.db")}
+    with port_taken(default):
+        process = ServiceProcess("dev", env, tmp_path, "dev", metrics_port=False)
+        try:
+            ready = wait_until(
+                lambda: re.search(r"metrics (http://127\.0\.0\.1:(\d+)/metrics)", process.log_text()),
+                60,
+                "jobsched dev to be ready",
+            )
+            assert "metrics_port_taken" in process.log_text()
+            assert int(ready.group(2)) != default
+            assert "process_cpu_seconds_total" in httpx.get(ready.group(1)).text
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        finally:
+            process.stop()
