@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from shared.rfc3339 import format_time as format_time
 from shared.rfc3339 import parse_time as parse_time
@@ -97,6 +97,10 @@ class TemplatePolicy:
     paused: bool | None = None
 
 
+_A_RUN_OPEN_OR_DONE: Final = frozenset({Status.CLAIMED, Status.RUNNING, Status.COMPLETED})
+_LEASED: Final = frozenset({Status.QUEUED, Status.CLAIMED, Status.RUNNING})
+
+
 @dataclass(frozen=True)
 class Job(TemplatePolicy):
     """One job document. `id` is a 24-hex ObjectId string on every store."""
@@ -167,12 +171,25 @@ class Job(TemplatePolicy):
     def budget_spent_after(self, attempts: int) -> bool:
         return attempts - self.attemptBase >= self.maxAttempts
 
+    @property
+    def runs(self) -> int:
+        """How many attempts started (each has its record in /executions): `attempts` counts the ones that ended
+        without completing the job (failed, timed out, lost, snoozed, cancelled), so the one open now, or the one
+        that completed it, is one more."""
+        return self.attempts + (1 if self.status in _A_RUN_OPEN_OR_DONE else 0)
+
     def evolve(self, **changes: Any) -> Job:
         return job_from_fields({**self.__dict__, **changes})
 
     def to_wire(self) -> dict[str, Any]:
-        """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set."""
-        return _wire(self)
+        """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set; `runs` beside
+        `attempts` (a run's only), and a lease only while it holds (a finished job's would read as live)."""
+        wire = _wire(self)
+        if not self.is_template:
+            wire["runs"] = self.runs
+        if self.status not in _LEASED:
+            wire.pop("leaseExpiresAt", None)
+        return wire
 
 
 class Outcome(StrEnum):

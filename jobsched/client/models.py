@@ -42,7 +42,7 @@ class Job:
     payload: dict[str, Any]
     priority: int
     scheduled_at: datetime | None
-    attempts: int
+    attempts: int  # attempts that ended without completing the job (the API contract's count)
     max_attempts: int
     created_at: datetime | None
     updated_at: datetime | None
@@ -57,6 +57,8 @@ class Job:
     result: Any = None  # what the handler returned at its last attempt that kept one (small JSON)
     snoozes: int = 0  # attempts that snoozed (jobsched.Snooze), not spent
     progress: Progress | None = None
+    runs: int = 0  # attempts started (each in executions()): `attempts` plus the open or the completing one
+    attempt_base: int = 0  # a re-drive's fresh budget counts from here: attempts - attempt_base of max_attempts
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -89,6 +91,8 @@ class Job:
             result=body.get("result"),
             snoozes=int(body.get("snoozes") or 0),
             progress=Progress.from_wire(body.get("progress")),
+            runs=int(body.get("runs") or 0),
+            attempt_base=int(body.get("attemptBase") or 0),
             raw=body,
         )
 

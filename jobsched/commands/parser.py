@@ -59,9 +59,13 @@ def parser(program: str) -> argparse.ArgumentParser:
     listing.add_argument("--type", dest="job_type", help="one job type")
     listing.add_argument("--kind", choices=("run", "template"), help="one-off jobs and runs, or templates")
     listing.add_argument("--limit", type=int, default=20, help="how many (default 20, at most 5000)")
+    attempts = jobs.add_parser("attempts", parents=[after], help="a job's attempts, with their errors")
+    attempts.add_argument("job_id")
+    attempts.add_argument(
+        "--traceback", action="store_true", help="each attempt's traceback below it (where its handler raised)"
+    )
     for name, text in (
         ("get", "a job"),
-        ("attempts", "a job's attempts, with their errors"),
         ("cancel", "cancel a job (a running one is asked to stop)"),
         ("retry", "send a dead-lettered job back to pending"),
     ):

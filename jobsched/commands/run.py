@@ -7,11 +7,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobsched.client import Applied, Client, Execution, Job
+from jobsched.client import Applied, Client, Execution, Job, JobschedError
 from jobsched.commands.render import as_json, cell, fields, table
 from jobsched.commands.schedule_file import read_schedules
 
-JOB_COLUMNS = ("id", "tenantId", "jobType", "status", "attempts", "scheduledAt", "lastError")
+# `runs`: attempts started; `failed`: of the budget since the last re-drive, how much is spent (snoozes spend none).
+JOB_COLUMNS = ("id", "tenantId", "jobType", "status", "runs", "failed", "scheduledAt", "lastError")
 SCHEDULE_COLUMNS = ("id", "jobType", "schedule", "timezone", "status", "paused", "nextRun", "lastFiredAt")
 ATTEMPT_COLUMNS = ("attempt", "outcome", "worker", "startedAt", "durationMs", "error")
 
@@ -43,7 +44,11 @@ def jobs_attempts(client: Client, args: argparse.Namespace) -> str:
     attempts = client.executions(args.job_id)
     if args.output == "json":
         return as_json([a.raw for a in attempts])
-    return table(ATTEMPT_COLUMNS, (_attempt_row(a) for a in attempts))
+    shown = table(ATTEMPT_COLUMNS, (_attempt_row(a) for a in attempts))
+    if not args.traceback:
+        return shown
+    tracebacks = [f"attempt {a.attempt}:\n{a.traceback.rstrip()}" for a in attempts if a.traceback]
+    return "\n\n".join([shown, *tracebacks]) if tracebacks else f"{shown}\n\n(no attempt kept a traceback)"
 
 
 def jobs_cancel(client: Client, args: argparse.Namespace) -> str:
@@ -99,7 +104,28 @@ def schedules_list(client: Client, args: argparse.Namespace) -> str:
     templates = client.list(limit=args.limit, job_type=args.job_type, kind="template")
     if args.output == "json":
         return as_json([t.raw for t in templates])
-    return table(SCHEDULE_COLUMNS, (_schedule_row(t) for t in templates))
+    shown = table(SCHEDULE_COLUMNS, (_schedule_row(t) for t in templates))
+    return shown if templates else f"{shown}\n{_declared_elsewhere(client, args)}".rstrip()
+
+
+# Where schedules declared in code go unless the deployment sets DECLARED_SCHEDULES_TENANT (docs/schedules.md).
+DECLARED_TENANT = "default"
+
+
+def _declared_elsewhere(client: Client, args: argparse.Namespace) -> str:
+    """For an empty listing: a hint when the tenant of declared schedules holds some this key may see (a newcomer
+    declares schedules in code and lists another tenant's). Nothing when it cannot be read (another tenant's key)."""
+    try:
+        declared = client.list(DECLARED_TENANT, limit=args.limit, job_type=args.job_type, kind="template")
+    except JobschedError:
+        return ""
+    in_code = [t for t in declared if t.raw.get("declaredBy") == "code" and t.tenant_id != client.tenant_id]
+    if not in_code:
+        return ""
+    return (
+        f"(none in this tenant; {len(in_code)} schedules declared in code are in tenant {DECLARED_TENANT!r}:"
+        f" --tenant {DECLARED_TENANT})"
+    )
 
 
 def schedules_get(client: Client, args: argparse.Namespace) -> str:
@@ -190,7 +216,8 @@ def _job_row(job: Job) -> list[Any]:
         job.tenant_id,
         job.job_type,
         job.status,
-        f"{job.attempts}/{job.max_attempts}",
+        job.runs,
+        f"{job.attempts - job.attempt_base}/{job.max_attempts}",
         job.scheduled_at,
         job.last_error,
     ]

@@ -9,7 +9,7 @@
     overlap = "skip"
 
 Every other key of jobsched.Schedule may be given (priority, max_attempts, timeout, catchup, catchup_window,
-jitter, start_at, end_at as TOML date-times, pause_on_failure).
+jitter, start_at, end_at as TOML date-times or RFC 3339 text with an offset, pause_on_failure).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import tomllib
 from dataclasses import fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,21 @@ def _schedule(path: Path, number: int, table: Any) -> tuple[str, Schedule]:
     unknown = sorted(set(table) - KEYS)
     if unknown:
         raise ScheduleFileError(f"{where}: unknown key {unknown[0]!r}; known: job_type, {', '.join(sorted(KEYS))}")
+    for bound in ("start_at", "end_at"):
+        if isinstance(table.get(bound), str):
+            table[bound] = _date_time(where, bound, table[bound])
     try:
         return job_type, Schedule(**table)
     except (TypeError, ValueError) as exc:
         raise ScheduleFileError(f"{where}: {exc}") from None
+
+
+def _date_time(where: str, key: str, text: str) -> datetime:
+    """A bound written as text rather than as a TOML date-time: RFC 3339, with its offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ScheduleFileError(f"{where}: {key} {text!r} is not a date-time (2026-12-01T00:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise ScheduleFileError(f"{where}: {key} {text!r} has no offset: add Z or one such as +01:00") from None
+    return moment

@@ -234,7 +234,7 @@ class Embedded:
         self._closers.append(self._listener.close)
         if self._metrics:
             metrics = serve_metrics(settings.metrics_host, settings.metrics_port)
-            metrics_host, metrics_port = metrics.server_address[:2]
+            metrics_host, metrics_port = metrics.socket.getsockname()[:2]
             self.metrics_url = f"http://{metrics_host}:{metrics_port}/metrics"
             self._closers.append(metrics.server_close)
             self._closers.append(metrics.shutdown)

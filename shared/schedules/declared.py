@@ -173,12 +173,14 @@ class Reconciler:
         if stored.status is not Status.PENDING:
             done.conflicts.append(declaration.name)  # cancelled: an operator's decision stands
             return
-        if stored.paused and stored.pauseNote == NOT_DECLARED_NOTE:  # paused when dropped, declared again
+        resumed = stored.paused and stored.pauseNote == NOT_DECLARED_NOTE  # paused when dropped, declared again
+        if resumed:
             if write:
                 stored = self._engine.resume(stored, now)
             done.resumed.append(declaration.name)
         if stored.declaration == wanted:
-            done.unchanged.append(declaration.name)
+            if not resumed:  # a resumed one is counted once, as resumed (and as changed, when it changed too)
+                done.unchanged.append(declaration.name)
             return
         try:
             new = declaration.build(now)

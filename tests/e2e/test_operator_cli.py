@@ -16,6 +16,8 @@ import pytest
 import jobsched
 from shared.model import format_time, utc_now
 from tests.e2e.devmode import JOBSCHED, Dev
+from tests.e2e.test_declared_processes import V1, plugin
+from tests.support import wait_until
 
 
 class Operator:
@@ -66,12 +68,18 @@ def test_jobs_and_the_dlq_from_the_command_line(dev: Dev) -> None:
     assert [j["id"] for j in operator.json("jobs", "list", "--status", "dlq")] == [failing.id]
     assert {j["id"] for j in operator.json("jobs", "list", "--type", "noop")} == {done.id, later.id}
     table = operator.run("jobs", "list").stdout.splitlines()
-    assert table[0].split() == ["id", "tenantId", "jobType", "status", "attempts", "scheduledAt", "lastError"]
+    assert table[0].split() == ["id", "tenantId", "jobType", "status", "runs", "failed", "scheduledAt", "lastError"]
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert rows[done.id][4:6] == ["1", "0/3"]  # completed at its first attempt: one run, nothing failed
     assert {line.split()[0] for line in table[1:]} == {done.id, failing.id, later.id}
     assert operator.json("jobs", "get", done.id)["id"] == done.id
     assert "status       completed" in operator.run("jobs", "get", done.id).stdout
     [attempt] = operator.json("jobs", "attempts", failing.id)
     assert (attempt["attempt"], attempt["outcome"]) == (1, "failed")
+    assert "Traceback" not in operator.run("jobs", "attempts", failing.id).stdout
+    traced = operator.run("jobs", "attempts", failing.id, "--traceback").stdout
+    assert "attempt 1:\nTraceback (most recent call last)" in traced
+    assert "failed on purpose" in traced.split("attempt 1:")[1]
 
     [group] = operator.json("dlq", "list")
     assert (group["count"], group["jobTypes"]) == (1, ["flaky"])
@@ -80,6 +88,8 @@ def test_jobs_and_the_dlq_from_the_command_line(dev: Dev) -> None:
     assert operator.json("jobs", "wait", failing.id, status=1)["status"] == "dlq"  # it fails again
     assert operator.json("jobs", "retry", failing.id)["status"] == "pending"
     assert operator.json("jobs", "wait", failing.id, status=1)["status"] == "dlq"
+    [row] = [line.split() for line in operator.run("jobs", "list").stdout.splitlines() if line.startswith(failing.id)]
+    assert row[4:6] == ["3", "1/1"]  # three runs in all; of the budget since the last re-drive, one of one failed
     refused = operator.json("dlq", "retry", done.id, status=1)  # not a dead letter: refused, said so
     assert refused["redriven"] == []
     assert [r["id"] for r in refused["refused"]] == [done.id]
@@ -195,5 +205,33 @@ def test_schedules_applied_from_a_file_print_their_diff(dev: Dev, tmp_path: Path
     assert "is not a table" in operator.fails(2, "schedules", "apply", str(file))
     file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "0 9 * * *"\npayload = { day = 2026-12-04 }\n')
     assert "payload" in operator.fails(2, "schedules", "apply", str(file))
+    bounded = '[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "0 9 * * *"\nstart_at = "{}"\n'
+    file.write_text(bounded.format("2027-01-04T09:00:00+01:00"))  # as text, with its offset: taken
+    assert operator.run("schedules", "apply", str(file), "--dry-run").stdout.splitlines()[1] == "+ x"
+    file.write_text(bounded.format("2027-01-04T09:00:00"))
+    assert "start_at '2027-01-04T09:00:00' has no offset" in operator.fails(2, "schedules", "apply", str(file))
+    file.write_text(bounded.format("next monday"))
+    assert "start_at 'next monday' is not a date-time" in operator.fails(2, "schedules", "apply", str(file))
     file.write_text('[[schedule]]\nname = "x"\njob_type = "noop"\ncron = "61 9 * * *"\n')
     assert "400" in operator.fails(5, "schedules", "apply", str(file))
+
+
+def test_an_empty_schedule_listing_points_at_the_schedules_declared_in_code(tmp_path: Path) -> None:
+    node = Dev(tmp_path)
+    node.start(AUTH="required", **plugin(tmp_path / "plugin", V1))
+    try:
+        admin = node.new_api_key("acme", "admin")
+        in_acme = Operator(node.base_url, admin)
+        in_acme.env["JOBSCHED_TENANT"] = "acme"
+        hint = "(none in this tenant; 3 schedules declared in code are in tenant 'default': --tenant default)"
+        assert wait_until(lambda: hint in in_acme.run("schedules", "list").stdout, 30, "the declared schedules")
+        assert in_acme.json("schedules", "list") == []  # JSON stays the bare answer
+        declared = Operator(node.base_url, admin)
+        declared.env["JOBSCHED_TENANT"] = "default"
+        assert "none in this tenant" not in declared.run("schedules", "list").stdout
+        # A key of another tenant cannot read tenant default: no hint, no error.
+        listed = Operator(node.base_url, node.new_api_key("acme")).run("schedules", "list")
+        assert (listed.returncode, listed.stderr) == (0, "")
+        assert "none in this tenant" not in listed.stdout
+    finally:
+        node.close()

@@ -80,6 +80,10 @@ def _schemas() -> dict[str, Any]:
     ):
         out.update(schema.pop("$defs", {}))
         out[name] = schema
+    out["Job"]["properties"]["runs"] = {
+        "type": "integer",
+        "description": "Attempts started (each in /executions): attempts, plus the open or completing one (runs only)",
+    }
     return {**out, **schedule_schemas()}
 
 
