@@ -1,6 +1,11 @@
 """Retry backoff: base * 2^attempts, capped, optionally jittered; by default 2^attempts seconds capped at 5
-minutes (where a job type sets none). One rule for every job type; a type's registration may change its base,
-cap and jitter."""
+minutes (where a job type sets none): waits of 2, 4, 8 … s. One rule for every job type; a type's registration
+may change its base, cap and jitter.
+
+The first wait is twice the base (the exponent counts the failed attempts, from 1), not the base itself. That is
+kept as it is: the base is stored in every executor's announcement of its types (baseSeconds) and read back by the
+reaper, so a new meaning would change the waits of every registered Backoff, and those of a cluster whose
+processes run different versions, without anyone having changed a setting."""
 
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ BACKOFF_CAP = timedelta(seconds=BACKOFF_CAP_S)
 
 @dataclass(frozen=True)
 class Backoff:
-    """The wait before retry n+1 after n failed attempts: min(base_s * 2^n, cap_s) seconds. With jitter, a
-    uniform draw from the upper half of that, so that jobs that failed together do not retry together, and
-    none retries sooner than half its delay."""
+    """The wait before retry n+1 after n failed attempts: min(base_s * 2^n, cap_s) seconds. n counts from 1, so
+    `base_s` is half the first wait, not the first wait: Backoff() (base 1 s) waits 2, 4, 8 … s, and
+    Backoff(base_s=5, cap_s=60) waits 10, 20, 40, 60, 60 … s; for a first wait of w seconds, set base_s=w/2.
+    With jitter, a uniform draw from the upper half of each wait, so that jobs that failed together do not retry
+    together, and none retries sooner than half its delay."""
 
     base_s: float = BACKOFF_BASE_S
     cap_s: float = BACKOFF_CAP_S

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from jobsched.backoff import Backoff
 from jobsched.limits import Limits
+from jobsched.outcomes import RETRY_ALL, RetryRule
 from jobsched.payloads import Payload, PayloadType, called_function
 from jobsched.schedules import Schedule
 from jobsched.type_defaults import TypeDefaults
@@ -93,6 +94,9 @@ class JobType(Generic[P, R]):
     function: Callable[[P, HandlerContext], R]
     defaults: TypeDefaults = field(default_factory=TypeDefaults)
     schedules: tuple[Schedule, ...] = ()  # recurring templates declared with the type (jobsched.schedules)
+    # Which of the handler's exceptions give up at once rather than being retried (give_up_on, retry_on). Only
+    # the executors that run the handler apply it, so unlike `defaults` it is not announced to the store.
+    retry_rule: RetryRule = RETRY_ALL
     payload: PayloadType[P] = field(init=False, repr=False)
     # Read per attempt by the executors: found once, at registration.
     is_async: bool = field(init=False)
@@ -155,24 +159,31 @@ class JobTypes:
         backoff: Backoff | None = None,
         schedule: Schedule | Iterable[Schedule] = (),
         limits: Limits | None = None,
+        # Spelled out rather than as outcomes.ExceptionsArg: the reference page shows the annotations as written.
+        give_up_on: type[BaseException] | Iterable[type[BaseException]] = (),
+        retry_on: type[BaseException] | Iterable[type[BaseException]] | None = None,
     ) -> Callable[[Callable[[P, HandlerContext], R]], JobType[P, R]]:
         """Register the decorated function as job type `name`. `timeout` (seconds, or a timedelta) bounds each
         attempt (default JOB_TIMEOUT); `max_attempts` is the budget of jobs that give none (default 3);
-        `backoff` spaces the retries (default 2^attempts s, capped at 5 min). A job's own timeoutSeconds and
-        maxAttempts win over these. `schedule`: one or more recurring templates of this type, kept in the store
-        by the executors that serve it (jobsched.Schedule). `limits`: how many of its jobs run at once and how
-        often one starts, across the cluster (jobsched.Limits; an operator may replace them through the API)."""
+        `backoff` spaces the retries (default waits 2, 4, 8 … s, capped at 5 min: jobsched.Backoff). A job's own
+        timeoutSeconds and maxAttempts win over these. `schedule`: one or more recurring templates of this type,
+        kept in the store by the executors that serve it (jobsched.Schedule). `limits`: how many of its jobs run
+        at once and how often one starts, across the cluster (jobsched.Limits; an operator may replace them
+        through the API). `give_up_on`: exception classes (subclasses match) that send the job to the DLQ at
+        once instead of being retried; `retry_on`: when given, the only exception classes retried, any other
+        gives up (give_up_on wins where both match)."""
         check_name(name)
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a jobsched.Limits (got {limits!r})")
         defaults = TypeDefaults.of(timeout=timeout, max_attempts=max_attempts, backoff=backoff, limits=limits)
+        retry_rule = RetryRule.of(give_up_on=give_up_on, retry_on=retry_on)
         schedules = (schedule,) if isinstance(schedule, Schedule) else tuple(schedule)
         names = [s.name for s in schedules]
         if len(set(names)) != len(names):
             raise ValueError(f"job type {name!r} declares a schedule name twice: {sorted(names)}")
 
         def decorate(function: Callable[[P, HandlerContext], R]) -> JobType[P, R]:
-            job_type = JobType(name, function, defaults, schedules)
+            job_type = JobType(name, function, defaults, schedules, retry_rule)
             self.include([job_type])
             return job_type
 

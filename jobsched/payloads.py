@@ -76,7 +76,7 @@ class PayloadType(Generic[P]):
                 raise TypeError(f"the payload must be a dict (a JSON object), not {type(payload).__name__}")
             return payload
         if not isinstance(payload, cls):
-            raise TypeError(f"the payload must be a {cls.__name__}, not {type(payload).__name__}")
+            raise TypeError(f"the payload must be {with_article(cls.__name__)}, not {type(payload).__name__}")
         if kind == "dataclass":
             return dataclasses.asdict(cast(Any, payload))
         # By alias: what model_validate reads back.
@@ -94,6 +94,29 @@ class PayloadType(Generic[P]):
                 ) from exc
             self._resolved = (annotation, _kind_of(annotation))
         return self._resolved
+
+
+# Letters whose spoken name starts with a vowel sound: an acronym starting with one takes "an" (an SMS, an HTTP
+# request), one starting with another "a" (a URL, a JSON document).
+_VOWEL_SOUNDING_LETTERS = frozenset("AEFHILMNORSX")
+# Words that start with a vowel letter but a consonant sound ("a User", "a OneOff"), and the reverse ("an Hour"),
+# which are looked for first.
+_CONSONANT_SOUNDING = ("uni", "use", "usa", "usu", "uti", "uri", "ure", "uu", "eu", "one", "once")
+_VOWEL_SOUNDING = ("hour", "honest", "honor", "honour", "heir", "unin", "unim", "unid")  # an Uninstall
+
+
+def with_article(name: str) -> str:
+    """`name` (a class name, read aloud) with its indefinite article: "an Email", "a Report", "a User", "an
+    HTTPRequest". By its first sound, which spelling only approximates: the common exceptions are known."""
+    word = name.lstrip("_")
+    if word[:2].isupper():  # an acronym (or one capital), spelled out letter by letter
+        return f"{'an' if word[0] in _VOWEL_SOUNDING_LETTERS else 'a'} {name}"
+    lower = word.lower()
+    if lower.startswith(_VOWEL_SOUNDING):
+        return f"an {name}"
+    if lower.startswith(_CONSONANT_SOUNDING):
+        return f"a {name}"
+    return f"{'an' if lower[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {name}"
 
 
 def _kind_of(annotation: Any) -> str:

@@ -10,14 +10,21 @@
             job = client.enqueue(write_report, Report(day="2026-12-04"))
             assert client.wait(job.id).status == "completed"
 
+    def test_a_bad_day_ends_in_the_dlq():               # its retries at once, not 2, 4, 8 ... s apart
+        with testing.embedded(jobs, backoff=testing.NO_BACKOFF) as client:
+            job = client.enqueue(write_report, Report(day="not a day"))
+            assert client.wait(job.id).status == "dlq"
+
 `run` calls the handler as an executor does: the payload goes through its stored form (JSON) and back into
 the handler's payload type, and an async handler runs to completion. `embedded` runs the whole product in this
-process on a temporary SQLite file, serving only the collections given, and hands out a Client.
+process on a temporary SQLite file, serving only the collections given, and hands out a Client; its `backoff`
+replaces the served types' own, so that a test of retries does not wait for them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import tempfile
@@ -27,12 +34,16 @@ from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
+from jobsched.backoff import Backoff
 from jobsched.client import Client
 from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes, not_a_coroutine
 
-__all__ = ["arun", "context", "embedded", "run", "stored"]
+__all__ = ["NO_BACKOFF", "arun", "context", "embedded", "run", "stored"]
+
+# Retries 1 ms after each failure (a Backoff's wait must be more than 0): `embedded(..., backoff=NO_BACKOFF)`.
+NO_BACKOFF: Final = Backoff(base_s=0.001, cap_s=0.001)
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -102,14 +113,28 @@ def _called(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerCo
 
 
 @contextmanager
-def embedded(*collections: JobTypes, tenant_id: str = "test", db: str | Path | None = None) -> Iterator[Client]:
+def embedded(
+    *collections: JobTypes,
+    tenant_id: str = "test",
+    db: str | Path | None = None,
+    backoff: Backoff | None = None,
+) -> Iterator[Client]:
     """The whole product in this process, serving the job types of `collections`, on a temporary SQLite file
-    (or `db`) and a free loopback port; yields a Client for `tenant_id`. Needs the server extra."""
+    (or `db`) and a free loopback port; yields a Client for `tenant_id`. Needs the server extra.
+
+    `backoff` replaces the backoff every type of `collections` registered, in this process only: NO_BACKOFF
+    retries a failed attempt at once, so that "three attempts, then the DLQ" takes milliseconds rather than
+    the 2 + 4 s of the default backoff (a handler's RetryAfter and Snooze keep their own delays)."""
     from jobsched.server import Embedded, Settings
 
     served = JobTypes()
     for collection in collections:
         served.include(collection)
+    if backoff is not None:
+        if not isinstance(backoff, Backoff):
+            raise TypeError(f"backoff must be a jobsched.Backoff (got {backoff!r})")
+        # Copies of the types, so that the application's own JobType objects keep their registration.
+        served = JobTypes(_with_backoff(job_type, backoff) for job_type in served)
     # Claims every 50 ms rather than every second: a test waits for its jobs, not for the next tick.
     settings = Settings(scheduler_tick=timedelta(milliseconds=50), auth="off", log_level="WARNING")
     with tempfile.TemporaryDirectory(prefix="jobsched-test-") as directory:
@@ -117,3 +142,9 @@ def embedded(*collections: JobTypes, tenant_id: str = "test", db: str | Path | N
         node = Embedded(path, settings=settings, handlers=served, host="127.0.0.1", port=0)
         with node, Client(node.url, tenant_id=tenant_id) as client:
             yield client
+
+
+def _with_backoff(job_type: JobType[P, R], backoff: Backoff) -> JobType[P, R]:
+    """`job_type` with `backoff` in place of its registered one: the executors retry with it, and announce it,
+    so that the reaper retries a lost attempt of it with the same."""
+    return dataclasses.replace(job_type, defaults=dataclasses.replace(job_type.defaults, backoff=backoff))

@@ -279,7 +279,13 @@ class AttemptRunner:
         try:
             handler = self._handler
             ending = run_handler(
-                self._handler_fn, handler.is_async, job.payload, attempt.ctx, attempt.timeout_s, attempt.cancellation
+                self._handler_fn,
+                handler.is_async,
+                job.payload,
+                attempt.ctx,
+                attempt.timeout_s,
+                attempt.cancellation,
+                handler.retry_rule,
             )
         finally:
             self._leave(job)
@@ -306,7 +312,7 @@ class AttemptRunner:
             self._leave(job)
             raise
         try:
-            ending = call_plain(self._handler_fn, job.payload, attempt.ctx)
+            ending = call_plain(self._handler_fn, job.payload, attempt.ctx, handler.retry_rule)
         finally:
             in_time = deadlines.returned(watched)
             if in_time:

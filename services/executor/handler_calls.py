@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, ClassVar, Final, NamedTuple, cast
 
 from jobsched.handlers import HandlerContext, HandlerFn, not_a_coroutine
-from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
+from jobsched.outcomes import RETRY_ALL, Cancel, GiveUp, RetryAfter, RetryRule, Snooze
 from jobsched.payloads import Payload
 from shared.jsonsafe import storable_text
 from shared.model import Outcome
@@ -59,7 +59,8 @@ class Cancellation:
 class Ending(NamedTuple):
     """How an attempt's handler call ended: the outcome, the one-line error (lastError) and, for a handler that
     raised, where (its traceback, bounded); what it returned (`returned`, as it is: the runner checks what of it a
-    store keeps); for a snooze, for how long; `final`: it gave up (jobsched.GiveUp), no retry."""
+    store keeps); for a snooze, for how long; `final`: it gave up (jobsched.GiveUp, or an exception its type's
+    retry rule gives up on), no retry."""
 
     outcome: Outcome
     error: str | None = None
@@ -84,17 +85,19 @@ def run_handler(
     ctx: HandlerContext,
     timeout_s: float,
     cancellation: Cancellation,
+    rule: RetryRule = RETRY_ALL,
 ) -> Ending:
-    """How the attempt ended. Never raises: a handler's failure is the attempt's, not ours.
+    """How the attempt ended. Never raises: a handler's failure is the attempt's, not ours. `rule`: the job
+    type's, which decides whether what the handler raised is retried.
 
     Async handlers are cancelled at the deadline or on a cancellation request. A plain function cannot be
     interrupted in Python, so it runs on a handler thread of its own, sees the request in `ctx.cancelled`, and
     is abandoned at the deadline: its eventual result is ignored. Once cancellation was requested, any end but
     a success is `cancelled`; a handler that ignored the request and succeeded has its success recorded."""
     if is_async:
-        ending = _run_async(handler, payload, ctx, timeout_s, cancellation)
+        ending = _run_async(handler, payload, ctx, timeout_s, cancellation, rule)
     else:
-        ending = _run_sync(handler, payload, ctx, timeout_s)
+        ending = _run_sync(handler, payload, ctx, timeout_s, rule)
     return settled(ending, cancellation)
 
 
@@ -110,16 +113,16 @@ def timed_out(timeout_s: float) -> Ending:
     return Ending(Outcome.TIMEOUT, f"timed out after {timeout_s:g}s")
 
 
-def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext) -> Ending:
+def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext, rule: RetryRule = RETRY_ALL) -> Ending:
     """A plain handler's call on the current thread: how it ended before any deadline or cancellation."""
     try:
         returned = not_a_coroutine(handler(payload, ctx), ctx.job_type)
     except BaseException as exc:
-        return failed(exc)
+        return failed(exc, rule)
     return succeeded(returned)
 
 
-def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float) -> Ending:
+def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, rule: RetryRule) -> Ending:
     box: list[Ending] = []
     # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
     # condition, a lock and a list of waiters, each built anew per call).
@@ -128,7 +131,7 @@ def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout
 
     def call(_: Task) -> None:
         try:
-            box.append(call_plain(handler, payload, ctx))
+            box.append(call_plain(handler, payload, ctx, rule))
         finally:
             done.release()
 
@@ -329,8 +332,15 @@ class Task:
 
 
 def _run_async(
-    handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, cancellation: Cancellation
+    handler: HandlerFn,
+    payload: Payload,
+    ctx: HandlerContext,
+    timeout_s: float,
+    cancellation: Cancellation,
+    rule: RetryRule,
 ) -> Ending:
+    overran: list[bool] = []
+
     async def bounded() -> Any:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(cast(Awaitable[Any], handler(payload, ctx)))
@@ -340,22 +350,33 @@ def _run_async(
                 loop.call_soon_threadsafe(task.cancel)
 
         cancellation.on_request(cancel)
-        return await asyncio.wait_for(task, timeout_s)
+        started = loop.time()
+        try:
+            return await asyncio.wait_for(task, timeout_s)
+        except TimeoutError:
+            # wait_for raises TimeoutError both at the deadline (having cancelled the task) and when the handler
+            # raised one of its own (an upstream that did not answer): only the first is the attempt's timeout,
+            # the second a failure like any other, which the type's retry rule may give up on.
+            if task.cancelled() or loop.time() - started >= timeout_s:
+                overran.append(True)
+            raise
 
     try:
         returned = asyncio.run(bounded())
-    except TimeoutError:
-        return timed_out(timeout_s)
+    except TimeoutError as exc:
+        return timed_out(timeout_s) if overran else failed(exc, rule)
     except asyncio.CancelledError as exc:
-        return Ending(Outcome.CANCELLED) if cancellation.requested else failed(exc)
+        return Ending(Outcome.CANCELLED) if cancellation.requested else failed(exc, rule)
     except BaseException as exc:
-        return failed(exc)
+        return failed(exc, rule)
     return succeeded(returned)
 
 
-def failed(exc: BaseException) -> Ending:
-    """How a handler that raised `exc` ended: one of the outcomes a handler asks for (jobsched.outcomes), else a
-    failure, retried while attempts are left."""
+def failed(exc: BaseException, rule: RetryRule = RETRY_ALL) -> Ending:
+    """How a handler that raised `exc` ended: one of the outcomes a handler asks for (jobsched.outcomes); else a
+    failure, which gives up at once when the job type's `rule` says so (give_up_on, retry_on) and is retried
+    while attempts are left otherwise. This is the one place an exception becomes an outcome, for plain and
+    async handlers, in every executor."""
     if isinstance(exc, Snooze):
         return Ending(Outcome.SNOOZED, storable_text(str(exc)[:2000]), snooze=exc.after)
     if isinstance(exc, Cancel):
@@ -366,6 +387,11 @@ def failed(exc: BaseException) -> Ending:
     if isinstance(exc, GiveUp):
         reason = storable_text(f"gave up: {exc.reason}"[:2000])
         return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, final=True)
+    why = rule.gives_up(exc)
+    if why is not None:
+        # The reason first: lastError is one line that a reader (and a bound) may cut short.
+        error = storable_text(f"gave up ({why}): {describe(exc)}"[:2000])
+        return Ending(Outcome.FAILED, error, traceback_of(exc), final=True)
     return Ending(Outcome.FAILED, describe(exc), traceback_of(exc))
 
 

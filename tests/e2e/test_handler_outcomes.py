@@ -1,7 +1,7 @@
 """Handlers decide their outcome through the whole product in one process (embedded: scheduler, executors and API
 on SQLite): a snooze runs the job again later without spending its budget, a cancel ends it for good, a give-up
-dead-letters it at once, what a handler returns is the job's result, and what it reports while it runs is the
-job's progress."""
+dead-letters it at once (raised, or an exception the type's give_up_on / retry_on names), what a handler returns is
+the job's result, and what it reports while it runs is the job's progress."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from jobsched import Cancel, GiveUp, HandlerContext, JobTypes, Snooze
 from jobsched.outcomes import MAX_RESULT_BYTES
-from jobsched.testing import context, embedded
+from jobsched.testing import NO_BACKOFF, context, embedded
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -96,6 +96,82 @@ def test_handlers_snooze_cancel_give_up_and_return_results() -> None:
         assert record.result is None
         assert record.error is not None
         assert reason in record.error
+
+
+class InvalidCard(Exception):
+    pass
+
+
+class ExpiredCard(InvalidCard):
+    pass
+
+
+def test_exceptions_a_type_gives_up_on_dead_letter_at_once_and_the_others_are_retried() -> None:
+    jobs = JobTypes()
+    retries_on = (TimeoutError, ConnectionError)
+
+    @jobs.handler("charge", max_attempts=5, give_up_on=(InvalidCard, ValueError), retry_on=retries_on)
+    def charge(payload: dict[str, str], ctx: HandlerContext) -> dict[str, int]:
+        if payload["card"] == "expired":
+            raise ExpiredCard("the card expired in 2024")
+        if payload["card"] == "unknown":
+            raise KeyError(payload["card"])  # neither list: with retry_on set, it gives up
+        if ctx.attempt < 3:
+            raise ConnectionResetError("the gateway hung up")  # in retry_on: retried
+        return {"chargedAt": ctx.attempt}
+
+    @jobs.handler("refund", max_attempts=5, give_up_on=ValueError)
+    async def refund(payload: dict[str, str], ctx: HandlerContext) -> dict[str, int]:
+        await asyncio.sleep(0)
+        if payload["amount"] == "negative":
+            raise ValueError("a refund is positive")
+        if ctx.attempt < 2:
+            raise TimeoutError("the gateway did not answer")  # the handler's own, not its deadline: retried
+        return {"refundedAt": ctx.attempt}
+
+    # No backoff: the retried jobs run their attempts at once instead of 2 s, 4 s ... apart.
+    with embedded(jobs, backoff=NO_BACKOFF) as client:
+        made = {
+            "expired": client.create("charge", {"card": "expired"}),
+            "unknown": client.create("charge", {"card": "unknown"}),
+            "flaky": client.create("charge", {"card": "valid"}),
+            "negative": client.create("refund", {"amount": "negative"}),
+            "slow": client.create("refund", {"amount": "12"}),
+        }
+        done = {name: client.wait(str(job.id), timeout=60) for name, job in made.items()}
+        records = {name: client.executions(job.id) for name, job in done.items()}
+
+    expired = done["expired"]
+    reason = "gave up (ExpiredCard is in give_up_on as InvalidCard): ExpiredCard: the card expired in 2024"
+    assert (expired.status, expired.attempts, expired.last_error) == ("dlq", 1, reason)
+    [gave_up] = records["expired"]
+    assert (gave_up.outcome, gave_up.error) == ("failed", reason)
+    assert gave_up.traceback is not None
+    assert 'raise ExpiredCard("the card expired in 2024")' in gave_up.traceback  # where the handler raised it
+    unknown = done["unknown"]
+    assert (unknown.status, unknown.attempts) == ("dlq", 1)
+    assert unknown.last_error == "gave up (KeyError is not in retry_on): KeyError: 'unknown'"
+    negative = done["negative"]
+    assert (negative.status, negative.attempts, negative.last_error) == (
+        "dlq",
+        1,
+        "gave up (ValueError is in give_up_on): ValueError: a refund is positive",
+    )
+
+    # Retried while attempts were left (a job's `attempts` counts its closed ones: the success is not among them).
+    flaky = done["flaky"]
+    assert (flaky.status, flaky.attempts, flaky.result) == ("completed", 2, {"chargedAt": 3})
+    assert [(r.outcome, r.error) for r in records["flaky"]] == [
+        ("failed", "ConnectionResetError: the gateway hung up"),
+        ("failed", "ConnectionResetError: the gateway hung up"),
+        ("succeeded", None),
+    ]
+    slow = done["slow"]
+    assert (slow.status, slow.attempts, slow.result) == ("completed", 1, {"refundedAt": 2})
+    assert [(r.outcome, r.error) for r in records["slow"]] == [
+        ("failed", "TimeoutError: the gateway did not answer"),
+        ("succeeded", None),
+    ]
 
 
 def test_a_running_handlers_progress_is_shown_with_its_job_while_it_runs() -> None:

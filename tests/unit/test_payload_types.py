@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pytest
 
 from jobsched import JobTypes, PayloadMismatch, testing
+from jobsched.payloads import with_article
 
 if TYPE_CHECKING:
     from jobsched import HandlerContext  # a name only type checkers see: the payload's type still resolves
@@ -123,3 +124,41 @@ def test_a_dataclass_with_init_vars_is_refused_as_a_payload_type() -> None:
     job_type = JobTypes().handler("secret")(handler)
     with pytest.raises(TypeError, match="InitVar fields"):
         job_type.encode(Secret("n", "k"))
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("Email", "an Email"),
+        ("Invoice", "an Invoice"),
+        ("Order", "an Order"),
+        ("Update", "an Update"),
+        ("Report", "a Report"),
+        ("User", "a User"),  # a vowel letter, a consonant sound
+        ("UnitOfWork", "a UnitOfWork"),
+        ("UninstallRequest", "an UninstallRequest"),
+        ("OneOffJob", "a OneOffJob"),
+        ("Hour", "an Hour"),  # a consonant letter, a vowel sound
+        ("HTTPRequest", "an HTTPRequest"),  # an acronym: by the name of its first letter
+        ("SMS", "an SMS"),
+        ("URLCheck", "a URLCheck"),
+        ("X", "an X"),
+    ],
+)
+def test_a_class_name_gets_the_article_it_is_read_with(name: str, said: str) -> None:
+    assert with_article(name) == said
+
+
+@dataclass
+class Email:
+    to: str
+
+
+@jobs.handler("send-email")
+def send_email(payload: Email, ctx: HandlerContext) -> str:
+    return payload.to
+
+
+def test_a_payload_of_another_type_is_refused_in_good_english() -> None:
+    with pytest.raises(TypeError, match=r"^the payload must be an Email, not dict$"):
+        send_email.encode({"to": "ada@example.com"})  # type: ignore[arg-type]
