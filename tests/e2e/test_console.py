@@ -7,10 +7,13 @@ here.
 
 from __future__ import annotations
 
+import os
 import re
+import textwrap
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -25,10 +28,32 @@ Tab = tuple[Page, ConsoleErrors]
 LATER = timedelta(days=1)
 
 
+# A job type that reports the progress its payload names, then works until it is cancelled: the built-in `slow`
+# always reports {"sleptMs": ..., "of": ...}.
+PROGRESS_PLUGIN = """
+    import asyncio
+
+    import jobsched
+
+    jobs = jobsched.JobTypes()
+
+
+    @jobs.handler("report-progress")
+    async def report_progress(payload: dict, ctx: jobsched.HandlerContext) -> None:
+        ctx.report_progress(payload["progress"])
+        await asyncio.sleep(120)  # until the test cancels it
+"""
+
+
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     made = Dev(tmp_path_factory.mktemp("console-dev"))
-    made.start(JOB_TYPES="fax")  # a type the API accepts with no executor (yet) and no job
+    plugins = tmp_path_factory.mktemp("console-plugins")
+    (plugins / "console_progress.py").write_text(textwrap.dedent(PROGRESS_PLUGIN))
+    python_path = os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")]))
+    made.start(  # fax: a type the API accepts with no executor (yet) and no job
+        JOB_TYPES="fax", JOBSCHED_HANDLERS="console_progress:jobs", PYTHONPATH=python_path
+    )
     yield made
     for process in made.runs:
         process.stop()
@@ -238,8 +263,65 @@ def test_the_job_page_shows_a_running_handlers_progress(dev: Dev, tab: Tab) -> N
     page.goto(ui(dev, f"/jobs/{running['id']}"))
     expect(page.locator("#progress-title")).to_have_text("Progress of attempt 1")
     expect(page.locator("#progress")).to_contain_text('"of": 120000')
+    expect(page.locator("#progress-bar")).to_have_count(0)  # {"sleptMs", "of"}: none of the shapes of a bar
     assert dev.http.delete(f"/jobs/{running['id']}").status_code == 202  # asked to stop: it ends cancelled
     settled(dev, running["id"], "cancelled")
+
+
+def test_progress_with_a_share_shows_a_bar_beside_its_json(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    report = {"done": 3, "total": 10}
+    running = create(dev, "progress-bar", "steps", "report-progress", payload={"progress": report})
+    wait_until(lambda: job(dev, running["id"]).get("progress"), 30, "the job's progress")
+
+    page.goto(ui(dev, f"/jobs/{running['id']}"))
+    bar = page.get_by_role("progressbar", name="Progress of attempt 1")
+    expect(bar).to_have_attribute("value", "3")
+    expect(bar).to_have_attribute("max", "10")
+    assert bar.evaluate("bar => bar.position") == 0.3
+    expect(page.locator("#progress-bar .progress-text")).to_have_text("30% (3 of 10)")
+    expect(page.locator("#progress")).to_have_text('{\n  "done": 3,\n  "total": 10\n}')  # the JSON stays
+    assert dev.http.delete(f"/jobs/{running['id']}").status_code == 202
+    settled(dev, running["id"], "cancelled")
+
+
+PROGRESS_SHAPES: list[tuple[Any, str | None]] = [
+    (0.3, "30%"),
+    (0, "0%"),
+    (1, "100%"),
+    ({"done": 3, "total": 10}, "30% (3 of 10)"),
+    ({"current": 1, "total": 3}, "33% (1 of 3)"),
+    ({"done": 29, "of": 100}, "29% (29 of 100)"),  # the shape docs/handlers.md's example reports
+    ({"percent": 42.5}, "42%"),
+    ({"done": 999, "total": 1000}, "99% (999 of 1000)"),  # 100% only when it is all done
+    (1.5, None),
+    ({"done": 11, "total": 10}, None),
+    ({"done": 1, "total": 0}, None),
+    ({"percent": 120}, None),
+    ({"sleptMs": 500, "of": 1000}, None),
+    ({"done": "3", "total": 10}, None),
+    ("half", None),
+    (True, None),
+    ([3, 10], None),
+    (None, None),
+]
+
+
+def call_in_console(dev: Dev, page: Page, module: str, function: str, calls: list[list[Any]]) -> list[Any]:
+    """What `function` of the console's module js/`module` returns for each list of arguments in `calls`, called
+    in the browser (a DOM node: its text)."""
+    page.goto(ui(dev, "/"))
+    answers: list[Any] = page.evaluate(
+        "async ([module, name, calls]) => { const f = (await import(`./js/${module}`))[name];"
+        " return calls.map((args) => f(...args)).map((r) => (r instanceof Node ? r.textContent : r ?? null)); }",
+        [module, function, calls],
+    )
+    return answers
+
+
+def test_progress_shapes_that_make_a_bar(dev: Dev, tab: Tab) -> None:
+    said = call_in_console(dev, tab[0], "progress.js", "progressShare", [[value] for value, _ in PROGRESS_SHAPES])
+    assert [share and share["text"] for share in said] == [text for _, text in PROGRESS_SHAPES]
 
 
 def test_a_refused_cancel_shows_the_api_error(dev: Dev, tab: Tab) -> None:
@@ -305,6 +387,30 @@ def test_the_jobs_list_filters_and_pages_by_cursor(dev: Dev, tab: Tab) -> None:
     expect(page.locator("#empty")).to_be_visible()
 
 
+def test_a_long_key_is_clipped_and_the_jobs_list_fits_the_screen(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    dead = dead_letter(dev, "long-key", "checkout-retry-7f3a9c2e-41b8-4d6f-9e21-b5c0d8a1f4e7-2026-12-06")
+    key = dead["idempotencyKey"]
+    assert len(key) >= 60
+    create(dev, "long-key", "short")
+
+    page.goto(ui(dev, "/jobs?tenantId=long-key"))
+    row = page.locator(f'tr[data-job-id="{dead["id"]}"]')
+    cell = row.locator("[data-key]")
+    expect(cell).to_have_attribute("title", key)
+    clipped = cell.evaluate("c => [getComputedStyle(c).textOverflow, c.scrollWidth > c.clientWidth]")
+    assert clipped == ["ellipsis", True], "the key is not cut short with an ellipsis"
+    expect(row.locator(".clamp")).to_contain_text("flaky failed on purpose")
+    header = page.get_by_role("columnheader", name="Last error").bounding_box()
+    assert header is not None
+    assert header["x"] + header["width"] <= DESKTOP["width"], f"Last error ends at {header} on a 1280 px screen"
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+
+    row.get_by_role("link", name=dead["id"]).click()
+    expect(page.locator('[data-field="idempotencyKey"]')).to_have_text(key)
+
+
 def test_a_template_links_to_its_runs_and_a_run_to_its_template(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     template = create(dev, "template", "every-second", interval="1s")
@@ -351,6 +457,62 @@ def test_a_declared_schedule_says_where_it_is_declared(dev: Dev, tab: Tab) -> No
     expect(page.locator("[data-declared]")).to_have_count(1)
     expect(page.locator("[data-declared]")).to_have_text("declared in a file")
     expect(page.locator(f'tr[data-job-id="{made["id"]}"] [data-declared]')).to_have_count(0)
+
+
+def in_zone(iso: str, zone: str) -> str:
+    """What the console shows of a fire time in `zone`: the zone's date and time, UTC beside it."""
+    utc = datetime.fromisoformat(iso)
+    local = utc.astimezone(ZoneInfo(zone))
+    clock = "%H:%M:%S" if utc.second else "%H:%M"
+    in_utc = utc.strftime(clock if local.date() == utc.date() else f"%Y-%m-%d {clock}")
+    return f"{local.strftime(f'%Y-%m-%d {clock}')} {zone} ({in_utc} UTC)"
+
+
+def test_fire_times_are_shown_in_the_templates_own_zone_with_utc_beside(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    paris = create(dev, "zones", "paris", cron="0 2 * * *", timezone="Europe/Paris")
+    new_york = create(dev, "zones", "new-york", cron="30 22 * * *", timezone="America/New_York")  # the next day in UTC
+    plain = create(dev, "zones", "plain", cron="0 4 * * *")
+    upcoming = {t["id"]: dev.http.get(f"/jobs/{t['id']}/upcoming?count=5").json() for t in (paris, new_york, plain)}
+
+    page.goto(ui(dev, "/schedules?tenantId=zones"))
+    shown = page.locator(f'[data-fire-times="{paris["id"]}"] time')
+    expect(shown).to_have_text([in_zone(t, "Europe/Paris") for t in upcoming[paris["id"]]])
+    expect(shown.first).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d 02:00 Europe/Paris \(0[01]:00 UTC\)$"))
+    shown = page.locator(f'[data-fire-times="{new_york["id"]}"] time')
+    expect(shown).to_have_text([in_zone(t, "America/New_York") for t in upcoming[new_york["id"]]])
+    expect(shown.first).to_have_text(re.compile(r"^\S+ 22:30 America/New_York \(\d{4}-\d\d-\d\d 0[23]:30 UTC\)$"))
+    shown = page.locator(f'[data-fire-times="{plain["id"]}"] time')  # no zone (the API says UTC): UTC alone
+    expect(shown).to_have_text([f"{t[:10]} {t[11:16]} UTC" for t in upcoming[plain["id"]]])
+
+    run = dev.http.post(f"/jobs/{paris['id']}/trigger", json={}).json()
+    page.goto(ui(dev, f"/jobs/{paris['id']}"))
+    expect(page.locator("section.schedule time")).to_have_text(
+        [in_zone(t, "Europe/Paris") for t in upcoming[paris["id"]]]
+    )
+    expect(page.locator('[data-field="scheduledAt"]')).to_have_text(
+        in_zone(job(dev, paris["id"])["scheduledAt"], "Europe/Paris")
+    )
+    expect(page.locator('[data-field="createdAt"]')).to_have_text(re.compile(r" UTC$"))  # not a fire time
+    planned = page.locator("section", has_text="Runs").locator("tbody time")
+    expect(planned).to_have_text([in_zone(run["scheduledAt"], "Europe/Paris")])
+
+
+TIMES_IN_ZONES: list[tuple[str, str | None, str]] = [
+    ("2026-12-06T01:00:00Z", "Europe/Paris", "2026-12-06 02:00 Europe/Paris (01:00 UTC)"),
+    ("2026-07-06T00:00:00Z", "Europe/Paris", "2026-07-06 02:00 Europe/Paris (00:00 UTC)"),  # summer time
+    ("2026-12-06T03:30:00Z", "America/New_York", "2026-12-05 22:30 America/New_York (2026-12-06 03:30 UTC)"),
+    ("2026-12-06T01:00:15.250Z", "Asia/Kolkata", "2026-12-06 06:30:15 Asia/Kolkata (01:00:15 UTC)"),
+    ("2026-12-06T01:00:00Z", "UTC", "2026-12-06 01:00 UTC"),
+    ("2026-12-06T01:00:00Z", None, "2026-12-06 01:00 UTC"),
+    ("2026-12-06T01:00:07Z", "Etc/UTC", "2026-12-06 01:00:07 UTC"),
+    ("2026-12-06T01:00:00Z", "Nowhere/Atlantis", "2026-12-06 01:00 UTC"),  # a zone the browser does not know
+]
+
+
+def test_times_in_a_zone(dev: Dev, tab: Tab) -> None:
+    said = call_in_console(dev, tab[0], "ui.js", "zonedTime", [[iso, zone] for iso, zone, _ in TIMES_IN_ZONES])
+    assert said == [text for _, _, text in TIMES_IN_ZONES]
 
 
 def fire_times(page: Page, template_id: str) -> list[str]:

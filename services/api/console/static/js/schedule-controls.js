@@ -3,7 +3,7 @@
 // pause / resume / trigger / backfill, each after a confirmation.
 
 import { api } from "./api.js";
-import { act, badge, h, plural, time } from "./ui.js";
+import { act, badge, h, plural, zonedTime } from "./ui.js";
 import { canWrite } from "./session.js";
 
 export const FIRE_TIMES_SHOWN = 5;
@@ -14,8 +14,11 @@ export async function upcoming(template) {
   return api(`/jobs/${template.id}/upcoming`, { params: { count: FIRE_TIMES_SHOWN } });
 }
 
+// In the template's own time zone, UTC beside it.
 export function fireTimes(template, times) {
-  if (times.length) return h("ol", { class: "fire-times", dataset: { fireTimes: template.id } }, times.map((t) => h("li", {}, time(t))));
+  if (times.length) {
+    return h("ol", { class: "fire-times", dataset: { fireTimes: template.id } }, times.map((t) => h("li", {}, zonedTime(t, template.timezone))));
+  }
   const why = template.status !== "pending" ? `none: the template is ${template.status}` : template.paused ? "none while paused" : "none";
   return h("span", { class: "muted", dataset: { fireTimes: template.id } }, why);
 }

@@ -61,6 +61,56 @@ export function time(iso) {
   return h("time", { datetime: iso, title: iso }, `${moment.toISOString().replace("T", " ").slice(0, 19)} UTC`);
 }
 
+// A schedule's time in the schedule's own zone, with UTC beside it: "2026-12-06 02:00 Europe/Paris (01:00 UTC)", the
+// UTC date too when it is another day, seconds only when there are any. UTC alone ("2026-12-06 01:00 UTC") when
+// the schedule names no zone, names UTC, or names one this browser's Intl does not know. In a narrow column the
+// UTC part goes to a line of its own.
+export function zonedTime(iso, zone) {
+  if (!iso) return "";
+  const utc = wallClock(iso, "UTC");
+  const local = zone && !UTC_NAMES.test(zone) ? wallClock(iso, zone) : null;
+  const seconds = utc.second !== "00";
+  const clock = (p) => `${p.hour}:${p.minute}${seconds ? `:${p.second}` : ""}`;
+  if (!local) return h("time", { datetime: iso, title: iso }, `${utc.date} ${clock(utc)} UTC`);
+  const inUtc = utc.date === local.date ? clock(utc) : `${utc.date} ${clock(utc)}`;
+  return h(
+    "time",
+    { datetime: iso, title: iso, class: "zoned" },
+    h("span", {}, `${local.date} ${clock(local)} ${zone}`),
+    " ",
+    h("span", { class: "muted" }, `(${inUtc} UTC)`),
+  );
+}
+
+const UTC_NAMES = /^(Etc\/)?(UTC|UCT|Universal|Zulu|GMT)$/i;
+const clocks = new Map();
+
+// The date and the time of day at `iso` on the clocks of `zone`; null for a zone Intl does not know.
+function wallClock(iso, zone) {
+  if (!clocks.has(zone)) {
+    let format = null;
+    try {
+      format = new Intl.DateTimeFormat("en-CA", {
+        timeZone: zone,
+        year: "numeric",
+        month: "2-digit",
+        day: "2-digit",
+        hour: "2-digit",
+        minute: "2-digit",
+        second: "2-digit",
+        hourCycle: "h23",
+      });
+    } catch {
+      // RangeError: a zone name the API took (from its own tz database) that this browser's does not have.
+    }
+    clocks.set(zone, format);
+  }
+  const format = clocks.get(zone);
+  if (!format) return null;
+  const parts = Object.fromEntries(format.formatToParts(new Date(iso)).map((part) => [part.type, part.value]));
+  return { date: `${parts.year}-${parts.month}-${parts.day}`, hour: parts.hour, minute: parts.minute, second: parts.second };
+}
+
 export function duration(ms) {
   if (ms === undefined || ms === null) return "";
   if (ms < 1000) return `${Math.round(ms)} ms`;

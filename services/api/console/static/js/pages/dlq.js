@@ -50,14 +50,14 @@ function groupSection(group, index, tenant, refresh) {
       h("td", {}, link(`#/jobs/${job.id}`, h("code", {}, job.id))),
       h("td", {}, job.tenantId),
       h("td", {}, job.jobType),
-      h("td", { class: "num" }, String(job.attempts)),
+      h("td", { class: "num", title: "attempts started" }, job.runs === undefined ? "" : String(job.runs)),
       h("td", {}, time(job.updatedAt)),
       writer
         ? h("td", {}, h("button", { class: "secondary", onclick: () => redriveJobs([job.id], refresh, `job ${job.id}`) }, "Re-drive"))
         : null,
     ),
   );
-  const headers = ["Job", "Tenant", "Type", "Failures", "Dead-lettered"];
+  const headers = ["Job", "Tenant", "Type", "Runs", "Dead-lettered"];
   const section = h(
     "section",
     { class: "group panel", "aria-labelledby": titleId, dataset: { error: group.error } },

@@ -1,8 +1,9 @@
 // One job: every field, the payload, its attempts as a timeline, its template or its runs, and its actions.
 
 import { api } from "../api.js";
-import { act, badge, duration, h, link, plural, show, table, time } from "../ui.js";
+import { act, badge, duration, h, link, plural, show, table, time, zonedTime } from "../ui.js";
 import { scheduleInWords } from "../schedule-words.js";
+import { progressBar } from "../progress.js";
 import { canWrite } from "../session.js";
 import { backfillForm, fireTimes, overlapOf, stateOf, templateButtons, upcoming } from "../schedule-controls.js";
 
@@ -43,6 +44,7 @@ function content(job, attempts, runs, times, refresh) {
         result === undefined ? null : h("h2", { id: "result-title" }, "Result"),
         result === undefined ? null : h("pre", { class: "json", id: "result" }, JSON.stringify(result, null, 2)),
         progress === undefined ? null : h("h2", { id: "progress-title" }, `Progress of attempt ${progress.attempt}`),
+        progress === undefined ? null : progressBar(progress.value, "progress-title"),
         progress === undefined
           ? null
           : h("pre", { class: "json", id: "progress", title: `reported at ${progress.reportedAt}` }, JSON.stringify(progress.value, null, 2)),
@@ -62,6 +64,8 @@ function fieldList(fields) {
 }
 
 function fieldValue(key, value, fields) {
+  // A template's scheduledAt is its next fire time: in its own time zone too.
+  if (key === "scheduledAt" && (fields.cron || fields.interval)) return zonedTime(value, fields.timezone);
   if (TIME_FIELDS.has(key)) return time(value);
   if (key === "templateId") return link(`#/jobs/${value}`, h("code", {}, value));
   if (key === "lastError") return h("span", { class: "error-text" }, value);
@@ -153,9 +157,9 @@ function runsSection(job, runs) {
       "tr",
       {},
       h("td", {}, link(`#/jobs/${run.id}`, h("code", {}, run.id))),
-      h("td", {}, time(run.scheduledAt)),
+      h("td", {}, zonedTime(run.scheduledAt, job.timezone)),
       h("td", {}, badge(run.status)),
-      h("td", { class: "num" }, String(run.attempts)),
+      h("td", { class: "num", title: "attempts started" }, String(run.runs)),
     ),
   );
   return h(
@@ -163,7 +167,7 @@ function runsSection(job, runs) {
     { "aria-labelledby": "runs-title" },
     h("h2", { id: "runs-title" }, "Runs (newest first)"),
     h("p", {}, link(`#/jobs?${new URLSearchParams({ tenantId: job.tenantId, templateId: job.id })}`, "Every run of this template")),
-    runs.length ? table(["Run", "Planned for", "Status", "Failures"], rows) : h("p", { class: "muted" }, "No runs yet."),
+    runs.length ? table(["Run", "Planned for", "Status", "Runs"], rows) : h("p", { class: "muted" }, "No runs yet."),
   );
 }
 

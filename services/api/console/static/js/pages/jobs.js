@@ -34,13 +34,14 @@ export async function render(view, { params }) {
       "tr",
       { dataset: { jobId: job.id } },
       h("td", {}, link(`#/jobs/${job.id}`, h("code", {}, job.id))),
-      h("td", {}, h("span", { class: "clip", title: job.idempotencyKey }, job.idempotencyKey)),
+      // A key can be long (a UUID or two): clipped here, whole in its title and on the job's page.
+      h("td", {}, h("span", { class: "clip key", title: job.idempotencyKey, dataset: { key: "" } }, job.idempotencyKey)),
       h("td", {}, job.jobType),
       h("td", {}, badge(job.status), job.cron || job.interval ? [" ", badge("template")] : null),
       h("td", {}, time(job.createdAt)),
       h("td", {}, time(job.scheduledAt)),
-      h("td", { class: "num" }, String(job.attempts)),
-      h("td", {}, job.lastError ? h("span", { class: "clip error-text", title: job.lastError }, job.lastError) : ""),
+      h("td", { class: "num", title: "attempts started" }, job.runs === undefined ? "" : String(job.runs)),
+      h("td", {}, job.lastError ? h("span", { class: "clamp error-text", title: job.lastError }, job.lastError) : ""),
     ),
   );
   const pager = h(
@@ -57,7 +58,7 @@ export async function render(view, { params }) {
       ? h("p", {}, "Runs of template ", link(`#/jobs/${filters.templateId}`, h("code", {}, filters.templateId)), " · ", link(pageHref({ ...filters, templateId: "" }, {}), "all jobs"))
       : "",
     page.length
-      ? table(["Id", "Key", "Type", "Status", "Created", "Scheduled", "Failures", "Last error"], body)
+      ? table(["Id", "Key", "Type", "Status", "Created", "Scheduled", "Runs", "Last error"], body)
       : h("p", { class: "muted", id: "empty" }, "No jobs match these filters."),
     pager,
   );
