@@ -58,6 +58,17 @@ def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
 JobPayload = Annotated[dict[str, Any], AfterValidator(_small_enough)]
 
 
+def check_payload(job_type: str, payload: dict[str, Any]) -> None:
+    """What a job's type asks of its payload, checked wherever a payload is written: POST /jobs, its batch,
+    schedules applied from a file or declared in the code (all through JobRequest), PATCH of a job or a template
+    and trigger (services/api/http/request_bodies.py). A job that could never run as asked is refused there (a
+    ValueError naming the field) rather than stored and dead-lettered by its executor. Only `http` asks anything:
+    a payload that is not a request it may send (shared/http_jobs/request.py); other types' handlers judge their own.
+    """
+    if job_type == HTTP_JOB_TYPE:
+        HttpRequest.from_payload(payload)
+
+
 OverlapName = Literal["allow_all", "skip", "buffer_one", "buffer_all", "cancel_other"]
 CatchupName = Literal["latest", "all", "none"]
 
@@ -140,8 +151,7 @@ class JobRequest(SchedulePolicy):
         policy = sorted(self.policy_fields())
         if policy and not recurring:
             raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")
-        if self.jobType == HTTP_JOB_TYPE:  # a request that could never be sent is refused now, not dead-lettered
-            HttpRequest.from_payload(self.payload)
+        check_payload(self.jobType, self.payload)
         return self
 
     def to_new_job(self, now: datetime, default_max_attempts: int | None = None) -> NewJob:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from jobsched.payloads import with_article
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # A host name's addresses, as getaddrinfo gives them (a test passes its own, to make a name resolve anywhere).
@@ -33,7 +35,8 @@ _ALSO_BLOCKED: Final = tuple(
 
 
 class Refused(Exception):
-    """The request may not go where it would: the message names the address class, for lastError."""
+    """The request may not go where it would: the message names the host and the address class (not the address
+    a name resolves to), for lastError."""
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -86,8 +89,11 @@ class OutboundPolicy:
             return
         blocked = blocked_class(address)
         if blocked is not None:
-            shown = host if host == str(address) else f"{host} ({address})"
-            raise Refused(f"{shown} is a {blocked} address, which http jobs may not reach (HTTP_JOBS_ALLOW opens it)")
+            # Only the class, never the address a name resolves to: the message reaches the tenant (lastError, the
+            # API, logs), and answering with addresses would let a tenant map the operator's internal names.
+            what = f"{host} is" if _literal(host) is not None else f"{host} resolves to"
+            kind = with_article(f"{blocked} address")  # "an unspecified address"
+            raise Refused(f"{what} {kind}, which http jobs may not reach (HTTP_JOBS_ALLOW opens it)")
 
     def _host_allowed(self, host: str) -> bool:
         name = host.lower().rstrip(".")

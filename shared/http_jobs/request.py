@@ -117,6 +117,13 @@ def parsed_url(url: Any) -> dict[str, Any]:
     }
 
 
+def is_reserved(name: str) -> bool:
+    """Whether a header name is jobsched's (or the connection's) as a receiver may read it: CGI, WSGI and some
+    proxies fold `_` into `-`, so `Jobsched_Signature` reaches them as `Jobsched-Signature`."""
+    folded = name.lower().replace("_", "-")
+    return folded in RESERVED_HEADERS or folded.startswith(RESERVED_PREFIX)
+
+
 def _headers(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise BadHttpRequest("payload.headers is an object of header names to string values")
@@ -126,9 +133,8 @@ def _headers(value: Any) -> dict[str, str]:
     for name, text in value.items():
         if not _TOKEN.match(name):
             raise BadHttpRequest(f"payload.headers: {name[:64]!r} is not a header name")
-        lowered = name.lower()
-        if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIX):
-            raise BadHttpRequest(f"payload.headers: {name} is set by jobsched, not by a payload")
+        if is_reserved(name):
+            raise BadHttpRequest(f"payload.headers: {name[:64]} is set by jobsched, not by a payload")
         if not isinstance(text, str) or len(text) > MAX_HEADER_CHARS or not text.isascii() or not text.isprintable():
             raise BadHttpRequest(f"payload.headers: {name} is printable ASCII of at most {MAX_HEADER_CHARS} characters")
         headers[name] = text

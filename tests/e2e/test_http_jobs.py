@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import subprocess
 import tempfile
 import threading
@@ -23,11 +24,14 @@ import pytest
 
 from jobsched.client import Client, Conflict, Job, NotFound
 from jobsched.handlers import JobTypes
+from jobsched.payloads import with_article
 from jobsched.server import Embedded, Settings
 from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 DOC = Path(__file__).resolve().parents[2] / "docs" / "http-jobs.md"
+DRIP_EVERY_S = 0.2
+MAX_DRIPS = 150  # 30 s: a client that never lets go still ends the drip
 
 
 @dataclass
@@ -36,6 +40,8 @@ class Reply:
     body: bytes = b"ok"
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    raw: bytes | None = None  # written as it is instead (status line, headers, body, cut wherever it is), then closed
+    drip: bytes = b""  # after `raw`, written every DRIP_EVERY_S until the client lets go of the connection
 
 
 @dataclass
@@ -48,11 +54,13 @@ class Seen:
 
 
 class Receiver:
-    """A loopback HTTP server: per path, the replies to give in turn (the last one repeats); what it was sent."""
+    """A loopback HTTP server: per path, the replies to give in turn (the last one repeats); what it was sent;
+    `let_go`: the paths whose drip the client closed the connection under."""
 
     def __init__(self) -> None:
         self.script: dict[str, list[Reply]] = {}
         self.seen: list[Seen] = []
+        self.let_go: list[str] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,12 +72,27 @@ class Receiver:
                 replies = receiver.script.get(path, [Reply(404, b"no such path")])
                 reply = replies.pop(0) if len(replies) > 1 else replies[0]
                 time.sleep(reply.delay_s)
+                if reply.raw is not None:
+                    self.close_connection = True
+                    self.wfile.write(reply.raw)
+                    if reply.drip:
+                        self._drip(reply.drip)
+                    return
                 self.send_response(reply.status)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(reply.body)))
                 self.end_headers()
                 self.wfile.write(reply.body)
+
+            def _drip(self, piece: bytes) -> None:
+                for _ in range(MAX_DRIPS):
+                    self.wfile.write(piece)
+                    # Waits for the next piece's time, or for the client to close the connection (readable, empty).
+                    readable, _, _ = select.select([self.connection], [], [], DRIP_EVERY_S)
+                    if readable and not self.connection.recv(1):
+                        receiver.let_go.append(self.path)
+                        return
 
             do_GET = do_POST = do_PUT = _serve
 
@@ -223,6 +246,66 @@ def test_a_request_past_its_timeout_fails_at_its_deadline(client: Client, receiv
     assert time.monotonic() - started < 4.5  # not the server's 5 s
 
 
+def test_a_response_cut_short_fails_the_attempt_and_is_retried(client: Client, receiver: Receiver) -> None:
+    receiver.script["/cut"] = [
+        Reply(raw=b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789"),
+        Reply(200, b"whole"),
+    ]
+    done = send(client, {"url": receiver.url("/cut")}, max_attempts=2)
+    assert (done.status, done.attempts, done.result["body"], done.result["truncated"]) == (
+        "completed",
+        1,
+        "whole",
+        False,
+    )
+    cut, whole = client.executions(done.id)
+    assert (cut.outcome, cut.error, cut.result) == (
+        "failed",
+        "the response ended after 10 of 1000 bytes (HTTP 200 OK)",
+        None,
+    )
+    assert whole.outcome == "succeeded"
+    receiver.script["/unfinished"] = [Reply(raw=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")]
+    unfinished = send(client, {"url": receiver.url("/unfinished")}, max_attempts=1)
+    assert (unfinished.status, unfinished.last_error, unfinished.result) == (
+        "dlq",
+        "the response ended after 5 bytes, without its last chunk (HTTP 200 OK)",
+        None,
+    )
+
+
+def test_a_response_dripping_past_its_timeout_fails_at_its_deadline_every_time(
+    client: Client, receiver: Receiver
+) -> None:
+    # The receiver drips until the client lets go, so each deadline falls within a body, framed each way; all of the
+    # jobs run at once. The attempt fails whether the socket's timeout or the cutoff's shutdown stops the read.
+    framings = {
+        "/drip-to-the-close": (b"Connection: close\r\n", b"x"),
+        "/drip-content-length": (b"Content-Length: 1000\r\n", b"x"),
+        "/drip-chunked": (b"Transfer-Encoding: chunked\r\n", b"1\r\nx\r\n"),
+    }
+    made = []
+    for path, (head, piece) in framings.items():
+        receiver.script[path] = [Reply(raw=b"HTTP/1.1 200 OK\r\n" + head + b"\r\n", drip=piece)]
+        made.append(client.create("http", {"url": receiver.url(path), "timeoutSeconds": 0.5}, max_attempts=1))
+    for job in made:
+        assert job.id is not None
+        done = client.wait(job.id, timeout=60)
+        assert (done.status, done.last_error, done.result) == (
+            "dlq",
+            "the response did not end within 0.5s (HTTP 200 OK)",
+            None,
+        ), done.payload["url"]
+    wait_until(lambda: sorted(receiver.let_go) == sorted(framings), 30, "every drip let go at its deadline")
+
+
+def test_a_whole_body_that_ends_at_a_clean_close_completes_the_job(client: Client, receiver: Receiver) -> None:
+    receiver.script["/to-the-close"] = [Reply(raw=b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + b"a" * 3000)]
+    done = send(client, {"url": receiver.url("/to-the-close")}, max_attempts=1)
+    assert done.status == "completed"
+    assert (done.result["bodyBytes"], done.result["body"], done.result["truncated"]) == (3000, "a" * 2000, True)
+
+
 def test_a_redirect_is_not_followed_unless_the_job_asks(client: Client, receiver: Receiver) -> None:
     receiver.script["/moved"] = [Reply(302, b"", {"Location": "/final"})]
     receiver.script["/final"] = [Reply(200, b"arrived")]
@@ -280,7 +363,12 @@ def test_every_blocked_address_class_is_refused_before_connecting(receiver: Rece
         for url, kind in targets.items():
             done = send(client, {"url": url}, max_attempts=3)
             assert (done.status, done.attempts) == ("dlq", 1), url
-            assert f"a {kind} address, which http jobs may not reach" in (done.last_error or ""), done.last_error
+            said = f"{with_article(kind + ' address')}, which http jobs may not reach"  # an unspecified one
+            assert said in (done.last_error or ""), done.last_error
+            if "://localhost" in url or "://2130706433" in url:  # names: what they resolve to is not the tenant's
+                assert "resolves to" in (done.last_error or ""), done.last_error
+                assert "127.0.0.1" not in (done.last_error or ""), done.last_error
+                assert "::1" not in (done.last_error or ""), done.last_error
     assert receiver.requests_to("/never") == []
 
 

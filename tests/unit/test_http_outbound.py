@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from jobsched.payloads import with_article
 from shared.http_jobs.outbound import OutboundPolicy, Refused, blocked_class
 from shared.http_jobs.request import BadHttpRequest, HttpRequest
 from shared.http_jobs.sending import Unanswered, send
@@ -65,12 +66,36 @@ def test_a_public_looking_name_that_resolves_to_a_private_address_is_refused_bef
 
     policy = OutboundPolicy(resolve=rebinding_resolver)
     request = HttpRequest.from_payload({"url": f"http://billing.example.com:{port}/charge"})
-    with pytest.raises(Refused, match=r"billing\.example\.com \(127\.0\.0\.1\) is a loopback address"):
+    with pytest.raises(Refused, match=r"billing\.example\.com resolves to a loopback address"):
         send(request, {}, policy, time.monotonic() + 5, 1024)
     assert resolved == ["billing.example.com"]
     with pytest.raises(TimeoutError):
         listener.accept()  # nothing connected
     listener.close()
+
+
+@pytest.mark.parametrize(
+    ("host", "resolved", "kind"),
+    [
+        ("localhost", "127.0.0.1", "loopback"),
+        ("db.corp.invalid", "10.20.30.40", "private"),
+        ("metadata.corp.invalid", "169.254.169.254", "link-local"),
+        ("v6.corp.invalid", "fd12:3456::7", "private"),
+        ("any.corp.invalid", "0.0.0.0", "unspecified"),
+    ],
+)
+def test_a_refusal_names_the_class_never_the_address_a_name_resolves_to(host: str, resolved: str, kind: str) -> None:
+    """The message reaches the tenant (lastError): the addresses behind a name would map the operator's network."""
+    policy = OutboundPolicy(resolve=lambda name, port: [resolved])
+    with pytest.raises(Refused) as refused:
+        policy.addresses(host, 80, time.monotonic() + 5)
+    said = str(refused.value)
+    kind = with_article(f"{kind} address")  # an unspecified one
+    assert said == f"{host} resolves to {kind}, which http jobs may not reach (HTTP_JOBS_ALLOW opens it)"
+    assert resolved not in said
+    with pytest.raises(Refused) as literal:  # an address in the URL is the tenant's own text: named as given
+        policy.addresses(resolved, 80, time.monotonic() + 5)
+    assert str(literal.value).startswith(f"{resolved} is {kind}")
 
 
 def test_a_name_that_never_resolves_ends_the_attempt_at_its_deadline() -> None:
@@ -121,6 +146,11 @@ def test_the_allow_list_opens_networks_names_and_domains() -> None:
         ({"url": "http://exa mple.com/"}, "without spaces"),
         ({"url": "https://example.com/", "extra": 1}, "unknown fields"),
         ({"url": "https://example.com/", "headers": {"Jobsched-Attempt": "9"}}, "set by jobsched"),
+        # CGI and WSGI receivers read `_` as `-`: these reach them as jobsched's own headers.
+        ({"url": "https://example.com/", "headers": {"Jobsched_Signature": "t=1"}}, "Jobsched_Signature is set by"),
+        ({"url": "https://example.com/", "headers": {"Idempotency_Key": "k"}}, "Idempotency_Key is set by"),
+        ({"url": "https://example.com/", "headers": {"jobsched_job_id": "j"}}, "jobsched_job_id is set by"),
+        ({"url": "https://example.com/", "headers": {"Transfer_Encoding": "chunked"}}, "set by jobsched"),
         ({"url": "https://example.com/", "headers": {"bad name": "x"}}, "not a header name"),
         ({"url": "https://example.com/", "body": 5}, "payload.body is a string"),
         ({"url": "https://example.com/", "followRedirects": "yes"}, "true or false"),

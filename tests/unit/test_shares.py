@@ -55,3 +55,53 @@ def test_a_release_of_another_sharer_does_not_let_a_sharer_past_its_share() -> N
         return await waiting
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_waiter_that_goes_first_gets_the_next_place_before_new_takers_and_other_waiters() -> None:
+    async def scenario() -> list[str]:
+        shares = FairShares(total=1, per_sharer=1)
+        assert shares.try_take("a")
+        order: list[str] = []
+
+        async def waiter(sharer: str, first: bool) -> None:
+            assert await shares.take(sharer, None if first else 30, first=first)
+            order.append(sharer)
+
+        waiting = asyncio.create_task(waiter("waiting", first=False))
+        await asyncio.sleep(0)
+        going_first = asyncio.create_task(waiter("first", first=True))  # came later, goes first
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        assert not going_first.done()
+        shares.give_back("a")
+        assert not shares.try_take("new"), "the place is kept for the waiter that goes first"
+        await going_first
+        assert not waiting.done()
+        shares.give_back("first")
+        await waiting
+        return order
+
+    assert asyncio.run(scenario()) == ["first", "waiting"]
+
+
+def test_a_waiter_that_goes_first_keeps_nothing_once_it_stops_waiting_or_beyond_its_own_share() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        shares = FairShares(total=2, per_sharer=1)
+        assert shares.try_take("a")
+        # "a" holds its whole share: its waiter waits for one of its own and keeps the free place from nobody.
+        own = asyncio.create_task(shares.take("a", None, first=True))
+        await asyncio.sleep(0)
+        beside_own_share = shares.try_take("b")
+        shares.give_back("b")
+        assert shares.try_take("c")  # the total is now reached
+        gone = asyncio.create_task(shares.take("d", None, first=True))
+        await asyncio.sleep(0)
+        gone.cancel()
+        own.cancel()
+        await asyncio.gather(gone, own, return_exceptions=True)
+        shares.give_back("c")
+        return beside_own_share, shares.try_take("e")
+
+    beside_own_share, after_cancel = asyncio.run(scenario())
+    assert beside_own_share is True
+    assert after_cancel is True, "a cancelled waiter that went first keeps no place"

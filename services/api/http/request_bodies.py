@@ -17,7 +17,7 @@ from starlette.requests import Request
 
 from services.api.http.errors import ApiError
 from shared import jsonsafe
-from shared.job_requests import PayloadTooLarge, describe
+from shared.job_requests import PayloadTooLarge, check_payload, describe
 
 INLINE_PARSE_BYTES = 16 * 1024  # smaller bodies parse in microseconds: not worth a thread hop
 LIST_LIMIT_DEFAULT = 100
@@ -104,6 +104,19 @@ def validated(model: type[M], data: dict[str, Any]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise invalid(exc) from None
+
+
+async def checked_payload(job_type: str, payload: dict[str, Any] | None) -> None:
+    """A payload a request brings for a stored job of `job_type` (PATCH of a job or a template, trigger), checked
+    as POST /jobs checks one (check_payload), before anything is written: a 400 naming the field. The model
+    validating the body cannot: the job type is the stored job's. In a worker thread, as the body's validation
+    is: checking an http payload encodes its `json`, milliseconds for a large one."""
+    if payload is None:
+        return
+    try:
+        await run_in_threadpool(check_payload, job_type, payload)
+    except ValueError as exc:
+        raise ApiError(400, jsonsafe.shorten(str(exc), 300)) from None
 
 
 def invalid(exc: ValidationError) -> ApiError:

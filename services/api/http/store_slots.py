@@ -7,6 +7,14 @@ never stuck behind writes, and a request that cannot start within `wait_s` (no s
 store: SQLite's write lock) is answered 503 with Retry-After: the client learns about the overload within that
 budget instead of after the store's own timeout. The slots are shared fairly (fair_shares.py): one API key's
 requests hold at most `slots_per_sharer` of each kind, so its slow queries cannot keep another key's out.
+
+A read for a response whose status line was already sent (the later pages of a streamed listing:
+routes/pages.py) cannot be answered 503 any more: refusing it would cut the body short, and the client would
+get a broken answer where it should have had a whole one or a 503. Such a read (read_continuing) waits for its
+slot without the deadline, ahead of new requests' reads (fair_shares.py: it goes first). It still takes a
+slot, within its key's share, only for the store call itself, never while the client reads what it returned,
+so a slow reader holds no slot; the wait is bounded by the calls ahead of it, and the request's place in flight
+is bounded as every request's is (request_limits.py).
 """
 
 from __future__ import annotations
@@ -62,14 +70,20 @@ class StoreSlots:
     async def read(self, fn: Callable[..., T], *args: object) -> T:
         return await self._call("read", fn, *args)
 
-    async def _call(self, kind: str, fn: Callable[..., T], *args: object) -> T:
+    async def read_continuing(self, fn: Callable[..., T], *args: object) -> T:
+        """A read for a response already started: waits for its slot however long the calls ahead of it take,
+        before any new request's read, and is never Overloaded."""
+        return await self._call("read", fn, *args, started=True)
+
+    async def _call(self, kind: str, fn: Callable[..., T], *args: object, started: bool = False) -> T:
         slots = self._slots[kind]
         sharer = current_sharer.get()
-        deadline = time.monotonic() + self._wait_s
-        if not await slots.take(sharer, self._wait_s):
+        deadline = None if started else time.monotonic() + self._wait_s
+        if not await slots.take(sharer, None if started else self._wait_s, first=started):
             own_share = slots.per_sharer if self._shared and slots.held(sharer) >= slots.per_sharer else None
             raise Overloaded(kind, self._wait_s, own_share)
-        # The rest of the same budget is what the call may wait inside the store (its thread copies this context).
+        # The rest of the same budget is what the call may wait inside the store (its thread copies this context);
+        # a call for a started response has none: the store's own timeout bounds it.
         token = WAIT_DEADLINE.set(deadline)
         try:
             # Not cancellable once started: a write that ran must be answered as done, never as a timeout.

@@ -82,10 +82,7 @@ async def list_jobs(request: Request) -> Response:
     def read_page(page: JobQuery) -> Page:
         return page_of(api.browser.page(tenant, page))
 
-    async def next_page(page: JobQuery) -> Page:
-        return await api.slots.read(read_page, page)
-
-    return await stream_jobs(next_page, query)
+    return await stream_jobs(api.slots, read_page, query)
 
 
 async def cancel_job(request: Request) -> Response:

@@ -5,10 +5,19 @@ the event loop; the array is handed to the server a job at a time, so memory hol
 limit. Pages adapt to the jobs: they grow while pages render small and shrink when jobs are large, between 1
 and MAX_PAGE_JOBS jobs.
 
+Each page is read in a store read slot (store_slots.py). The first page is read before the status line, within
+API_STORE_WAIT: an overload is a 503 before any byte of the body. Once the status line is sent a 503 is no
+longer possible, and refusing a later page would cut the body short: a broken answer where the client should
+have had a whole one or a 503. So a later page waits for its slot without that deadline, ahead of new requests
+(StoreSlots.read_continuing). It holds the slot only while the store reads it, never while the client reads, so
+a slow reader keeps no slot from the others. (Reading the whole answer before the status line would keep the
+503 possible, but would hold up to 5,000 jobs, over a gigabyte of large payloads, per listing; holding one slot
+for the whole response would let slow readers take every slot.) A store failure (the store down, not busy)
+after the first page still closes the connection mid-array: the client sees a truncated body, a failed request.
+
 A listing `after` a cursor (the page just newer than it, listed newest first) is read from the cursor upwards,
 so its pages come oldest first: they are rendered into a spool file (memory up to SPOOL_MEMORY_BYTES, the rest
-on disk) and sent back in reverse. Store failures then all happen before the status line. Otherwise a failure
-after the first page closes the connection mid-array: the client sees a truncated body, not a 503.
+on disk) and sent back in reverse. Every page is then read before the status line, within the deadline.
 
 A template's runs stream the same way, each page read after the previous page's last run (stream_runs).
 """
@@ -16,7 +25,7 @@ A template's runs stream the same way, each page read after the previous page's 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -25,6 +34,7 @@ from starlette.datastructures import QueryParams
 from starlette.responses import Response, StreamingResponse
 
 from services.api.http.errors import ApiError
+from services.api.http.store_slots import StoreSlots
 from shared import jsonsafe
 from shared.jsonsafe import shorten
 from shared.model import Job, Status
@@ -50,30 +60,31 @@ def page_of(jobs: list[Job]) -> Page:
     return Page(rendered, jobs[0] if jobs else None, jobs[-1] if jobs else None)
 
 
-ReadPage = Callable[[JobQuery], Awaitable[Page]]
-# A page of at most `size` jobs that continues after `edge` (the previous page's last job read; None: the first).
-ReadAfter = Callable[[int, Job | None], Awaitable[Page]]
+# Store reads, run on a store thread in a read slot: a page of the query's jobs; a page of at most `size` jobs
+# that continues after `edge` (the previous page's last job read; None: the first).
+ReadPage = Callable[[JobQuery], Page]
+ReadAfter = Callable[[int, Job | None], Page]
 
 
-async def stream_jobs(read_page: ReadPage, query: JobQuery) -> Response:
+async def stream_jobs(slots: StoreSlots, read_page: ReadPage, query: JobQuery) -> Response:
     upwards = query.after is not None
 
-    async def read_after(size: int, edge: Job | None) -> Page:
+    def read_after(size: int, edge: Job | None) -> Page:
         page = replace(query, limit=size)
         if edge is not None:
             cursor = PageCursor.of(edge)
             page = replace(page, after=cursor) if upwards else replace(page, before=cursor)
-        return await read_page(page)
+        return read_page(page)
 
-    pages = _Pages(read_after, query.limit, upwards=upwards)
+    pages = _Pages(slots, read_after, query.limit, upwards=upwards)
     if upwards:
         return await _reversed(pages)
     return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
 
 
-async def stream_runs(read_after: ReadAfter, limit: int) -> Response:
+async def stream_runs(slots: StoreSlots, read_after: ReadAfter, limit: int) -> Response:
     """A template's runs in the store's order, each page read after the previous page's last run."""
-    pages = _Pages(read_after, limit, upwards=False)
+    pages = _Pages(slots, read_after, limit, upwards=False)
     return StreamingResponse(_array(await pages.next(), pages), media_type="application/json")
 
 
@@ -81,18 +92,22 @@ class _Pages:
     """The listing's pages in the order they are read: down from the first (each page's oldest job is the next
     one's edge), or, `upwards`, up from a cursor (each page's newest job is the edge)."""
 
-    def __init__(self, read_after: ReadAfter, limit: int, *, upwards: bool) -> None:
+    def __init__(self, slots: StoreSlots, read_after: ReadAfter, limit: int, *, upwards: bool) -> None:
+        self._slots = slots
         self._read_after = read_after
         self._upwards = upwards
         self._edge: Job | None = None
         self._remaining = limit
         self._size = FIRST_PAGE_JOBS
 
-    async def next(self) -> list[bytes] | None:
+    async def next(self, *, started: bool = False) -> list[bytes] | None:
+        """The next page's jobs rendered, or None after the last; `started`: the response's status line is sent,
+        so the read may no longer be refused as an overload (it waits its turn: the module's docstring)."""
         if self._remaining <= 0:
             return None
         size = min(self._size, self._remaining)
-        page = await self._read_after(size, self._edge)
+        read = self._slots.read_continuing if started else self._slots.read
+        page = await read(self._read_after, size, self._edge)
         if not page.rendered:
             return None
         count = len(page.rendered)
@@ -112,7 +127,7 @@ async def _array(first: list[bytes] | None, pages: _Pages) -> AsyncIterator[byte
             yield rendered
             separator = b","
         page = None
-        page = await pages.next()
+        page = await pages.next(started=True)  # this generator runs after the status line was sent
     yield b"]"
 
 

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from jobsched.schedules import DECLARED_IN_CODE
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
-from services.api.http.request_bodies import checked, json_object, list_limit, path_job_id
+from services.api.http.request_bodies import checked, checked_payload, json_object, list_limit, path_job_id
 from services.api.models.schedules import (
     BackfillRequest,
     EmptyRequest,
@@ -67,6 +67,7 @@ async def trigger(request: Request) -> Response:
     api = context(request)
     body = await checked(TriggerRequest, await json_object(request, empty_ok=True))
     template = await load(request)
+    await checked_payload(template.jobType, body.payload)  # a run's own payload: checked as its template's was
     await api.schema.wait_ready()
     triggered = await api.slots.write(
         lambda: api.schedules.trigger(
@@ -113,13 +114,17 @@ async def patch(request: Request) -> Response:
                 f"schedule {job.idempotencyKey!r} is declared in {where}: change it there (pause, resume, trigger "
                 "and backfill work here)",
             )
-        changes = (await checked(TemplatePatch, data)).changes(job, api.known.max_attempts(job.jobType))
+        template_patch = await checked(TemplatePatch, data)
+        await checked_payload(job.jobType, template_patch.payload)  # what every later run copies
+        changes = template_patch.changes(job, api.known.max_attempts(job.jobType))
         try:
             updated = await api.slots.write(api.schedules.update_template, job, changes, now)
         except ScheduleError as exc:
             raise ApiError(400, str(exc)) from None
     else:
-        run_changes = (await checked(RunPatch, data)).changes(now)
+        run_patch = await checked(RunPatch, data)
+        await checked_payload(job.jobType, run_patch.payload)
+        run_changes = run_patch.changes(now)
         if job.status is not Status.PENDING:
             raise TransitionRefused(job, "update")
         patched = await api.slots.write(api.store.update_if_unmoved, job, run_changes)
@@ -139,10 +144,7 @@ async def runs(request: Request) -> Response:
     def read_page(size: int, edge: Job | None) -> Page:
         return page_of(api.store.template_runs(template.id, None, size, edge))
 
-    async def next_page(size: int, edge: Job | None) -> Page:
-        return await api.slots.read(read_page, size, edge)
-
-    return await stream_runs(next_page, limit)
+    return await stream_runs(api.slots, read_page, limit)
 
 
 async def upcoming(request: Request) -> Response:
