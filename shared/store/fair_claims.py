@@ -4,8 +4,17 @@ Due runs are grouped in lanes, one per tenant and job type. A claim visits the l
 run of each lane in turn, so a tenant with a backlog of a hundred thousand runs and a tenant with one due run
 share a claim: the one run goes within the first round, not after the backlog. Within a lane runs keep the claim
 order (priority desc, then scheduledAt asc): priority orders a tenant's own runs, never one tenant before another.
-Lanes take their turns in the order of their first due run (its priority, then how long it has been due), so in
-a claim too small for one round the runs that have waited longest go first.
+
+Which lane goes first is the claimer's memory of the turns it gave (Turns): lanes take their turns in the order
+they last had one, least recently first, and a lane it has not given a turn goes before every lane it has. So a
+claim too small for one round goes on, in the next claim, from the lanes it did not reach, and a freed slot of a
+limited type goes to the tenant whose turn it is, never back to the backlog that had the last one; a tenant whose
+runs become due goes first in the next claim however many lanes wait (unless it had a turn since the waiting lanes
+had theirs). (Ordering lanes by their first due run instead gives every turn a claim cannot go round to the lanes
+waiting longest: a backlog's, while it lasts.) The memory is the elected scheduler's own: a new leader starts with
+none but the lanes with runs in flight, which it counts as served lately, takes its first claim in the order of
+the other lanes' first due runs (priority, then how long due) and remembers the lanes it left waiting there, so
+that a lane which becomes due after it started still goes before them.
 
 A type may have less room than the claim (claim_limits.py: wake-ups its executors have not taken yet, its
 concurrency limits, its start rate): its lanes stop taking runs when its room is spent and the other types' lanes
@@ -18,10 +27,11 @@ due run) and read each lane's runs in chunks, only as far as the claim gets; thi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from shared.model import Job
 from shared.store.claim_limits import Verdict
@@ -37,6 +47,10 @@ class Due(Protocol):
 R = TypeVar("R", bound=Due)
 # A lane's runs due by the claim's time, in claim order, after the given run (None: from the first), at most n.
 LaneReader = Callable[[R | None, int], list[R]]
+LaneId = tuple[str, str]  # (jobType, tenantId)
+# Lanes whose last turns are remembered: far more than have due runs at once. The ones forgotten first are those
+# whose turn was longest ago, which go first anyway (a forgotten lane goes before every remembered one).
+TURNS_REMEMBERED: Final = 50_000
 
 
 @dataclass
@@ -45,11 +59,18 @@ class Lane(Generic[R]):
 
     job_type: str
     tenant_id: str
-    head: tuple[int, Any]  # claim-order key of its first due run: (-priority, scheduledAt), see head_of
+    # Claim-order key of its first due run, (-priority, scheduledAt) (head_of): its turn among the lanes the
+    # claimer has not given a turn yet. None only for a lane the Turns know (its turn comes from them), which a
+    # store may then leave unread, due runs or not, until the claim gets to it.
+    head: tuple[int, Any] | None
     read: LaneReader[R]
     buffered: list[R] = field(default_factory=list)  # read ahead, next run last (a store may pass the first)
     _last: R | None = None
     _exhausted: bool = False
+
+    @property
+    def id(self) -> LaneId:
+        return (self.job_type, self.tenant_id)
 
     def next_run(self, chunk: int) -> R | None:
         if not self.buffered and not self._exhausted:
@@ -90,6 +111,79 @@ class Claim(list[Job]):
 class Selection(Generic[R]):
     runs: list[R]
     held: set[str]  # types that had due runs beyond their room
+    lanes: list[LaneId] = field(default_factory=list)  # the lane of each run
+    turns: list[LaneId] = field(default_factory=list)  # the lanes that had room, in their turn order
+
+
+class Turns:
+    """The claimer's memory of the turns it gave: for each lane, a ticket of its last turn (its last run taken; the
+    tickets grow with each run), least recently served first. A lane without a ticket has had none from this
+    claimer and goes first of all, in the order of its first due run. A lane the claimer met with a due run and
+    left waiting (its claim ran out before its turn, or passed it over at a limit) without ever serving it gets a
+    ticket below every served lane's, in the order it waited in: it keeps its place ahead of the lanes served
+    since, and a lane becoming due later still goes before it.
+
+    Per claimer, in memory: the elected scheduler is the only claimer (on SQLite, a second process claiming the
+    same file keeps turns of its own), and a new leader starts from the runs in flight (in_flight) and the lanes'
+    first due runs (Lane.head)."""
+
+    def __init__(self, remembered: int = TURNS_REMEMBERED) -> None:
+        self._remembered = remembered
+        self._served = 0  # the last run's ticket
+        self._waited = -(2**62)  # the tickets of lanes left waiting: below every served ticket
+        self._last: dict[LaneId, int] = {}
+        self._lock = threading.Lock()
+
+    def knows(self, lane: LaneId) -> bool:
+        return lane in self._last
+
+    def order(self, lanes: Iterable[Lane[R]]) -> list[Lane[R]]:
+        """The lanes in turn order: those without a ticket first, by their heads, then the others by ticket."""
+        fresh: list[Lane[R]] = []
+        known: list[tuple[int, Lane[R]]] = []
+        with self._lock:
+            for lane in lanes:
+                ticket = self._last.get(lane.id)
+                if ticket is None:
+                    fresh.append(lane)
+                else:
+                    known.append((ticket, lane))
+        known.sort(key=lambda each: each[0])
+        return sorted(fresh, key=_head) + [lane for _, lane in known]
+
+    def in_flight(self, lanes: Iterable[LaneId]) -> None:
+        """The lanes with runs claimed and not finished, as a claim counts them (before it chooses, full types
+        included). One this claimer has no ticket for had its turn from another claimer, lately (the leader before
+        it; on SQLite, another process): it gets a ticket after every lane's so far, so that a new leader does not
+        give a freed slot back to the tenant that held it because its runs are the oldest."""
+        with self._lock:
+            for lane in sorted(set(lanes) - self._last.keys()):
+                self._served += 1
+                self._last[lane] = self._served
+
+    def took(self, selection: Selection[R], won: Collection[str] | None = None) -> None:
+        """After a claim wrote its runs (`won`: the ids it moved, when fewer than chosen): each lane's ticket is
+        that of its last run taken; lanes with room that had no turn yet are remembered as waiting, in turn order.
+        (A run lost to a concurrent writer between the choice and the write gives no turn.)"""
+        with self._lock:
+            taken: set[LaneId] = set()
+            for run, lane in zip(selection.runs, selection.lanes, strict=True):
+                if won is None or run.id in won:
+                    self._served += 1
+                    self._last[lane] = self._served
+                    taken.add(lane)
+            for lane in selection.turns:
+                if lane not in taken and lane not in self._last:
+                    self._waited += 1
+                    self._last[lane] = self._waited
+            if len(self._last) > self._remembered + self._remembered // 8:
+                kept = sorted(self._last.items(), key=lambda item: item[1])[-self._remembered :]
+                self._last = dict(kept)
+
+
+def _head(lane: Lane[Any]) -> tuple[int, Any]:
+    assert lane.head is not None, "a lane the turns do not know comes with its first due run"
+    return lane.head
 
 
 def fair_selection(
@@ -97,10 +191,12 @@ def fair_selection(
     limit: int,
     rooms: Mapping[str, int | None],
     admit: Callable[[Lane[R], R], Verdict] | None = None,
+    last_turns: Turns | None = None,
 ) -> Selection[R]:
-    """Up to `limit` runs, lanes taking turns (see the module docstring), at most rooms[type] of a type (no bound
-    where the room is None or missing), each run `admit`ted (claim_limits.Admission). The runs come in the order
-    they were chosen."""
+    """Up to `limit` runs, lanes taking turns (see the module docstring) in the order `last_turns` gives (without
+    it, by their heads alone), at most rooms[type] of a type (no bound where the room is None or missing), each run
+    `admit`ted (claim_limits.Admission). The runs come in the order they were chosen; the store hands the selection
+    to `last_turns.took` once it has written them."""
     budget = dict(rooms)
     held: set[str] = set()
     turns: list[Lane[R]] = []
@@ -109,16 +205,20 @@ def fair_selection(
             held.add(lane.job_type)
         else:
             turns.append(lane)
-    turns.sort(key=lambda lane: lane.head)
+    turns = last_turns.order(turns) if last_turns is not None else sorted(turns, key=_head)
+    order = [lane.id for lane in turns]
     # A first read per lane of its share of the claim; a lane that has more reads on in larger chunks.
     chunk = max(1, -(-limit // max(1, len(turns))))
     chosen: list[R] = []
+    chosen_lanes: list[LaneId] = []
     while turns and len(chosen) < limit:
         still: list[Lane[R]] = []
         for lane in turns:
             if len(chosen) == limit:
                 break
             room = budget.get(lane.job_type)
+            if room == 0 and lane.job_type in held:
+                continue  # spent, and known to hold due runs back: nothing to learn from reading the lane
             run = lane.next_run(chunk)
             verdict = Verdict.TAKE
             while run is not None and room != 0 and admit is not None and (verdict := admit(lane, run)).passed_over:
@@ -131,12 +231,13 @@ def fair_selection(
                 held.add(lane.job_type)
                 continue
             chosen.append(run)
+            chosen_lanes.append(lane.id)
             if room is not None:
                 budget[lane.job_type] = room - 1
             still.append(lane)
         turns = still
         chunk = min(limit, chunk * 2)
-    return Selection(chosen, held)
+    return Selection(chosen, held, chosen_lanes, order)
 
 
 def head_of(priority: int, scheduled_at: Any) -> tuple[int, Any]:

@@ -83,7 +83,7 @@ from shared.store.claim_limits import (
     start_allowed,
 )
 from shared.store.deadlocks import retry_deadlocks
-from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
+from shared.store.fair_claims import Claim, Lane, Turns, fair_selection, head_of
 from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, KIND_BUFFERED
 from shared.store.transitions import KIND_RUN as KIND_RUN  # re-exported: loaders and tests query by kind
 from shared.store.transitions import KIND_TEMPLATE as KIND_TEMPLATE
@@ -157,6 +157,8 @@ class MongoJobStore:
         self._rates: MongoCollection[Document] = self._db["rate_limits"]
         # The same per concurrency key under a rate per key: {_id: key_rate_id(...), claimTat, startTat}.
         self._key_rates: MongoCollection[Document] = self._db["key_rate_limits"]
+        # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the elected scheduler claims.
+        self._turns = Turns()
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -382,6 +384,7 @@ class MongoJobStore:
         fields = {**transitions.queued(now), "claimToken": uuid.uuid4().hex}
         with translate_errors():
             in_flight = self._counted_in_flight(sorted(t for t in job_types if t in limits))
+            self._turns.in_flight(in_flight.by_tenant)
             rooms = in_flight.rooms(job_types, limits)
             rated = rated_types(job_types, limits)
             reserved = {str(d["_id"]): float(d["claimTat"]) for d in self._rates.find({"_id": {"$in": sorted(rated)}})}
@@ -396,8 +399,9 @@ class MongoJobStore:
                 for t in sorted(set(job_types) - full)
                 for lane in self._lanes(t, due, partial(admission.full_keys, t))
             ]
-            selection = fair_selection(lanes, limit, rooms, admission.admit_run)
+            selection = fair_selection(lanes, limit, rooms, admission.admit_run, self._turns)
             found = selection.runs
+            won: set[str] | None = None  # None: every run found
             if found:
                 ids = [ObjectId(j.id) for j in found]
                 # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
@@ -406,6 +410,7 @@ class MongoJobStore:
                     mine = self._jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
                     won = {str(d["_id"]) for d in mine}
                     found = [j for j in found if j.id in won]
+            self._turns.took(selection, won)
             jobs = [transitions.applied(j, fields) for j in found]
             tats, not_before = rates.reserve(jobs, now.timestamp())
             for job_type, tat in tats.items():  # only the elected scheduler writes the reservations
@@ -496,14 +501,19 @@ class MongoJobStore:
         )
 
     def _lanes(self, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]) -> list[Lane[Job]]:
-        """One lane per tenant with a pending run of the type (distinct over the due_lanes index), whose first
-        due run gives its turn; a tenant without a due run has no lane. A lane's reads leave out the runs of its
+        """One lane per tenant with a pending run of the type (distinct over the due_lanes index). A lane the turns
+        know takes its turn from them and is read only when the claim gets to it (a claim reads about as many
+        lanes as it takes runs, not every lane); any other is read at once, for its first due run, which gives its
+        turn among them, and a tenant without a due run has no lane. A lane's reads leave out the runs of its
         tenant's `full_keys` (concurrency keys at their limit)."""
         pending = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type}
         lanes: list[Lane[Job]] = []
         for tenant in self._jobs.distinct("tenantId", pending):
             due_runs = {**pending, "tenantId": tenant, "scheduledAt": {"$lte": due}}
             read = partial(self._lane_runs, due_runs, full_keys(tenant))
+            if self._turns.knows((job_type, tenant)):
+                lanes.append(Lane(job_type, tenant, None, read))
+                continue
             first = read(None, 1)
             if first:  # read once: the lane starts with it
                 head = head_of(first[0].priority, first[0].scheduledAt)

@@ -73,7 +73,7 @@ from shared.store.claim_limits import (
     rated_types,
     start_allowed,
 )
-from shared.store.fair_claims import Claim, Lane, fair_selection, head_of
+from shared.store.fair_claims import Claim, Lane, Turns, fair_selection, head_of
 from shared.store.group_commit import GroupCommit
 from shared.store.transitions import (
     ATTEMPT_ACTIVE,
@@ -470,6 +470,8 @@ class SqliteJobStore:
         # taken key skips its own row only). An executor batches its starts and outcomes itself (start_attempts,
         # finish_attempts).
         self._creates: GroupCommit[NewJob, Job] = GroupCommit(self._create_batch)
+        # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the leader claims.
+        self._turns = Turns()
 
     def close(self) -> None:
         self._pool.close()
@@ -572,6 +574,7 @@ class SqliteJobStore:
         if limits and all(t in limits for t in job_types):
             with self._read() as conn:  # no room for any type (the usual case of a retry soon): no write turn
                 in_flight = _in_flight(conn, job_types)
+                self._turns.in_flight(in_flight.by_tenant)
                 rooms = in_flight.rooms(job_types, limits)
                 rated = rated_types(job_types, limits)
                 RatePlan.of(rated, _reserved_starts(conn, rated), now.timestamp(), due_ms / 1000, limit).bound(rooms)
@@ -581,6 +584,7 @@ class SqliteJobStore:
         set_sql, set_params = _assignments(transitions.queued(now), _JOB_COLUMNS)
         with self._write() as conn:
             in_flight = _in_flight(conn, sorted(t for t in job_types if t in limits))
+            self._turns.in_flight(in_flight.by_tenant)
             rooms = in_flight.rooms(job_types, limits)
             rated = rated_types(job_types, limits)
             rates = RatePlan.of(rated, _reserved_starts(conn, rated), now.timestamp(), due_ms / 1000, limit)
@@ -592,7 +596,7 @@ class SqliteJobStore:
                 for job_type in sorted(job_types)
                 for lane in _lanes(conn, job_type, due_ms, partial(admission.full_keys, job_type))
             ]
-            selection = fair_selection(lanes, limit, rooms, admission.admit_run)
+            selection = fair_selection(lanes, limit, rooms, admission.admit_run, self._turns)
             chosen = [due.id for due in selection.runs]
             won: dict[str, Job] = {}
             for chunk in _chunks(chosen):
@@ -612,6 +616,7 @@ class SqliteJobStore:
                 "VALUES (?, ?, ?, ?, 0) ON CONFLICT DO UPDATE SET claimTat = excluded.claimTat",
                 [(*owner, tat) for owner, tat in key_rates.tats.items()],
             )
+        self._turns.took(selection)  # committed: every chosen run was moved (the write lock was held)
         not_before = latest(not_before, key_rates.not_before)
         held = selection.held | admission.filled
         return Claim(jobs, held, not_before=not_before, in_use=in_flight.active, waited=key_rates.waited)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import AttemptResult, JobStore
 from shared.store.claim_limits import ClaimLimits
+from tests.contract.conftest import Harness
 from tests.contract.store_kit import LEASE, new, start
 
 
@@ -116,3 +117,71 @@ def test_no_room_and_nothing_due_is_no_hold(store: JobStore) -> None:
     claimed = store.claim_due_jobs(now, 10, {"idle"}, limits={"idle": ClaimLimits(queued=0)})
     assert claimed == []
     assert claimed.held == {"idle"}
+
+
+def finish(store: JobStore, job: Job, now: datetime) -> None:
+    running = start(store, job, "w1", now + LEASE)
+    store.finish_attempt(running, AttemptResult(Outcome.SUCCEEDED, now, utc_now()))
+
+
+def test_a_freed_slot_of_a_limited_type_goes_to_the_tenant_whose_turn_it_is(store: JobStore) -> None:
+    now = utc_now()
+    limits = {"one-at-a-time": ClaimLimits(active=1)}
+    backlog(store, "a", 10, jobType="one-at-a-time", scheduledAt=now - timedelta(minutes=10))
+    [first] = store.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits)
+    assert first.tenantId == "a"
+    late = [store.create(new(tenantId="b", jobType="one-at-a-time", scheduledAt=now)) for _ in range(2)]
+    assert store.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits) == []  # the one slot is a's
+    finish(store, first, now)
+    # a's lane has the oldest runs and b's one is newer, but the slot a had last is b's turn now.
+    [second] = store.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits)
+    assert second.id == late[0].id
+    served = [second]
+    for _ in range(4):
+        finish(store, served[-1], now)
+        [claimed] = store.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits)
+        served.append(claimed)
+    assert [j.tenantId for j in served] == ["b", "a", "b", "a", "a"]  # in turn while both have due runs
+
+
+def test_a_scheduler_that_takes_over_does_not_give_a_freed_slot_back_to_the_tenant_that_held_it(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    now = utc_now()
+    limits = {"one-at-a-time": ClaimLimits(active=1)}
+    backlog(store, "a", 5, jobType="one-at-a-time", scheduledAt=now - timedelta(minutes=10))
+    [first] = store.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits)
+    late = store.create(new(tenantId="b", jobType="one-at-a-time", scheduledAt=now))
+    successor = harness.open()  # the new leader: it has given no turns yet
+    assert successor.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits) == []  # a's job holds the slot
+    finish(store, first, now)
+    # a's runs are the oldest, but a had the last turn (the slot it held): the slot is b's.
+    [second] = successor.claim_due_jobs(now, 10, {"one-at-a-time"}, limits=limits)
+    assert second.id == late.id
+
+
+def test_with_more_lanes_than_a_claim_takes_a_newly_due_tenant_is_in_the_next_claim(harness: Harness) -> None:
+    store = harness.store
+    now = utc_now()
+    tenants = [f"t{n:02}" for n in range(30)]
+    for tenant in tenants:
+        backlog(store, tenant, 6, scheduledAt=now - timedelta(minutes=10))
+    claims = [store.claim_due_jobs(now, 4, {"noop"})]  # a claim reaches 4 of the 30 lanes
+    newcomer = store.create(new(tenantId="new", scheduledAt=now))
+    claims.append(store.claim_due_jobs(now, 4, {"noop"}))
+    assert newcomer.id in {j.id for j in claims[-1]}
+    # Round after round, the claims go on from the lanes the last one did not reach: every tenant has a turn
+    # before any has a second, wherever its runs stand in time.
+    while len(claims) < 9:
+        claims.append(store.claim_due_jobs(now, 4, {"noop"}))
+    turns = [j.tenantId for claim in claims for j in claim if j.tenantId != "new"]
+    assert sorted(turns[:30]) == tenants
+    later = store.create(new(tenantId="later", scheduledAt=now))
+    assert later.id in {j.id for j in store.claim_due_jobs(now, 4, {"noop"})}
+    # A scheduler that takes over remembers no turns: it starts from the lanes' first runs, and a tenant whose
+    # runs become due after its first claim still goes ahead of the lanes that claim did not reach.
+    successor = harness.open()
+    successor.claim_due_jobs(now, 4, {"noop"})
+    after_takeover = store.create(new(tenantId="after-takeover", scheduledAt=now))
+    assert after_takeover.id in {j.id for j in successor.claim_due_jobs(now, 4, {"noop"})}
