@@ -35,13 +35,14 @@ SUMMARIES = {
     "jobs": "list, show, cancel, retry and wait for jobs, through the API (--url, --api-key)",
     "dlq": "list the dead letters by error and send them back, through the API",
     "schedules": "list, show, pause, resume, trigger and backfill schedules, through the API",
+    "credentials": "set (the value from stdin), list and delete the credentials http jobs name, through the API",
 }
 HELP = "\n".join(
     [
         "usage: jobsched COMMAND [options]    (jobsched COMMAND --help for a command's options)",
         "",
         "commands:",
-        *(f"  {name:<10} {summary}" for name, summary in SUMMARIES.items()),
+        *(f"  {name:<11} {summary}" for name, summary in SUMMARIES.items()),
         "",
         "Settings come from environment variables (docs/configuration.md).",
     ]

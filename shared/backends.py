@@ -4,10 +4,11 @@
     mongodb://host:27017/?replicaSet=rs0       a MongoDB database (its name: MONGO_DB); mongodb+srv:// too
 
 A Backend is that database's parts, each over the same connections: the job store, the job types the
-executors announce, the console's reader, the API keys, and the tenants' signing secrets of http jobs. Every
-binary and command opens its store here (the distributed binaries from MONGO_URI and MONGO_DB, `jobsched dev` /
-`standalone` from their file, `jobsched keys` and `seed` from `--store URL` or `--sqlite PATH`). The MongoDB
-driver is imported only for a MongoDB URL: the embedded mode never loads it.
+executors announce, the console's reader, the API keys, and the tenants' signing secrets and credentials of http
+jobs (sealed with the `keyring` given: shared/sealing_keys.py says which). Every binary and command opens its
+store here (the distributed binaries from MONGO_URI and MONGO_DB, `jobsched dev` / `standalone` from their file,
+`jobsched keys` and `seed` from `--store URL` or `--sqlite PATH`). The MongoDB driver is imported only for a
+MongoDB URL: the embedded mode never loads it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from shared.config import ConfigError, Settings, without_password
+from shared.http_jobs.credentials import Credentials
 from shared.http_jobs.secrets import SigningSecrets
 from shared.job_types.announcements import JobTypeRegistry
 from shared.keys.base import KeyStore
+from shared.sealing import Keyring
+from shared.sealing_keys import configured_keyring
 from shared.store.base import JobStore
 from shared.store.browse import JobBrowser
 
@@ -43,34 +47,48 @@ class Backend:
     # Opened when asked: only an API with AUTH=required and `jobsched keys` use the keys.
     open_keys: Callable[[], KeyStore]
     signing_secrets: SigningSecrets
+    credentials: Credentials
 
     def close(self) -> None:
         self.jobs.close()
 
 
 def open_backend(
-    url: str, *, database: str = "jobsched", timeout: timedelta = timedelta(seconds=5), durable: bool = True
+    url: str,
+    *,
+    database: str = "jobsched",
+    timeout: timedelta = timedelta(seconds=5),
+    durable: bool = True,
+    keyring: Keyring | None = None,
 ) -> Backend:
     """The backend at `url`; `database` names a MongoDB database, `timeout` bounds a MongoDB server's selection
-    and connection (then StoreUnavailable), `durable` is the SQLite file's synchronous=FULL. Nothing is asked
-    of a server before the first call, so a process starts while its database is down."""
+    and connection (then StoreUnavailable), `durable` is the SQLite file's synchronous=FULL, `keyring` seals the
+    secrets (none: those that need it are refused). Nothing is asked of a server before the first call, so a
+    process starts while its database is down."""
     scheme = urlsplit(url).scheme.lower()
     if scheme in SQLITE_SCHEMES:
         from shared.store.sqlite import SqliteJobStore
 
-        return sqlite_backend(SqliteJobStore(sqlite_path(url), durable=durable))
+        return sqlite_backend(SqliteJobStore(sqlite_path(url), durable=durable), keyring)
     if scheme in MONGODB_SCHEMES:
         from shared.store.mongo import MongoJobStore
 
-        return mongo_backend(MongoJobStore.connect(url, database, timeout_ms=round(timeout.total_seconds() * 1000)))
+        timeout_ms = round(timeout.total_seconds() * 1000)
+        return mongo_backend(MongoJobStore.connect(url, database, timeout_ms=timeout_ms), keyring)
     raise ConfigError(
         f"a store URL is sqlite:///absolute/path/to/file.db or mongodb://host..., not {without_password(url)!r}"
     )
 
 
 def backend_from_settings(settings: Settings) -> Backend:
-    """The distributed binaries' backend: MONGO_URI's server, MONGO_DB's database, MONGO_TIMEOUT."""
-    return open_backend(settings.mongo_uri, database=settings.mongo_db, timeout=settings.mongo_timeout)
+    """The distributed binaries' backend: MONGO_URI's server, MONGO_DB's database, MONGO_TIMEOUT, the secrets key
+    the settings give."""
+    return open_backend(
+        settings.mongo_uri,
+        database=settings.mongo_db,
+        timeout=settings.mongo_timeout,
+        keyring=configured_keyring(settings),
+    )
 
 
 def tool_backend(store_url: str | None, sqlite_file: str | None, settings: Settings) -> Backend:
@@ -98,12 +116,15 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-def sqlite_backend(store: SqliteJobStore) -> Backend:
+def sqlite_backend(store: SqliteJobStore, keyring: Keyring | None = None) -> Backend:
     """The parts beside an open SQLite store, in its file."""
+    from shared.http_jobs.credentials_sqlite import SqliteCredentials
     from shared.http_jobs.secrets_sqlite import SqliteSigningSecrets
     from shared.job_types.announcements_sqlite import SqliteJobTypes
     from shared.keys.sqlite import SqliteKeyStore
     from shared.store.browse_sqlite import SqliteBrowser
+
+    keyring = keyring or Keyring.missing()
 
     return Backend(
         url=sqlite_url(store.path),
@@ -111,16 +132,20 @@ def sqlite_backend(store: SqliteJobStore) -> Backend:
         job_types=SqliteJobTypes(store),
         browser=SqliteBrowser(store),
         open_keys=lambda: SqliteKeyStore(store.path),
-        signing_secrets=SqliteSigningSecrets(store),
+        signing_secrets=SqliteSigningSecrets(store, keyring),
+        credentials=Credentials(SqliteCredentials(store), keyring),
     )
 
 
-def mongo_backend(store: MongoJobStore) -> Backend:
+def mongo_backend(store: MongoJobStore, keyring: Keyring | None = None) -> Backend:
     """The parts beside an open MongoDB store, in its database, over its client."""
+    from shared.http_jobs.credentials_mongo import MongoCredentials
     from shared.http_jobs.secrets_mongo import MongoSigningSecrets
     from shared.job_types.announcements_mongo import MongoJobTypes
     from shared.keys.mongo import MongoKeyStore
     from shared.store.browse_mongo import MongoBrowser
+
+    keyring = keyring or Keyring.missing()
 
     return Backend(
         url=store.described,
@@ -128,5 +153,6 @@ def mongo_backend(store: MongoJobStore) -> Backend:
         job_types=MongoJobTypes(store),
         browser=MongoBrowser(store),
         open_keys=lambda: MongoKeyStore(store.client, store.database),
-        signing_secrets=MongoSigningSecrets(store),
+        signing_secrets=MongoSigningSecrets(store, keyring),
+        credentials=Credentials(MongoCredentials(store), keyring),
     )

@@ -111,6 +111,11 @@ class Settings:
     http_jobs_allow: tuple[str, ...] = ()
     http_jobs_per_host: int = 8
     http_jobs_max_response: int = 1024 * 1024
+    # The key the secrets kept in the store are sealed with (shared/sealing.py): base64 of 32 bytes, or the file
+    # that holds it (a mounted secret). Neither: the embedded mode makes one beside its file, the distributed
+    # processes refuse what needs it (shared/sealing_keys.py).
+    secrets_key: str = field(default="", repr=False)
+    secrets_key_file: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -144,6 +149,8 @@ class Settings:
             http_jobs_allow=reader.names("HTTP_JOBS_ALLOW"),
             http_jobs_per_host=reader.integer("HTTP_JOBS_PER_HOST", cls.http_jobs_per_host, minimum=1),
             http_jobs_max_response=reader.integer("HTTP_JOBS_MAX_RESPONSE", cls.http_jobs_max_response, minimum=1024),
+            secrets_key=reader.text("JOBSCHED_SECRETS_KEY", cls.secrets_key),
+            secrets_key_file=reader.text("JOBSCHED_SECRETS_KEY_FILE", cls.secrets_key_file),
             scheduler_tick=reader.duration("SCHEDULER_TICK", cls.scheduler_tick),
             claim_batch=reader.integer("CLAIM_BATCH", cls.claim_batch, minimum=1),
             claim_lookahead=reader.duration("CLAIM_LOOKAHEAD", cls.claim_lookahead, allow_zero=True),

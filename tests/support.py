@@ -22,6 +22,7 @@ from loadtest.procs import free_port as free_port  # re-exported: the tests take
 from shared.backends import Backend, mongo_backend, sqlite_backend
 from shared.bus.base import Wakeup
 from shared.model import Job, Status
+from shared.sealing import Keyring
 from shared.store.base import JobStore
 from shared.store.browse import JobQuery
 from shared.store.mongo import MongoJobStore
@@ -164,12 +165,13 @@ def delete_topics(brokers: str, prefix: str) -> None:
             future.result(timeout=15)
 
 
-def backend_beside(store: JobStore) -> Backend:
-    """The backend of a store a test opened itself (its job types, console reader and keys beside it)."""
+def backend_beside(store: JobStore, keyring: Keyring | None = None) -> Backend:
+    """The backend of a store a test opened itself (its job types, console reader and keys beside it); secrets
+    sealed with `keyring` (none: without a key, as a distributed process that was given none)."""
     if isinstance(store, SqliteJobStore):
-        return sqlite_backend(store)
+        return sqlite_backend(store, keyring)
     assert isinstance(store, MongoJobStore), type(store)
-    return mongo_backend(store)
+    return mongo_backend(store, keyring)
 
 
 def tenant_jobs(store: JobStore, tenant_id: str, status: Status | None = None, limit: int = 100) -> list[Job]:

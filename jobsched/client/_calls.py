@@ -20,6 +20,7 @@ from jobsched.client.models import (
     TERMINAL_STATUSES,
     Applied,
     Backfilled,
+    Credential,
     DeadLetters,
     Deleted,
     Enqueued,
@@ -464,6 +465,23 @@ def add_signing_secret(tenant_id: str | None) -> Call[SigningSecret]:
 def remove_signing_secret(secret_id: str, tenant_id: str | None) -> Call[None]:
     params = {"tenantId": tenant_id} if tenant_id is not None else None
     return Call("DELETE", f"/signing-secrets/{quote(secret_id, safe='')}", _nothing, params=params)
+
+
+def credentials(tenant_id: str | None) -> Call[list[Credential]]:
+    params = {"tenantId": tenant_id} if tenant_id is not None else None
+    return Call("GET", "/credentials", lambda body: [Credential.from_wire(c) for c in body], params=params)
+
+
+def set_credential(name: str, value: str, tenant_id: str | None) -> Call[Credential]:
+    # Resent when its answer was lost: setting the same value again changes nothing but updatedAt.
+    params = {"tenantId": tenant_id} if tenant_id is not None else None
+    path = f"/credentials/{quote(name, safe='')}"
+    return Call("PUT", path, Credential.from_wire, body={"value": value}, params=params)
+
+
+def delete_credential(name: str, tenant_id: str | None) -> Call[None]:
+    params = {"tenantId": tenant_id} if tenant_id is not None else None
+    return Call("DELETE", f"/credentials/{quote(name, safe='')}", _nothing, params=params)
 
 
 def _secrets(body: Any) -> list[SigningSecret]:

@@ -112,6 +112,26 @@ class SigningSecret:
 
 
 @dataclass(frozen=True)
+class Credential:
+    """One of a tenant's named credentials for its http jobs' headers (docs/http-jobs.md#credentials): its name
+    and times; its value is never shown."""
+
+    name: str
+    tenant_id: str
+    created_at: datetime | None
+    updated_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Credential:
+        return cls(
+            str(body["name"]),
+            str(body["tenantId"]),
+            parse_time(body.get("createdAt")),
+            parse_time(body.get("updatedAt")),
+        )
+
+
+@dataclass(frozen=True)
 class Execution:
     """One attempt of a job."""
 

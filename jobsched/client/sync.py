@@ -27,6 +27,7 @@ from jobsched.client.errors import DuplicateJob, WaitTimeout
 from jobsched.client.models import (
     Applied,
     Backfilled,
+    Credential,
     DeadLetters,
     Deleted,
     Enqueued,
@@ -283,6 +284,18 @@ class Client:
     def remove_signing_secret(self, secret_id: str, tenant_id: str | None = None) -> None:
         """Requests are no longer signed with it (NotFound when the tenant has no such secret)."""
         self._call(_calls.remove_signing_secret(secret_id, tenant_id or self.tenant_id))
+
+    def credentials(self, tenant_id: str | None = None) -> builtins.list[Credential]:
+        """The tenant's credentials for its http jobs' headers: names and times, never values."""
+        return self._call(_calls.credentials(tenant_id or self.tenant_id))
+
+    def set_credential(self, name: str, value: str, tenant_id: str | None = None) -> Credential:
+        """Make the credential, or replace its value (a rotation): requests sent from now on carry the new one."""
+        return self._call(_calls.set_credential(name, value, tenant_id or self.tenant_id))
+
+    def delete_credential(self, name: str, tenant_id: str | None = None) -> None:
+        """Jobs that name it fail their next attempt (NotFound when the tenant has no such credential)."""
+        self._call(_calls.delete_credential(name, tenant_id or self.tenant_id))
 
     def wait(
         self, job_id: str, statuses: Iterable[str] | str | None = None, timeout: float = 60.0, poll: float = 0.2

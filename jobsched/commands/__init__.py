@@ -1,5 +1,5 @@
-"""`jobsched jobs|dlq|schedules ...`: an operator's commands, sent to the API with the client (so they work with
-a client-only install, against any deployment, and the API's authentication and tenant rules apply).
+"""`jobsched jobs|dlq|schedules|credentials ...`: an operator's commands, sent to the API with the client (so they
+work with a client-only install, against any deployment, and the API's authentication and tenant rules apply).
 
     jobsched jobs list --status dlq --type send-invoice
     jobsched jobs wait 6650f0c2a1b2c3d4e5f60718 --timeout 30 && echo done
@@ -24,11 +24,12 @@ from jobsched.client import (
     Unauthorized,
     WaitTimeout,
 )
+from jobsched.commands.credentials import NoValue
 from jobsched.commands.parser import parser
 from jobsched.commands.run import NotSucceeded, run
 from jobsched.commands.schedule_file import ScheduleFileError
 
-GROUPS = frozenset({"jobs", "dlq", "schedules"})
+GROUPS = frozenset({"jobs", "dlq", "schedules", "credentials"})
 _VALUED_OPTIONS = frozenset({"--url", "--api-key", "--tenant", "--output", "-o"})
 
 
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except JobschedError as exc:
         print(f"jobsched {args.group} {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(exit_status(exc)) from None
-    except ScheduleFileError as exc:
+    except (ScheduleFileError, NoValue) as exc:
         print(f"jobsched {args.group} {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(BAD_ARGUMENTS) from None
 

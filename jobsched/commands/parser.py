@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from jobsched.commands.credentials import add_commands as add_credential_commands
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 STATUSES = ("pending", "buffered", "queued", "claimed", "running", "completed", "dlq", "cancelled")
 OUTPUTS = ("table", "json")
@@ -46,10 +48,11 @@ def parser(program: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=program,
         parents=[_connection(defaults=True)],
-        description="Operate jobs, the DLQ and schedules through the API (any deployment; the API's auth applies).",
+        description="Operate jobs, the DLQ, schedules and credentials through the API (any deployment; the API's auth "
+        "applies).",
         epilog=EPILOG,
     )
-    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,dlq,schedules}")
+    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,dlq,schedules,credentials}")
 
     jobs = groups.add_parser("jobs", help="list, show, cancel, retry and wait for jobs", epilog=EPILOG).add_subparsers(
         dest="command", required=True
@@ -118,4 +121,5 @@ def parser(program: str) -> argparse.ArgumentParser:
     backfill.add_argument("job_id")
     backfill.add_argument("--start", required=True, help="RFC 3339, e.g. 2026-12-01T00:00:00Z")
     backfill.add_argument("--end", required=True, help="RFC 3339, after --start")
+    add_credential_commands(groups, after)
     return top

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsched.client import Applied, Client, Execution, Job, JobschedError
+from jobsched.commands.credentials import COMMANDS as CREDENTIAL_COMMANDS
 from jobsched.commands.render import as_json, cell, fields, table
 from jobsched.commands.schedule_file import read_schedules
 
@@ -260,4 +261,5 @@ COMMANDS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], str]] = {
     ("schedules", "trigger"): schedules_trigger,
     ("schedules", "backfill"): schedules_backfill,
     ("schedules", "apply"): schedules_apply,
+    **CREDENTIAL_COMMANDS,
 }

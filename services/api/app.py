@@ -22,6 +22,7 @@ from services.api.auth.api_auth import PUBLIC_PATHS
 from services.api.auth.tenancy import guarded_browser
 from services.api.console import console_routes
 from services.api.context import ApiContext
+from services.api.credential_check import credentials_checked
 from services.api.http.errors import exception_handlers
 from services.api.http.request_limits import ApiLimits, RequestLimits
 from services.api.http.request_metrics import RequestMetrics
@@ -30,6 +31,7 @@ from services.api.http.store_slots import StoreSlots
 from services.api.openapi.auth import secured
 from services.api.openapi.document import openapi_document
 from services.api.routes import (
+    credentials,
     docs,
     job_batch,
     job_types,
@@ -72,7 +74,8 @@ def create_app(
     for `allowed_hosts` are served and writes from other web origins are refused (same_origin.py). `on_ready` is
     called once the app has started, as the server begins to answer."""
     limits = limits or ApiLimits()
-    store, browser = backend.jobs, backend.browser
+    # Every payload a route writes meets the credential check, inside the tenant guard (credential_check.py).
+    store, browser = credentials_checked(backend.jobs, backend.credentials), backend.browser
     known = known_types or KnownTypes(backend.job_types, local=builtin_types(demo=True))
     if auth is not None:
         store = auth.guard(store)
@@ -93,6 +96,7 @@ def create_app(
         store_ping=StorePing(store.ping),
         openapi=secured(openapi_document(), PUBLIC_PATHS) if auth else openapi_document(),
         signing_secrets=backend.signing_secrets,
+        credentials=backend.credentials,
         auth=auth,
         on_due_job=on_due_job,
         due_within=due_within,
@@ -122,6 +126,7 @@ def create_app(
         *docs.ROUTES,
         *operator.ROUTES,
         *signing_secrets.ROUTES,
+        *credentials.ROUTES,
     ]
     if auth is not None:
         routes = auth.protect([*routes, *keys.ROUTES])

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from services.api.http.store_slots import StoreSlots
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
+from shared.http_jobs.credentials import Credentials
 from shared.http_jobs.secrets import SigningSecrets
 from shared.job_types.known import KnownTypes
 from shared.model import Job, utc_now
@@ -39,6 +40,7 @@ class ApiContext:
     store_ping: StorePing
     openapi: dict[str, Any]
     signing_secrets: SigningSecrets
+    credentials: Credentials
     auth: ApiAuth | None = None
     # A scheduler nudge, called after a one-off job due within `due_within` was stored.
     on_due_job: Callable[[], None] | None = None

@@ -58,6 +58,7 @@ from shared.job_types.known import KnownTypes
 from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
 from shared.metrics import serve_metrics
+from shared.sealing_keys import embedded_keyring
 from shared.store.base import JobStore
 
 log = logging.getLogger("jobsched.embedded")
@@ -224,8 +225,10 @@ class Embedded:
 
     def _begin(self) -> None:
         settings, path = self.settings, self.path
-        # Opening touches no file yet (the lock below comes first); the keys live in the same file as the jobs.
-        backend = open_backend(sqlite_url(str(path)))
+        # Opening touches no file yet (the lock below comes first); the keys live in the same file as the jobs. The
+        # secrets key is the configured one, or the one kept beside the file: read (or made, atomically, on the
+        # first start) before the lock, as two processes on one file agree on it anyway.
+        backend = open_backend(sqlite_url(str(path)), keyring=embedded_keyring(settings, path))
         self._closers.append(backend.close)
         auth = api_auth(settings, backend.open_keys)
         limits = ApiLimits.from_settings(settings)
@@ -249,7 +252,8 @@ class Embedded:
 
         job_type_registry = backend.job_types
         if HTTP_JOB_TYPE not in self._handlers:  # served in every mode, beside the handlers given
-            self._handlers = JobTypes([*self._handlers, *http_job_types(settings, backend.signing_secrets)])
+            http = http_job_types(settings, backend.signing_secrets, backend.credentials)
+            self._handlers = JobTypes([*self._handlers, *http])
         bus = MemoryBus()
         job_types = self._handlers.names()  # one executor each: the built-ins and every plug-in's types
         bus.ensure_topics(job_types)

@@ -41,12 +41,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     settings = Settings.from_env()
-    # Opening asks nothing of the server yet: the http type signs with the secrets the backend keeps.
+    # Opening asks nothing of the server yet: the http type signs with the secrets the backend keeps, and fills in
+    # the credentials it keeps.
     backend = backend_from_settings(settings)
     registry = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
     if HTTP_JOB_TYPE not in registry:
-        registry.include(http_job_types(settings, backend.signing_secrets))
+        registry.include(http_job_types(settings, backend.signing_secrets, backend.credentials))
     if not args.job_type or args.job_type not in registry:
         print(
             f"jobsched executor: unknown job type {args.job_type!r}; known types: {', '.join(registry.names())}",

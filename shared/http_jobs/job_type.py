@@ -1,8 +1,9 @@
 """The `http` job type: send the request a job's payload names and let the response decide the attempt.
 
 - 2xx: succeeded; the result is the response's summary.
-- 429, 5xx, no response (a connection refused or reset, the deadline passed): failed and retried with the job's
-  backoff, no sooner than a Retry-After says.
+- 429, 5xx, no response (a connection refused or reset, the deadline passed) or none whole (a body short of its
+  Content-Length or without its last chunk, or one the deadline cut: sending.py): failed and retried with the job's
+  backoff, no sooner than a Retry-After says. A response is judged whole or not before its status is.
 - 3xx: followed when the job asks (payload.followRedirects, up to MAX_REDIRECTS, each hop checked again by the
   outbound policy); otherwise, and for every other status: failed without retry, to the DLQ (retrying a 404 or
   a 400 cannot help).
@@ -29,6 +30,8 @@ from jobsched.handlers import HandlerContext, JobTypes
 from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
 from shared.config import Settings
 from shared.http_jobs import signing
+from shared.http_jobs.credential_filling import Lookup, filled, kept_across, redacted
+from shared.http_jobs.credentials import Credentials
 from shared.http_jobs.outbound import OutboundPolicy, Refused
 from shared.http_jobs.request import JOB_TYPE, MAX_TIMEOUT_S, BadHttpRequest, HttpRequest, parsed_url
 from shared.http_jobs.secrets import CachedSecrets, SigningSecrets
@@ -54,11 +57,13 @@ class HttpJobSettings:
 
 
 class HttpJobs:
-    """The handler of the `http` type. `secrets(tenant)`: the tenant's live signing secrets (signing.py)."""
+    """The handler of the `http` type. `secrets(tenant)`: the tenant's live signing secrets (signing.py);
+    `credentials(tenant, name)`: a credential's value, for the headers that name one (credential_filling.py)."""
 
-    def __init__(self, settings: HttpJobSettings, secrets: Callable[[str], Sequence[str]]) -> None:
+    def __init__(self, settings: HttpJobSettings, secrets: Callable[[str], Sequence[str]], credentials: Lookup) -> None:
         self._settings = settings
         self._secrets = secrets
+        self._credentials = credentials
         self._in_flight: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
@@ -92,10 +97,11 @@ class HttpJobs:
                 raise Cancel("cancelled before its request was sent")
             secrets = self._secrets(ctx.tenant_id)
             added = signing.headers_for(ctx.job_id, ctx.attempt, secrets, int(time.time()), request.body)
+            credentials = filled(request.credentials, ctx.tenant_id, self._credentials)
             try:
                 response = send(
                     request,
-                    {**request.headers, **added},
+                    {**request.headers, **credentials.headers, **added},
                     self._settings.policy,
                     deadline,
                     self._settings.max_response_bytes,
@@ -104,6 +110,7 @@ class HttpJobs:
                 raise GiveUp(str(exc)) from None
             except (Unanswered, OSError) as exc:  # OSError: the name does not resolve (perhaps not yet)
                 raise RetryAfter(0, str(exc)) from None  # retried with the backoff alone
+            response = redacted(response, credentials.values)  # what is kept of it never holds a value sent
             location = response.headers.get("location")
             if not (request.follow_redirects and 300 <= response.status < 400 and location and hops < MAX_REDIRECTS):
                 return response, request.url
@@ -127,10 +134,10 @@ class HttpJobs:
                     del self._in_flight[owner]
 
 
-def http_job_types(settings: Settings, secrets: SigningSecrets) -> JobTypes:
+def http_job_types(settings: Settings, secrets: SigningSecrets, credentials: Credentials) -> JobTypes:
     """The `http` type, as an executor serves it: its settings' outbound policy and bounds, signing with the
-    tenants' secrets in `secrets`. Its attempts may take the longest request a payload may ask for: the request's
-    own timeout bounds each one."""
+    tenants' secrets in `secrets`, filling in the `credentials` their payloads name. Its attempts may take the
+    longest request a payload may ask for: the request's own timeout bounds each one."""
     types = JobTypes()
     handler = HttpJobs(
         HttpJobSettings(
@@ -139,6 +146,7 @@ def http_job_types(settings: Settings, secrets: SigningSecrets) -> JobTypes:
             settings.http_jobs_max_response,
         ),
         CachedSecrets(secrets),
+        credentials.value,
     )
     types.handler(JOB_TYPE, timeout=MAX_TIMEOUT_S + ATTEMPT_MARGIN_S)(handler)
     return types
@@ -151,9 +159,9 @@ def _redirected(request: HttpRequest, status: int, location: str) -> HttpRequest
     except BadHttpRequest as exc:
         raise GiveUp(f"a redirect to {location[:200]!r}: {exc}") from None
     if status in (307, 308):
-        return replace(request, **parts)
+        return kept_across(request, replace(request, **parts))
     headers = {k: v for k, v in request.headers.items() if k.lower() != "content-type"}
-    return replace(request, method="GET", body=b"", headers=headers, **parts)
+    return kept_across(request, replace(request, method="GET", body=b"", headers=headers, **parts))
 
 
 def _summary(response: Response, url: str, duration_ms: float) -> dict[str, Any]:
@@ -167,6 +175,7 @@ def _summary(response: Response, url: str, duration_ms: float) -> dict[str, Any]
         "headers": {k: storable_text(response.headers[k][:500]) for k in DESCRIBING_HEADERS if k in response.headers},
         "body": storable_text(decoded[:EXCERPT_CHARS]),
         "bodyBytes": len(response.body),  # as read: at most HTTP_JOBS_MAX_RESPONSE
+        # jobsched's own bounds cut it (the read cap, the excerpt); a body the connection cut never gets here.
         "truncated": response.truncated or len(decoded) > EXCERPT_CHARS,
     }
 

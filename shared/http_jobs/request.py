@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from shared.http_jobs.credential_refs import CredentialRef
+
 JOB_TYPE: Final = "http"  # the built-in type whose payload is one of these
 METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 DEFAULT_TIMEOUT_S: Final = 30.0
@@ -46,6 +48,8 @@ class HttpRequest:
     body: bytes = b""
     timeout_s: float = DEFAULT_TIMEOUT_S
     follow_redirects: bool = False
+    # Headers whose value is a tenant's credential, filled in at send time (credential_refs.py): never in `headers`.
+    credentials: dict[str, CredentialRef] = field(default_factory=dict)
 
     @classmethod
     def from_payload(cls, payload: Any) -> HttpRequest:
@@ -57,7 +61,7 @@ class HttpRequest:
         method = payload.get("method", "POST")
         if method not in METHODS:
             raise BadHttpRequest(f"payload.method is one of {', '.join(METHODS)} (got {method!r})")
-        headers = _headers(payload.get("headers", {}))
+        headers, credentials = _headers(payload.get("headers", {}))
         if "body" in payload and "json" in payload:
             raise BadHttpRequest("payload.body and payload.json: give one")
         body = b""
@@ -83,6 +87,7 @@ class HttpRequest:
             body=body,
             timeout_s=float(timeout),
             follow_redirects=follow,
+            credentials=credentials,
             **parsed_url(payload.get("url")),
         )
 
@@ -124,18 +129,25 @@ def is_reserved(name: str) -> bool:
     return folded in RESERVED_HEADERS or folded.startswith(RESERVED_PREFIX)
 
 
-def _headers(value: Any) -> dict[str, str]:
+def _headers(value: Any) -> tuple[dict[str, str], dict[str, CredentialRef]]:
     if not isinstance(value, dict):
         raise BadHttpRequest("payload.headers is an object of header names to string values")
     if len(value) > MAX_HEADERS:
         raise BadHttpRequest(f"payload.headers has at most {MAX_HEADERS} headers")
     headers: dict[str, str] = {}
+    credentials: dict[str, CredentialRef] = {}
     for name, text in value.items():
         if not _TOKEN.match(name):
             raise BadHttpRequest(f"payload.headers: {name[:64]!r} is not a header name")
         if is_reserved(name):
             raise BadHttpRequest(f"payload.headers: {name[:64]} is set by jobsched, not by a payload")
+        if isinstance(text, dict):  # a credential named, not given (credential_refs.py)
+            try:
+                credentials[name] = CredentialRef.of(text)
+            except ValueError as exc:
+                raise BadHttpRequest(f"payload.headers.{name}: {exc}") from None
+            continue
         if not isinstance(text, str) or len(text) > MAX_HEADER_CHARS or not text.isascii() or not text.isprintable():
             raise BadHttpRequest(f"payload.headers: {name} is printable ASCII of at most {MAX_HEADER_CHARS} characters")
         headers[name] = text
-    return headers
+    return headers, credentials

@@ -1,42 +1,66 @@
 """SigningSecrets on the SQLite store's file: table `signing_secrets`, each change one write transaction (the
-write lock makes its count and its insert one decision)."""
+write lock makes its count and its insert one decision). Values are kept as secrets_sealed.py says: sealed under
+the key, or in the clear by a process without one; a file written before the key is upgraded on first use."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from datetime import datetime
 from typing import Final
 
 from shared.http_jobs.secrets import MAX_LIVE, SigningSecret, TooManySecrets
-from shared.store.sqlite import SqliteJobStore, TablesOnFirstUse, _from_ms, _to_ms
+from shared.http_jobs.secrets_sealed import KeptSecret, kept, opened, sealed_in_place
+from shared.sealing import Keyring
+from shared.store.sqlite import SqliteJobStore, TablesOnFirstUse, _add_missing_columns, _from_ms, _to_ms
 
+log = logging.getLogger("jobsched.secrets")
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS signing_secrets (
         id          TEXT PRIMARY KEY,
         tenantId    TEXT NOT NULL,
-        secret      TEXT NOT NULL,
-        createdAt   INTEGER NOT NULL            -- unix milliseconds, UTC
+        secret      TEXT NOT NULL,              -- '' once sealed; the value itself only without a key
+        createdAt   INTEGER NOT NULL,           -- unix milliseconds, UTC
+        keyId       TEXT,                       -- the key that sealed it (shared/sealing.py)
+        sealed      BLOB
     )""",
     "CREATE INDEX IF NOT EXISTS tenant_signing_secrets ON signing_secrets (tenantId, createdAt)",
 )
+_SEALED_COLUMNS: Final = {"keyId": "TEXT", "sealed": "BLOB"}  # added to a table made before the key
 
 
 class SqliteSigningSecrets:
-    def __init__(self, store: SqliteJobStore) -> None:
+    def __init__(self, store: SqliteJobStore, keyring: Keyring) -> None:
         self._store = store
+        self._keyring = keyring
         self._tables = TablesOnFirstUse(store, _SCHEMA)
+        self._upgraded = False
+        self._upgrade_lock = threading.Lock()
 
     def _ensure_table(self) -> None:
         self._tables.ensure()
+        with self._upgrade_lock:
+            if not self._upgraded:
+                with self._store._write() as conn:
+                    _add_missing_columns(conn, "signing_secrets", _SEALED_COLUMNS)
+                    self._seal_in_place(conn)
+                self._upgraded = True
 
     def live(self, tenant_id: str) -> list[SigningSecret]:
         self._ensure_table()
         with self._store._read() as conn:
             rows = conn.execute(
-                "SELECT id, tenantId, secret, createdAt FROM signing_secrets WHERE tenantId = ? ORDER BY rowid",
+                "SELECT id, tenantId, secret, keyId, sealed, createdAt FROM signing_secrets WHERE tenantId = ? "
+                "ORDER BY rowid",
                 (tenant_id,),
             ).fetchall()
-        return [SigningSecret(str(r[0]), str(r[1]), str(r[2]), _from_ms(int(r[3]))) for r in rows]
+        return [
+            SigningSecret(
+                str(r[0]), str(r[1]), opened(str(r[1]), str(r[0]), _kept(r), self._keyring), _from_ms(int(r[5]))
+            )
+            for r in rows
+        ]
 
     def add(self, tenant_id: str, now: datetime) -> SigningSecret:
         made = SigningSecret.new(tenant_id, now)
@@ -63,9 +87,36 @@ class SqliteSigningSecrets:
                 self._insert(conn, SigningSecret.new(tenant_id, now))
         return self.live(tenant_id)
 
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, secret: SigningSecret) -> None:
+    def _insert(self, conn: sqlite3.Connection, secret: SigningSecret) -> None:
+        value = kept(secret.tenantId, secret.id, secret.secret, self._keyring)
         conn.execute(
-            "INSERT INTO signing_secrets (id, tenantId, secret, createdAt) VALUES (?, ?, ?, ?)",
-            (secret.id, secret.tenantId, secret.secret, _to_ms(secret.createdAt)),
+            "INSERT INTO signing_secrets (id, tenantId, secret, keyId, sealed, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
+            (secret.id, secret.tenantId, value.secret, value.key_id, value.sealed, _to_ms(secret.createdAt)),
         )
+
+    def _seal_in_place(self, conn: sqlite3.Connection) -> None:
+        """Seal the secrets kept in the clear (written before the key), in the caller's transaction."""
+        if not self._keyring.available:
+            return
+        rows = conn.execute("SELECT id, tenantId, secret, keyId, sealed FROM signing_secrets WHERE sealed IS NULL")
+        upgraded = [(r[0], sealed_in_place(str(r[1]), str(r[0]), _kept(r), self._keyring)) for r in rows.fetchall()]
+        if not upgraded:
+            return
+        (before,) = conn.execute("PRAGMA secure_delete").fetchone()
+        conn.execute("PRAGMA secure_delete = ON")  # the clear values' bytes are overwritten, not left in free space
+        try:
+            for secret_id, value in upgraded:
+                assert value is not None  # a key is here and the row was not sealed
+                conn.execute(
+                    "UPDATE signing_secrets SET secret = '', keyId = ?, sealed = ? WHERE id = ? AND sealed IS NULL",
+                    (value.key_id, value.sealed, secret_id),
+                )
+        finally:
+            conn.execute(f"PRAGMA secure_delete = {int(before)}")
+        log.info("signing secrets sealed", extra={"action": "signing_secrets_sealed", "count": len(upgraded)})
+
+
+def _kept(row: sqlite3.Row) -> KeptSecret:
+    """The value of a row read as (id, tenantId, secret, keyId, sealed, ...)."""
+    key_id, sealed = row[3], row[4]
+    return KeptSecret(str(row[2]), None if key_id is None else str(key_id), None if sealed is None else bytes(sealed))

@@ -53,6 +53,7 @@ def only(store: SqliteJobStore, *modules: object) -> Starlette:
         store_ping=StorePing(store.ping),
         openapi={},
         signing_secrets=backend_beside(store).signing_secrets,
+        credentials=backend_beside(store).credentials,
     )
     return app
 

@@ -1,0 +1,89 @@
+"""The API's job store with one more rule: an http job's payload that names a credential (credential_refs.py) is
+written only if its tenant has that credential, so a job that would fail at its first send for want of it is a
+400 at once (`payload.headers.Authorization: no credential named 'billing-token'`).
+
+The rule sits at the store, where every route's write goes (a job, a batch, schedules applied from a file, a
+PATCH of a job or a template, a trigger with its own payload), rather than in each route: a write path added
+later is checked without knowing of it. It is inside the tenant guard (create_app), so a request for another
+tenant is refused as such before a credential of that tenant is looked for. A credential deleted after the job
+was stored fails its attempt instead (credential_filling.py). Payloads that name none cost nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from shared.http_jobs.credential_refs import referenced
+from shared.http_jobs.credentials import Credentials
+from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
+from shared.model import Job
+from shared.store.base import JobRefused, JobStore, NewJob, RunSpec, StoreError
+
+
+class CredentialMissing(JobRefused):
+    """A payload names a credential its tenant does not have (HTTP 400, as every JobRefused)."""
+
+    def __init__(self, message: str) -> None:
+        StoreError.__init__(self, message)  # the message as it is: it names the field, for the client
+
+
+class CredentialsChecked:
+    """`store`, its payload writes checked against `credentials`; everything else passed through."""
+
+    def __init__(self, store: JobStore, credentials: Credentials) -> None:
+        self._store = store
+        self._credentials = credentials
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def create(self, new: NewJob) -> Job:
+        self.check(new.tenantId, new.jobType, new.payload)
+        return self._store.create(new)
+
+    def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """Each job refused on its own, as the store refuses one: the others are written."""
+        refused: dict[int, StoreError] = {}
+        for index, new in enumerate(news):
+            try:
+                self.check(new.tenantId, new.jobType, new.payload)
+            except CredentialMissing as exc:
+                refused[index] = exc
+        kept = [new for index, new in enumerate(news) if index not in refused]
+        written = iter(self._store.create_many(kept) if kept else [])
+        return [refused[index] if index in refused else next(written) for index in range(len(news))]
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        if run.payload is not None:  # a trigger's own payload; the template's own was checked when written
+            self.check(template.tenantId, template.jobType, run.payload)
+        return self._store.add_run(template, run)
+
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
+        for run in runs:
+            if run.payload is not None:
+                self.check(template.tenantId, template.jobType, run.payload)
+        return self._store.add_runs(template, runs)
+
+    def update_if_unmoved(self, job: Job, fields: dict[str, Any]) -> Job | None:
+        if "payload" in fields:
+            self.check(job.tenantId, job.jobType, fields["payload"])
+        return self._store.update_if_unmoved(job, fields)
+
+    def check(self, tenant_id: str, job_type: str, payload: Any) -> None:
+        if job_type != HTTP_JOB_TYPE:
+            return
+        names = referenced(payload)
+        if not names:
+            return
+        missing = self._credentials.store.missing(tenant_id, set(names.values()))
+        for header, name in names.items():
+            if name in missing:
+                raise CredentialMissing(
+                    f"payload.headers.{header}: no credential named {name!r} (PUT /credentials/{name})"
+                )
+
+
+def credentials_checked(store: JobStore, credentials: Credentials) -> JobStore:
+    """`store` as the API writes through it (create_app)."""
+    return cast(JobStore, CredentialsChecked(store, credentials))
