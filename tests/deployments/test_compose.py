@@ -168,12 +168,18 @@ def test_api_listens_on_all_interfaces_on_the_published_port() -> None:
 def test_the_published_api_requires_keys_and_reads_its_bootstrap_key_from_a_secret(tmp_path: Path) -> None:
     s = settings("api")
     assert s.auth == "required"
-    [secret] = SERVICES["api"]["secrets"]
+    secret, sealing = SERVICES["api"]["secrets"]
     assert s.auth_bootstrap_key_file == f"/run/secrets/{secret}"
     assert COMPOSE["secrets"][secret] == {"environment": "JOBSCHED_ADMIN_KEY"}
     started = replace(s, auth_bootstrap_key_file="")  # the secret exists only inside the container
     assert api_auth(started, lambda: SqliteKeyStore(tmp_path / "keys.db")) is not None  # a 0.0.0.0 bind it accepts
-    assert all("secrets" not in service for name, service in JOBSCHED.items() if name != "api")
+    # The secrets key: the API and the http executor read the same one, from the shell's JOBSCHED_SECRETS_KEY.
+    assert COMPOSE["secrets"][sealing] == {"environment": "JOBSCHED_SECRETS_KEY"}
+    for name in ("api", "executor-http"):
+        assert settings(name).secrets_key_file == f"/run/secrets/{sealing}", name
+    assert SERVICES["executor-http"]["secrets"] == [sealing]
+    with_secrets = {name for name, service in JOBSCHED.items() if "secrets" in service}
+    assert with_secrets == {"api", "executor-http"}
 
 
 def test_metrics_listen_on_the_compose_network() -> None:

@@ -121,6 +121,16 @@ def test_the_api_requires_keys_and_takes_its_bootstrap_key_from_a_secret(tmp_pat
     assert api_auth(SETTINGS, lambda: SqliteKeyStore(tmp_path / "keys.db")) is not None  # a 0.0.0.0 bind it accepts
 
 
+def test_the_api_and_the_http_executor_share_an_optional_secrets_key() -> None:
+    sealing = {"name": "jobsched-secrets-key", "key": "key", "optional": True}
+    for name, deployment in DEPLOYMENTS.items():
+        env = {e["name"]: e for e in container(deployment).get("env", [])}
+        if name in ("api", "executor-http"):
+            assert env["JOBSCHED_SECRETS_KEY"]["valueFrom"]["secretKeyRef"] == sealing, name
+        else:
+            assert "JOBSCHED_SECRETS_KEY" not in env, f"{name} has no use for the secrets key"
+
+
 def test_selectors_match_pod_labels() -> None:
     pods = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in DEPLOYMENTS.items()}
     for name, deployment in DEPLOYMENTS.items():
