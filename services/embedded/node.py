@@ -225,14 +225,9 @@ class Embedded:
 
     def _begin(self) -> None:
         settings, path = self.settings, self.path
-        # Opening touches no file yet (the lock below comes first); the keys live in the same file as the jobs. The
-        # secrets key is the configured one, or the one kept beside the file: read (or made, atomically, on the
-        # first start) before the lock, as two processes on one file agree on it anyway.
-        backend = open_backend(sqlite_url(str(path)), keyring=embedded_keyring(settings, path))
-        self._closers.append(backend.close)
-        auth = api_auth(settings, backend.open_keys)
         limits = ApiLimits.from_settings(settings)
-        # Ports first: a taken one ends the start before anything runs a job, or leaves a lock file behind.
+        # Ports first: a taken one ends the start before anything runs a job, or leaves a file behind (the lock,
+        # the secrets key).
         self._listener = bind(settings.api_host, settings.api_port, "API")
         self._closers.append(self._listener.close)
         if self._metrics:
@@ -241,6 +236,12 @@ class Embedded:
             self.metrics_url = f"http://{metrics_host}:{metrics_port}/metrics"
             self._closers.append(metrics.server_close)
             self._closers.append(metrics.shutdown)
+        # Opening touches no file yet (the lock below comes first); the keys live in the same file as the jobs. The
+        # secrets key is the configured one, or the one kept beside the file: read (or made, atomically, on the
+        # first start) before the lock, as two processes on one file agree on it anyway.
+        backend = open_backend(sqlite_url(str(path)), keyring=embedded_keyring(settings, path))
+        self._closers.append(backend.close)
+        auth = api_auth(settings, backend.open_keys)
         lock = lock_database(path)
         self._closers.append(lock.close)
         warn_if_readable_by_others(path)

@@ -256,3 +256,4 @@ def test_a_taken_port_ends_the_start_with_one_line_naming_its_holder(
     assert variable in lines[0]
     assert lines[0].count(f"jobsched {service}") == 1, "the command is named once"
     assert not (tmp_path / "x.db.lock").exists(), "a start that failed left the database's lock file"
+    assert not (tmp_path / "x.db.secrets-key").exists(), "a start that failed made a secrets key"
