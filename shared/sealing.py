@@ -18,10 +18,10 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 log = logging.getLogger("jobsched.secrets")
 KEY_BYTES: Final = 32  # AES-256
@@ -82,7 +82,10 @@ class Keyring:
     def __init__(self, key: bytes | None, problem: str = "") -> None:
         if key is not None and len(key) != KEY_BYTES:
             raise ValueError(f"a secrets key is {KEY_BYTES} bytes")
-        self._aead = AESGCM(key) if key is not None else None
+        # The cipher is made at the first seal or open: importing OpenSSL's bindings costs a process ~8 MB, which
+        # one that never meets a secret (no http job, no credential) does not pay.
+        self._key = key
+        self._aead: AESGCM | None = None
         self._key_id = key_id_of(key) if key is not None else ""
         self.problem = "" if key is not None else problem or f"no secrets key is configured: {SET_A_KEY}"
         self._warned = False
@@ -93,7 +96,7 @@ class Keyring:
 
     @property
     def available(self) -> bool:
-        return self._aead is not None
+        return self._key is not None
 
     @property
     def key_id(self) -> str:
@@ -112,6 +115,8 @@ class Keyring:
                 f"a secret was sealed with key {sealed.key_id}, not this process's key {self._key_id}: "
                 f"give it the key the secrets were written with ({KEY_VARIABLE})"
             )
+        from cryptography.exceptions import InvalidTag
+
         nonce, ciphertext = sealed.blob[:NONCE_BYTES], sealed.blob[NONCE_BYTES:]
         try:
             return aead.decrypt(nonce, ciphertext, _aad(belongs_to)).decode("utf-8")
@@ -121,13 +126,17 @@ class Keyring:
             ) from None
 
     def _usable(self) -> AESGCM:
-        if self._aead is None:
+        if self._key is None:
             if not self._warned:  # once: the refusals themselves say it to whoever asked
                 self._warned = True
                 log.warning(
                     "a secret was refused: no key", extra={"action": "secrets_key_missing", "error": self.problem}
                 )
             raise KeyUnavailable(self.problem)
+        if self._aead is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            self._aead = AESGCM(self._key)
         return self._aead
 
 
