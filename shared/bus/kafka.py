@@ -200,7 +200,7 @@ class KafkaSubscription:
         self._fetched: deque[Message] = deque()  # taken from the client, not handed out yet (not received)
         self._last_commit = 0.0
         self._paused = False
-        self._consumer.subscribe([topic], on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
@@ -265,6 +265,15 @@ class KafkaSubscription:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             log.warning("commit failed", extra={"action": "commit_failed", "error": repr(exc)})
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions given to this member take the subscription's pause state now. librdkafka keeps a partition's
+        pause across a rebalance: one paused, lost (a broker restart, a session timeout) while paused, and given
+        back after the subscription resumed (which found it unassigned) would stay paused for good, and the
+        executor would consume nothing from it again."""
+        consumer.incremental_assign(partitions)
+        if partitions:
+            (consumer.pause if self._paused else consumer.resume)(partitions)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         keys = [(p.topic, p.partition) for p in partitions]

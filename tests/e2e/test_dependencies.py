@@ -44,13 +44,18 @@ def local_servers(mongo_uri: str, etcd_endpoints: str, kafka_brokers: str) -> It
 
 @pytest.mark.timeout(600)
 def test_services_ride_out_dependency_outages(
-    local_servers: None, launch: Launch, mongo_store: MongoJobStore, mongo_db: Database[dict[str, object]]
+    local_servers: None,
+    launch: Launch,
+    mongo_store: MongoJobStore,
+    mongo_db: Database[dict[str, object]],
+    request: pytest.FixtureRequest,
 ) -> None:
     api_port = free_port()
     api = launch("api", API_PORT=str(api_port), **FAST)
     processes = [api, launch("scheduler", **FAST), launch("scheduler", **FAST), launch("reaper", **FAST)]
     processes += [launch("executor", "--type", t, **FAST) for t in ("noop", "slow")]
     http = httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=10)
+    request.addfinalizer(http.close)  # closed when the test fails too: a socket left open fails the next test
     wait_until(lambda: _status(http, "/readyz") == 200, 60, "the API to be ready")
 
     def create(n: int) -> None:
@@ -90,7 +95,6 @@ def test_services_ride_out_dependency_outages(
     wait_until(lambda: finished() == JOBS, 300, "every job to finish after the outages")
     exited = {p.name: p.process.returncode for p in processes if p.process.poll() is not None}
     assert exited == {}, "a service exited instead of waiting for its dependency"
-    http.close()
 
 
 def _status(http: httpx.Client, path: str) -> int:
