@@ -43,13 +43,17 @@ class CredentialsChecked:
         return self._store.create(new)
 
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
-        """Each job refused on its own, as the store refuses one: the others are written."""
+        """Each job refused on its own, as the store refuses one: the others are written. One look-up per tenant
+        for the whole batch (a batch of a thousand jobs naming credentials is not a thousand reads)."""
+        named = {i: _names(new.jobType, new.payload) for i, new in enumerate(news)}
+        wanted: dict[str, set[str]] = {}
+        for index, names in named.items():
+            wanted.setdefault(news[index].tenantId, set()).update(names.values())
+        missing = {tenant: self._credentials.store.missing(tenant, names) for tenant, names in wanted.items() if names}
         refused: dict[int, StoreError] = {}
-        for index, new in enumerate(news):
-            try:
-                self.check(new.tenantId, new.jobType, new.payload)
-            except CredentialMissing as exc:
-                refused[index] = exc
+        for index, names in named.items():
+            if (refusal := _refusal(names, missing.get(news[index].tenantId, set()))) is not None:
+                refused[index] = refusal
         kept = [new for index, new in enumerate(news) if index not in refused]
         written = iter(self._store.create_many(kept) if kept else [])
         return [refused[index] if index in refused else next(written) for index in range(len(news))]
@@ -71,17 +75,24 @@ class CredentialsChecked:
         return self._store.update_if_unmoved(job, fields)
 
     def check(self, tenant_id: str, job_type: str, payload: Any) -> None:
-        if job_type != HTTP_JOB_TYPE:
-            return
-        names = referenced(payload)
-        if not names:
-            return
-        missing = self._credentials.store.missing(tenant_id, set(names.values()))
-        for header, name in names.items():
-            if name in missing:
-                raise CredentialMissing(
-                    f"payload.headers.{header}: no credential named {name!r} (PUT /credentials/{name})"
-                )
+        names = _names(job_type, payload)
+        if names and (refusal := _refusal(names, self._credentials.store.missing(tenant_id, names.values()))):
+            raise refusal
+
+
+def _names(job_type: str, payload: Any) -> dict[str, str]:
+    """Header -> credential name, for each credential an http payload names (none for other types)."""
+    return referenced(payload) if job_type == HTTP_JOB_TYPE else {}
+
+
+def _refusal(names: dict[str, str], missing: set[str]) -> CredentialMissing | None:
+    """The refusal of the first header naming a credential in `missing`, or None."""
+    for header, name in names.items():
+        if name in missing:
+            return CredentialMissing(
+                f"payload.headers.{header}: no credential named {name!r} (PUT /credentials/{name})"
+            )
+    return None
 
 
 def credentials_checked(store: JobStore, credentials: Credentials) -> JobStore:

@@ -41,7 +41,7 @@ PROGRESS_PLUGIN = """
     @jobs.handler("report-progress")
     async def report_progress(payload: dict, ctx: jobsched.HandlerContext) -> None:
         ctx.report_progress(payload["progress"])
-        await asyncio.sleep(120)  # until the test cancels it
+        await asyncio.Event().wait()  # never set: the handler runs until the test cancels its job
 """
 
 
