@@ -73,7 +73,7 @@ cmd_install() {
   if tcp_open 127.0.0.1 2379; then default_was_open=1; fi
   apt_install etcd-server
   command -v etcd >/dev/null 2>&1 || die "etcd-server installed but 'etcd' is not on PATH (expected /usr/bin/etcd)"
-  log "installed $(etcd --version 2>/dev/null | head -n 1)"
+  log "installed $(etcd --version 2>/dev/null | first_lines 1)"
   # The package ships etcd.service and /etc/init.d/etcd, and its postinst starts the default instance
   # (127.0.0.1:2379/2380, data /var/lib/etcd/default) unless policy-rc.d forbids it (Docker-style images ship
   # one that does) or there is no init. It does not clash with our ports, but don't leave a stray server behind.

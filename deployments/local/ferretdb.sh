@@ -63,8 +63,8 @@ build_ferretdb() {
     GOBIN="$tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false nice go install -p 2 -trimpath \
       "$FDB_MODULE/cmd/ferretdb@$FDB_VERSION" >"$tmp/build.log" 2>&1 ||
       { cat "$tmp/build.log" >&2; die "go install $FDB_MODULE/cmd/ferretdb@$FDB_VERSION failed (Go module proxy reachable?)"; }
-    "$tmp/ferretdb" --version 2>&1 | grep -q "version: $FDB_VERSION" ||
-      die "the built binary does not report version $FDB_VERSION: $("$tmp/ferretdb" --version 2>&1 | head -n 3)"
+    output_has "version: $FDB_VERSION" "$tmp/ferretdb" --version ||
+      die "the built binary does not report version $FDB_VERSION: $("$tmp/ferretdb" --version 2>&1 | first_lines 3)"
     mkdir -p "$(dirname "$bin")"
     mv -f "$tmp/ferretdb" "$bin"
     log "built FerretDB $FDB_VERSION in $(( ($(now_ms) - t0) / 1000 ))s"

@@ -28,7 +28,7 @@ MVN_DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 POM="$LOCAL_DIR/kafka/pom.xml"
 [ -f "$POM" ] || die "missing $POM"
-KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | head -n1)"
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | first_lines 1)"
 [ -n "$KAFKA_VERSION" ] || die "no <kafka.version> in $POM"
 POM_SHA="$(sha256sum "$POM" | cut -d' ' -f1)"
 KAFKA_HOME="$JOBSCHED_CACHE/kafka/$KAFKA_VERSION"
@@ -97,7 +97,7 @@ cmd_install() {
 broker_pid_ours() {
   is_running kafka || return 1
   local pid; pid="$(cat "$PID_FILE")"
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $PROPS"
+  cmdline_has "$pid" "kafka.Kafka $PROPS"
 }
 
 # Readiness: the port accepts connections AND the broker answers a metadata request listing itself AND
@@ -186,7 +186,7 @@ ensure_formatted() {
 adopt_or_refuse() {
   local port="$1" pid
   pid="$(port_pid "$port")"
-  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $PROPS"; then
+  if [ -n "$pid" ] && cmdline_has "$pid" "kafka.Kafka $PROPS"; then
     log "adopting running broker pid $pid (its pid file was missing or stale)"
     echo "$pid" >"$PID_FILE"
     return 0

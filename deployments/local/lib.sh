@@ -13,6 +13,27 @@ mkdir -p "$JOBSCHED_CACHE" "$JOBSCHED_RUN_DIR"
 log() { printf '[%s] %s\n' "${SERVER_NAME:-local}" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "${SERVER_NAME:-local}" "$*" >&2; exit 1; }
 
+# Under pipefail a pipe into a reader that stops early (`grep -q`, `head`) fails whenever the writer is still
+# writing when the reader exits: the writer dies of SIGPIPE and the pipeline's status is its 141, match or not.
+# These helpers read everything first (tests/deployments/test_local_scripts.py refuses such pipes).
+
+# output_has TEXT CMD...: true when CMD's output (stdout and stderr) contains TEXT; CMD's own status is ignored.
+output_has() {
+  local text="$1" out; shift
+  out="$("$@" 2>&1)" || true
+  [[ "$out" == *"$text"* ]]
+}
+
+# cmdline_has PID TEXT: true when process PID is alive and its command line contains TEXT.
+cmdline_has() {
+  local cmdline
+  cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *"$2"* ]]
+}
+
+# first_lines N: the first N lines of stdin, read to its end (unlike head, so the writer never meets SIGPIPE).
+first_lines() { awk -v n="$1" 'NR <= n'; }
+
 # require_cmd CMD HINT: fail with a precise message when a prerequisite is missing.
 require_cmd() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found: $2"; }
 
@@ -86,7 +107,7 @@ tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 # port_pid PORT: the pid of the process listening on TCP PORT (empty when it cannot be found out).
 port_pid() {
   command -v ss >/dev/null 2>&1 || return 0
-  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | first_lines 1
 }
 
 # port_holder PORT: "pid N (command line)" of the process listening on PORT, for error messages.

@@ -35,7 +35,7 @@ ready() { curl -sf --max-time 2 -o /dev/null "$PROM_URL/-/ready"; }
 our_pid() {
   is_running prometheus || return 1
   local pid; pid="$(cat "$(pid_file prometheus)")"
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--config.file=$PROM_CONFIG" || return 1
+  cmdline_has "$pid" "--config.file=$PROM_CONFIG" || return 1
   echo "$pid"
 }
 
@@ -46,7 +46,7 @@ cmd_install() {
   if tcp_open 127.0.0.1 9090; then default_was_open=1; fi
   apt_install prometheus
   command -v prometheus >/dev/null 2>&1 || die "package prometheus installed but 'prometheus' is not on PATH"
-  log "installed $(prometheus --version 2>&1 | head -n 1)"
+  log "installed $(prometheus --version 2>&1 | first_lines 1)"
   # Like etcd-server, the package's postinst may start its default instance (:9090) where an init system lets
   # it; this script runs its own, so don't leave a second one behind.
   if [ "$default_was_open" -eq 0 ] && tcp_open 127.0.0.1 9090; then

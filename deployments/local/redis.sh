@@ -22,7 +22,7 @@ cmd_install() {
   if tcp_open 127.0.0.1 6379; then default_was_open=1; fi
   apt_install redis-server
   command -v redis-server >/dev/null 2>&1 || die "redis-server installed but not on PATH (expected /usr/bin/redis-server)"
-  log "installed $(redis-server --version | head -n 1)"
+  log "installed $(redis-server --version | first_lines 1)"
   # The package's postinst starts a default instance on 127.0.0.1:6379 where an init system lets it; the
   # benchmark never uses it, so don't leave a stray server behind.
   if [ "$default_was_open" -eq 0 ] && tcp_open 127.0.0.1 6379; then

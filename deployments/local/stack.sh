@@ -83,7 +83,7 @@ leader_port() {
   local name service port
   while read -r name service port _; do
     [ "$service" = scheduler ] || continue
-    if curl -sf --max-time 2 "http://127.0.0.1:$port/metrics" | grep -q '^scheduler_is_leader 1'; then
+    if output_has $'\nscheduler_is_leader 1' curl -sf --max-time 2 "http://127.0.0.1:$port/metrics"; then
       echo "$port"
       return 0
     fi

@@ -119,3 +119,51 @@ def test_every_vendored_source_is_the_one_its_checksum_names() -> None:
         assert re.search(rf"^\| {re.escape(name)} \|.*\| {digest} \|$", readme, re.MULTILINE), name
     shipped = {p.name for p in (LOCAL_DIR / "vendor").glob("*.tar.gz")}
     assert shipped == {name for name, _ in sources}
+
+
+SHELL_SCRIPTS = (*sorted(LOCAL_DIR.glob("*.sh")), REPO_ROOT / ".ci" / "run")
+# A pipe into a reader that may exit before its writer has written everything.
+EARLY_EXIT_READER = re.compile(r"\|\s*(head\b|grep\s+(-[A-Za-z]*[qm]|--quiet|--max-count))")
+
+
+def test_no_check_pipes_into_a_reader_that_stops_early() -> None:
+    """Under pipefail, `cmd | grep -q` fails when grep exits at its match while cmd still writes (SIGPIPE, 141):
+    ferretdb.sh's version check failed so about one first run in three. lib.sh's helpers read to the end."""
+    offenders = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in SHELL_SCRIPTS
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if not line.lstrip().startswith("#") and EARLY_EXIT_READER.search(line)
+    ]
+    assert offenders == []
+
+
+def lib_sh(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run SCRIPT in bash after sourcing lib.sh (which sets -euo pipefail), with its dirs under tmp_path."""
+    return subprocess.run(
+        ["bash", "-c", f'source "{LOCAL_DIR / "lib.sh"}"\n{script}'],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JOBSCHED_CACHE": str(tmp_path / "cache")},
+        timeout=30,
+        check=False,
+    )
+
+
+def test_output_checks_hold_when_the_command_writes_on_after_the_match(tmp_path: Path) -> None:
+    # The version line first, then far more than a pipe holds: a reader that quits at the match kills the writer.
+    chatty = tmp_path / "chatty"
+    chatty.write_text("#!/bin/sh\necho 'version: v2.7.0'\nseq 1 300000\n")
+    chatty.chmod(0o755)
+    result = lib_sh(
+        f'output_has "version: v2.7.0" "{chatty}" --version && echo found\n'
+        f'output_has "version: v2.8.0" "{chatty}" --version || echo absent\n'
+        f'echo "first: $("{chatty}" | first_lines 1)"\n'
+        f"cmdline_has $$ bash && echo self\n"
+        f"cmdline_has 999999999 bash || echo gone\n",
+        tmp_path,
+    )
+    assert (result.returncode, result.stdout.split("\n")) == (
+        0,
+        ["found", "absent", "first: version: v2.7.0", "self", "gone", ""],
+    ), result.stderr
