@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make dev          the whole product in one process (SQLite, no server needed) on 127.0.0.1:8080"
 	@echo "make test         install, start etcd + Kafka + FerretDB 2, run every test tier, stop the servers"
-	@echo "make test-fast    the tests that need no server (unit, and the embedded half of the contract suites)"
+	@echo "make test-fast    the tests that need no server: unit, and the SQLite / in-process half of contract and integration"
 	@echo "make lint         ruff and mypy (strict)"
 	@echo "make up / down    the distributed stack as real processes (servers, API, 2 schedulers, executors, reaper)"
 	@echo "make servers-up / servers-down   only etcd + Kafka + FerretDB 2, for running pytest by hand"
@@ -50,7 +50,7 @@ test: install
 
 test-fast: install
 	@bash deployments/local/test-tools.sh
-	.venv/bin/pytest -m "not integration and not e2e" $(PYTEST_ARGS)
+	.venv/bin/pytest -m "not servers and not e2e" $(PYTEST_ARGS)
 
 lint: install
 	.venv/bin/ruff check .

@@ -24,7 +24,9 @@ from shared.model import Job
 from shared.store import transitions
 from shared.store.base import SchedulerStore
 from shared.store.fair_claims import Claim
-from shared.store.mongo import CLAIM_ORDER, MongoJobStore, due_runs_filter, job_from_document
+from shared.store.mongo import MongoJobStore
+from shared.store.mongo.claims import CLAIM_ORDER, due_runs_filter
+from shared.store.mongo.codecs import job_from_document
 
 ClaimNext = Callable[[datetime, Collection[str]], "Job | None"]
 

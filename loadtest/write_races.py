@@ -31,8 +31,8 @@ from pymongo.errors import OperationFailure
 from loadtest.benchkit import drop_database, scratch_database, seed_due_jobs, unique_name
 from loadtest.reference import MongoClaimNext
 from shared.model import Job, Outcome, utc_now
-from shared.store.base import AttemptResult, AttemptTaken, StartHint, TransitionRefused
-from shared.store.mongo import MongoJobStore
+from shared.store.base import AttemptResult, AttemptStart, AttemptTaken, StartHint, TransitionRefused, only_answer
+from shared.store.mongo import MongoJobStore, schema
 
 LEASE = timedelta(minutes=5)
 BATCH = 7
@@ -66,7 +66,9 @@ def store_worker(uri: str, database: str, worker: str, taken: Counter[str], erro
 def run_attempt(store: MongoJobStore, job: Job, worker: str, errors: Errors) -> None:
     try:
         hint = StartHint(job.claimToken or "", job.next_attempt)
-        started = store.start_attempt(job.id, job.jobType, worker, utc_now() + LEASE, hint)
+        started = only_answer(
+            store.start_attempts([AttemptStart(job.id, job.jobType, worker, utc_now() + LEASE, hint)])
+        )
         now = utc_now()
         store.finish_attempt(started, AttemptResult(Outcome.SUCCEEDED, startedAt=now, finishedAt=now))
     except (AttemptTaken, TransitionRefused):
@@ -136,14 +138,14 @@ def upgrade_once(uri: str, replicas: int, retried: bool, errors: Errors) -> int:
             if retried:
                 store.ensure_schema()
             else:
-                store._create_indexes()
+                schema.migrate(store.database)
         except OperationFailure as exc:
             errors[("schema", exc.code, str(exc)[:60])] += 1
             return False
         return True
 
     try:
-        stores[0]._jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+        stores[0].database.jobs.create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
         with ThreadPoolExecutor(replicas) as pool:
             return sum(pool.map(upgrade, stores))
     finally:

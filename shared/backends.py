@@ -118,41 +118,43 @@ def sqlite_path(url: str) -> str:
 
 def sqlite_backend(store: SqliteJobStore, keyring: Keyring | None = None) -> Backend:
     """The parts beside an open SQLite store, in its file."""
-    from shared.http_jobs.credentials_sqlite import SqliteCredentials
-    from shared.http_jobs.secrets_sqlite import SqliteSigningSecrets
-    from shared.job_types.announcements_sqlite import SqliteJobTypes
-    from shared.keys.sqlite import SqliteKeyStore
-    from shared.store.browse_sqlite import SqliteBrowser
+    from shared.store.sqlite.browse import SqliteBrowser
+    from shared.store.sqlite.credentials import SqliteCredentials
+    from shared.store.sqlite.job_types import SqliteJobTypes
+    from shared.store.sqlite.keys import SqliteKeyStore
+    from shared.store.sqlite.signing_secrets import SqliteSigningSecrets
 
     keyring = keyring or Keyring.missing()
+    database = store.database
 
     return Backend(
-        url=sqlite_url(store.path),
+        url=sqlite_url(database.path),
         jobs=store,
-        job_types=SqliteJobTypes(store),
-        browser=SqliteBrowser(store),
-        open_keys=lambda: SqliteKeyStore(store.path),
-        signing_secrets=SqliteSigningSecrets(store, keyring),
-        credentials=Credentials(SqliteCredentials(store), keyring),
+        job_types=SqliteJobTypes(database),
+        browser=SqliteBrowser(database),
+        open_keys=lambda: SqliteKeyStore(database.path),
+        signing_secrets=SqliteSigningSecrets(database, keyring),
+        credentials=Credentials(SqliteCredentials(database), keyring),
     )
 
 
 def mongo_backend(store: MongoJobStore, keyring: Keyring | None = None) -> Backend:
     """The parts beside an open MongoDB store, in its database, over its client."""
-    from shared.http_jobs.credentials_mongo import MongoCredentials
-    from shared.http_jobs.secrets_mongo import MongoSigningSecrets
-    from shared.job_types.announcements_mongo import MongoJobTypes
-    from shared.keys.mongo import MongoKeyStore
-    from shared.store.browse_mongo import MongoBrowser
+    from shared.store.mongo.browse import MongoBrowser
+    from shared.store.mongo.credentials import MongoCredentials
+    from shared.store.mongo.job_types import MongoJobTypes
+    from shared.store.mongo.keys import MongoKeyStore
+    from shared.store.mongo.signing_secrets import MongoSigningSecrets
 
     keyring = keyring or Keyring.missing()
+    database = store.database
 
     return Backend(
-        url=store.described,
+        url=database.described,
         jobs=store,
-        job_types=MongoJobTypes(store),
-        browser=MongoBrowser(store),
-        open_keys=lambda: MongoKeyStore(store.client, store.database),
-        signing_secrets=MongoSigningSecrets(store, keyring),
-        credentials=Credentials(MongoCredentials(store), keyring),
+        job_types=MongoJobTypes(database),
+        browser=MongoBrowser(database),
+        open_keys=lambda: MongoKeyStore(database),
+        signing_secrets=MongoSigningSecrets(database, keyring),
+        credentials=Credentials(MongoCredentials(database), keyring),
     )

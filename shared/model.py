@@ -38,23 +38,6 @@ CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.BUFFERED})
 # A run of a template that is not final yet: what the overlap policies look at.
 NOT_FINAL = frozenset(set(Status) - TERMINAL)
 
-# Every status change a component may make. Anything else is a bug or a race lost, and the store refuses it.
-TRANSITIONS: dict[Status, frozenset[Status]] = {
-    # dlq: a template gone bad; completed: a template whose schedule ended (endAt, remainingRuns)
-    Status.PENDING: frozenset({Status.QUEUED, Status.CANCELLED, Status.DLQ, Status.COMPLETED}),
-    Status.BUFFERED: frozenset({Status.PENDING, Status.CANCELLED}),
-    Status.QUEUED: frozenset({Status.CLAIMED, Status.PENDING, Status.CANCELLED}),
-    Status.CLAIMED: frozenset({Status.RUNNING, Status.PENDING, Status.DLQ, Status.CANCELLED}),
-    Status.RUNNING: frozenset({Status.COMPLETED, Status.PENDING, Status.DLQ, Status.CANCELLED}),
-    Status.COMPLETED: frozenset(),
-    Status.DLQ: frozenset({Status.PENDING}),  # an operator's re-drive
-    Status.CANCELLED: frozenset(),
-}
-
-
-def can_transition(current: Status, target: Status) -> bool:
-    return target in TRANSITIONS[current]
-
 
 def effective_max_attempts(requested: int | None, type_default: int | None = None) -> int:
     """maxAttempts defaults, when missing or not positive, to the job type's registered default, else to 3 (the
@@ -184,7 +167,7 @@ class Job(TemplatePolicy):
     def to_wire(self) -> dict[str, Any]:
         """The JSON body the API returns: RFC 3339 UTC times, optional fields only when set; `runs` beside
         `attempts` (a run's only), and a lease only while it holds (a finished job's would read as live)."""
-        wire = _wire(self)
+        wire = wire_fields(self)
         if not self.is_template:
             wire["runs"] = self.runs
         if self.status not in _LEASED:
@@ -221,10 +204,10 @@ class Execution:
     result: Any = None  # what the handler returned (small JSON), or an HTTP job's response summary
 
     def to_wire(self) -> dict[str, Any]:
-        return _wire(self)
+        return wire_fields(self)
 
 
-def _wire(obj: Any) -> dict[str, Any]:
+def wire_fields(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in sorted(fields(obj), key=lambda f: f.name in _POLICY_FIELDS):  # the job's own fields first
         value = getattr(obj, f.name)

@@ -3,7 +3,9 @@
 Servers come from MONGO_URI / KAFKA_BROKERS / ETCD_ENDPOINTS when set (as `make test` and CI do); otherwise
 the session starts the local real servers with the scripts in deployments/local/ and stops the ones it
 started. Every test gets its own database name, topic prefix and etcd key prefix, so tests never see each
-other's data. Tests under tests/<tier>/ get the <tier> marker; `pytest -m unit` needs no server.
+other's data. Tests under tests/<tier>/ get the <tier> marker. A test that reaches a server gets the `servers`
+marker from the fixtures it uses (pytest_collection_modifyitems below), so `pytest -m "not servers"` needs none:
+that is `make test-fast`, which runs the SQLite half of every test parametrized over the stores.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tests.support import ServiceProcess, delete_topics
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCAL_SCRIPTS = REPO_ROOT / "deployments" / "local"
 TIERS = ("unit", "contract", "integration", "e2e")
+# The fixtures that reach a real server; every fixture that talks to one depends on one of them.
+SERVER_FIXTURES = frozenset({"mongo_uri", "kafka_brokers", "etcd_endpoints"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,6 +36,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = Path(str(item.path)).relative_to(REPO_ROOT / "tests").parts
         if parts and parts[0] in TIERS:
             item.add_marker(getattr(pytest.mark, parts[0]))
+        # fixturenames is the whole closure of the item's fixtures, so a test is marked by the server fixture it
+        # reaches through any other (one chosen at run time by a parameter: see _servers_marked).
+        if isinstance(item, pytest.Function) and SERVER_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.servers)
+
+
+@pytest.fixture(autouse=True)
+def _servers_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that reached a server without the `servers` marker: a fixture parametrized over backends
+    asks for the server's fixture at run time (request.getfixturevalue), which collection cannot see, so that
+    parameter carries the marker itself (`pytest.param("mongo", marks=pytest.mark.servers)`), checked here."""
+    yield
+    reached = SERVER_FIXTURES.intersection(request.fixturenames)
+    if reached and request.node.get_closest_marker("servers") is None:
+        pytest.fail(
+            f"{request.node.nodeid} reached {', '.join(sorted(reached))} without the servers marker: "
+            "give the parameter that chose the server marks=pytest.mark.servers",
+            pytrace=False,
+        )
 
 
 def _script(server: str, command: str) -> str:

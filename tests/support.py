@@ -23,7 +23,7 @@ from shared.backends import Backend, mongo_backend, sqlite_backend
 from shared.bus.base import Wakeup
 from shared.model import Job, Status
 from shared.sealing import Keyring
-from shared.store.base import JobStore
+from shared.store.base import AttemptStart, ExecutorStore, JobStore, only_answer
 from shared.store.browse import JobQuery
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
@@ -177,3 +177,9 @@ def backend_beside(store: JobStore, keyring: Keyring | None = None) -> Backend:
 def tenant_jobs(store: JobStore, tenant_id: str, status: Status | None = None, limit: int = 100) -> list[Job]:
     """A tenant's jobs, newest first, as GET /jobs lists them (the console reader beside the store)."""
     return backend_beside(store).browser.page(tenant_id, JobQuery(status=status, limit=limit))
+
+
+def start_one(store: ExecutorStore, start: AttemptStart) -> Job:
+    """One wake-up's start as an executor makes it (start_attempts with a batch of one): the running job, or
+    the store's refusal raised."""
+    return only_answer(store.start_attempts([start]))

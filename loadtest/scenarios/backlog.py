@@ -23,7 +23,7 @@ from loadtest.reference import ClaimNext, MongoClaimNext, store_claim_next
 from shared.backends import open_backend, sqlite_url
 from shared.model import utc_now
 from shared.store.base import JobStore
-from shared.store.mongo import due_runs_filter as claim_filter  # the exact filter of both claims
+from shared.store.mongo.claims import due_runs_filter as claim_filter  # the exact filter of both claims
 
 JOB_TYPES = ("noop",)
 GROWS_FACTOR = 2.0  # a claim this many times slower at the largest backlog than at the smallest "grows"

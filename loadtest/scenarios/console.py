@@ -26,9 +26,10 @@ from typing import Any
 from loadtest.benchkit import Scenario, envelope, ratio
 from shared.backends import open_backend, sqlite_url
 from shared.model import Outcome, Status, utc_now
-from shared.store.base import AttemptResult, NewJob
+from shared.store.base import AttemptResult, AttemptStart, NewJob, only_answer
 from shared.store.browse import JobQuery, PageCursor
-from shared.store.sqlite import ENDED_SQL, FAILED_SQL, TEMPLATES_SQL, _from_ms, _to_job, _to_ms
+from shared.store.sqlite.codecs import from_ms, to_job, to_ms
+from shared.store.sqlite.schema import ENDED_SQL, FAILED_SQL, TEMPLATES_SQL
 
 TENANT = "console-bench"
 PAGE = 50
@@ -86,7 +87,7 @@ def seed(path: Path, count: int, dlq_share: float) -> None:
     finally:
         store.close()
     dead_every = max(int(1 / dlq_share), 1)
-    now = _to_ms(utc_now())
+    now = to_ms(utc_now())
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE jobs SET status = ?, updatedAt = ? WHERE rowid % 10 != 0", (Status.COMPLETED.value, now))
         for k, error in enumerate(ERRORS):
@@ -115,7 +116,7 @@ def reads(path: Path, count: int, repeat: int) -> tuple[dict[str, float], dict[s
                 "SELECT createdAt, id FROM jobs WHERE tenantId = ? ORDER BY createdAt DESC, id DESC LIMIT 1 OFFSET ?",
                 (TENANT, depth - 1),
             ).fetchone()
-            at_depth = PageCursor(_from_ms(created), job_id)
+            at_depth = PageCursor(from_ms(created), job_id)
             deep = browser.page(TENANT, JobQuery(limit=PAGE, before=at_depth))
             by_offset = conn.execute(offset_sql, (TENANT, PAGE, depth)).fetchall()
             assert [r[0] for r in by_offset] == [j.id for j in deep], "the cursor's page is not the offset's"
@@ -128,10 +129,10 @@ def reads(path: Path, count: int, repeat: int) -> tuple[dict[str, float], dict[s
                 "counts_ms": median_ms(lambda: browser.counts(None, since), repeat),
                 "dlq_groups_ms": median_ms(lambda: browser.dlq_groups(None, 100), repeat),
             }
-            recent = [_to_ms(since)]
+            recent = [to_ms(since)]
             baseline = {
                 "deep_page_offset_ms": median_ms(
-                    lambda: [_to_job(r) for r in conn.execute(offset_sql, (TENANT, PAGE, depth))], repeat
+                    lambda: [to_job(r) for r in conn.execute(offset_sql, (TENANT, PAGE, depth))], repeat
                 ),
                 "counts_unindexed_ms": median_ms(
                     lambda: [conn.execute(sql, recent if "?" in sql else []).fetchall() for sql in UNINDEXED_COUNTS],
@@ -158,7 +159,8 @@ def lifecycle_rate(path: Path, jobs: int, with_console_indexes: bool) -> float:
         for n in range(jobs):
             store.create(NewJob(f"life-{n}", TENANT, "noop", utc_now() - timedelta(seconds=1)))
             [job] = store.claim_due_jobs(utc_now(), 1, {"noop"})
-            running = store.start_attempt(job.id, job.jobType, "bench", utc_now() + timedelta(minutes=5))
+            start = AttemptStart(job.id, job.jobType, "bench", utc_now() + timedelta(minutes=5))
+            running = only_answer(store.start_attempts([start]))
             now = utc_now()
             outcome = Outcome.FAILED if n % 10 == 0 else Outcome.SUCCEEDED
             store.finish_attempt(running, AttemptResult(outcome, now, now, "bench failure"))

@@ -7,7 +7,7 @@ attempt's startedAt), p50/p99/max, and how many of A's jobs were still pending a
 outlast the measurement for the figure to mean anything). Baseline in the same run, measured once: the line of
 queued wake-ups unbounded (DISPATCH_AHEAD far above the backlog), the bound that matters with Kafka; in one
 process the bus's turns by tenant keep B's wait short even so. The code before tenants took turns is measured by
-running this scenario against that revision (docs/performance.md). Target: p99 <= 100 ms over 200 repetitions."""
+running this scenario against that revision (docs/performance-log.md). Target: p99 <= 100 ms over 200 repetitions."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.embedded import count_status
 from loadtest.scenarios.lateness import lateness_figures, lateness_ms
 from shared.model import Status, utc_now
-from shared.store.sqlite import _from_ms
+from shared.store.sqlite.codecs import from_ms
 
 KEY_PREFIX = "late"
 LEAD_S = 2.0  # from the move to the first due job
@@ -43,13 +43,13 @@ def move_to(path: Path, first_due: datetime, parked: datetime) -> None:
 def read_times(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         scheduled = {
-            job_id: _from_ms(at)
+            job_id: from_ms(at)
             for job_id, at in conn.execute(
                 "SELECT id, scheduledAt FROM jobs WHERE idempotencyKey LIKE ?", (f"{KEY_PREFIX}-%",)
             )
         }
         started = {
-            job_id: _from_ms(at)
+            job_id: from_ms(at)
             for job_id, at in conn.execute(
                 "SELECT jobId, startedAt FROM executions WHERE attempt = 1 AND startedAt IS NOT NULL"
             )

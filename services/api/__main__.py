@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from services.api.app import create_app
 from services.api.auth.api_auth import api_auth
-from services.api.http.request_limits import ApiLimits
-from services.api.http.same_origin import allowed_hosts
-from services.api.http.server import bind, make_server
+from services.api.http.server import bind
+from services.api.wiring import api_server
 from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
-from shared.job_types.known import KnownTypes
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeSender
@@ -23,26 +20,13 @@ def main() -> None:
     configure_logging("api", settings.log_level, settings.log_format)
     backend = backend_from_settings(settings)
     auth = api_auth(settings, backend.open_keys)
-    limits = ApiLimits.from_settings(settings)
     listener = bind(settings.api_host, settings.api_port, "API")
     serve_metrics(settings.metrics_host, settings.metrics_port)
     nudge = NudgeSender(settings.nudge_targets) if settings.nudge_targets else None
-    known = KnownTypes(
-        backend.job_types,
-        local=builtin_types(demo=settings.demo_job_types),
-        configured=settings.job_types,
-        retention=settings.job_type_retention,
+    server = api_server(
+        settings, backend, auth, local_types=builtin_types(demo=settings.demo_job_types), on_due_job=nudge
     )
-    app = create_app(
-        backend,
-        auth,
-        limits,
-        on_due_job=nudge,
-        due_within=settings.claim_lookahead,
-        known_types=known,
-        allowed_hosts=allowed_hosts(settings),
-    )
-    make_server(app, settings.api_host, settings.api_port, limits).run(sockets=[listener])
+    server.run(sockets=[listener])
 
 
 if __name__ == "__main__":

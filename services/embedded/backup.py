@@ -28,7 +28,7 @@ from services.embedded.commands import DB_VARIABLE, service_database
 from services.embedded.node import DatabaseInUse, lock_database
 from shared.cli import OneLineParser, one_line_errors
 from shared.model import TERMINAL
-from shared.store.sqlite import create_private
+from shared.store.sqlite.database import create_private
 
 SET_ASIDE = ".before-restore"
 

@@ -27,7 +27,6 @@ import stat
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -35,14 +34,11 @@ from typing import IO
 import uvicorn
 
 from jobsched.handlers import JobTypes
-from services.api.app import create_app
 from services.api.auth.api_auth import api_auth
-from services.api.http.request_limits import ApiLimits
-from services.api.http.same_origin import allowed_hosts
-from services.api.http.server import bind, make_server
-from services.executor.attempt_runner import AttemptRunner
+from services.api.http.server import bind
+from services.api.wiring import api_server
 from services.executor.declared_schedules import announcer_with_schedules
-from services.executor.executor import Executor
+from services.executor.wiring import attempt_runner, executor, with_http_jobs
 from services.reaper import sweeper
 from services.reaper.retention import Retention
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
@@ -52,9 +48,6 @@ from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
-from shared.http_jobs.job_type import http_job_types
-from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
-from shared.job_types.known import KnownTypes
 from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
 from shared.metrics import serve_metrics
@@ -225,7 +218,6 @@ class Embedded:
 
     def _begin(self) -> None:
         settings, path = self.settings, self.path
-        limits = ApiLimits.from_settings(settings)
         # Ports first: a taken one ends the start before anything runs a job, or leaves a file behind (the lock,
         # the secrets key).
         self._listener = bind(settings.api_host, settings.api_port, "API")
@@ -252,9 +244,7 @@ class Embedded:
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
         job_type_registry = backend.job_types
-        if HTTP_JOB_TYPE not in self._handlers:  # served in every mode, beside the handlers given
-            http = http_job_types(settings, backend.signing_secrets, backend.credentials)
-            self._handlers = JobTypes([*self._handlers, *http])
+        self._handlers = with_http_jobs(self._handlers, settings, backend)
         bus = MemoryBus()
         job_types = self._handlers.names()  # one executor each: the built-ins and every plug-in's types
         bus.ensure_topics(job_types)
@@ -277,27 +267,11 @@ class Embedded:
             # Before the scheduler's first tick: its view of the live types is re-read only every second, and a
             # job created right after start (nudged, with a long tick) must find its type live.
             announcer.announce()
-            worker = AttemptRunner(
-                store,
-                bus,
-                self._handlers,
-                job_type,
-                f"{self._name}-{job_type}",
-                default_timeout=settings.job_timeout,
-                lease=settings.claim_timeout,
-                limits=partial(type_limits.in_force, job_type),
+            attempts = attempt_runner(
+                settings, backend, bus, self._handlers, job_type, f"{self._name}-{job_type}", type_limits
             )
-            executor = Executor(
-                worker,
-                bus.subscribe(job_type),
-                store,
-                concurrency=settings.executor_concurrency,
-                lease=settings.claim_timeout,
-                stop=self._stop,
-                heartbeat=settings.executor_heartbeat,
-                announcer=announcer,
-            )
-            executors.append(threading.Thread(target=executor.run, name=f"executor-{job_type}"))
+            loop = executor(attempts, bus.subscribe(job_type), settings, backend, stop=self._stop, announcer=announcer)
+            executors.append(threading.Thread(target=loop.run, name=f"executor-{job_type}"))
         reaper = threading.Thread(
             target=sweeper.run,
             name="reaper",
@@ -315,23 +289,9 @@ class Embedded:
         self._stop_scheduler = scheduler.request_stop
         for thread in self._threads:
             thread.start()
-        known_types = KnownTypes(
-            job_type_registry,
-            local=self._handlers,
-            configured=settings.job_types,
-            retention=settings.job_type_retention,
+        self._server = api_server(
+            settings, backend, auth, local_types=self._handlers, on_due_job=scheduler.nudge, on_ready=self._answering
         )
-        app = create_app(
-            backend,
-            auth,
-            limits,
-            on_due_job=scheduler.nudge,
-            due_within=settings.claim_lookahead,
-            known_types=known_types,
-            allowed_hosts=allowed_hosts(settings),
-            on_ready=self._answering,
-        )
-        self._server = make_server(app, settings.api_host, settings.api_port, limits)
 
     def _answering(self) -> None:
         self._ready.set()

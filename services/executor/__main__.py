@@ -7,22 +7,17 @@ import os
 import socket
 import sys
 import threading
-from functools import partial
 
 from confluent_kafka import KafkaException
 
-from services.executor.attempt_runner import AttemptRunner
 from services.executor.declared_schedules import announcer_with_schedules
-from services.executor.executor import Executor
+from services.executor.wiring import attempt_runner, executor, with_http_jobs
 from shared.backends import backend_from_settings
 from shared.bus.kafka import KafkaBus
 from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
-from shared.http_jobs.job_type import http_job_types
-from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
-from shared.job_types.limits import LimitsView
 from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.runtime import connect_bus, on_termination
@@ -46,8 +41,7 @@ def main() -> None:
     backend = backend_from_settings(settings)
     registry = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(registry, args.handlers, os.environ, parser.prog)
-    if HTTP_JOB_TYPE not in registry:
-        registry.include(http_job_types(settings, backend.signing_secrets, backend.credentials))
+    registry = with_http_jobs(registry, settings, backend)
     if not args.job_type or args.job_type not in registry:
         print(
             f"jobsched executor: unknown job type {args.job_type!r}; known types: {', '.join(registry.names())}",
@@ -63,33 +57,15 @@ def main() -> None:
         raise SystemExit(2) from None
     store = backend.jobs
     bus = connect_bus(settings)
-    worker = AttemptRunner(
-        store,
-        bus,
-        registry,
-        args.job_type,
-        worker_id,
-        default_timeout=settings.job_timeout,
-        lease=settings.claim_timeout,
-        limits=partial(LimitsView(backend.job_types, retention=settings.job_type_retention).in_force, args.job_type),
-    )
+    attempts = attempt_runner(settings, backend, bus, registry, args.job_type, worker_id)
     stop = threading.Event()
 
     on_termination(stop.set)
     serve_metrics(settings.metrics_host, settings.metrics_port)
     ensure_topic(bus, args.job_type, stop)  # before subscribing: a missing topic is only re-checked slowly
-    executor = Executor(
-        worker,
-        bus.subscribe(args.job_type),
-        store,
-        concurrency=settings.executor_concurrency,
-        lease=settings.claim_timeout,
-        stop=stop,
-        heartbeat=settings.executor_heartbeat,
-        announcer=announcer,
-    )
+    loop = executor(attempts, bus.subscribe(args.job_type), settings, backend, stop=stop, announcer=announcer)
     try:
-        executor.run()
+        loop.run()
     finally:
         bus.close()
         store.close()

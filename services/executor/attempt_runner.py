@@ -23,9 +23,16 @@ from prometheus_client import Counter
 
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
 from jobsched.limits import NO_LIMITS, Limits
-from jobsched.type_defaults import TypeDefaults
 from services.executor.attempt_results import bounded_snooze, kept_result
-from services.executor.handler_calls import Cancellation, Deadlines, Ending, call_plain, run_handler, settled, timed_out
+from services.executor.handler_calls import (
+    Cancellation,
+    Deadlines,
+    Ending,
+    call_plain,
+    run_async_handler,
+    settled,
+    timed_out,
+)
 from services.executor.progress import ProgressReports
 from shared import metrics
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
@@ -106,11 +113,6 @@ class AttemptRunner:
     def job_type(self) -> str:
         return self._job_type
 
-    @property
-    def defaults(self) -> TypeDefaults:
-        """The type's registered defaults, as its executors announce them."""
-        return self._handler.defaults
-
     def running(self) -> list[Job]:
         with self._lock:
             return [job for job, _ in self._running.values()]
@@ -141,12 +143,6 @@ class AttemptRunner:
             self._store.record_progress(reports)
         return len(reports)
 
-    def process(self, delivery: Delivery) -> None:
-        """Handle one delivery completely; the caller acknowledges it afterwards, whatever happened."""
-        job = self.start(delivery)
-        if job is not None:
-            self.record(job, self.run(job))
-
     def decode(self, delivery: Delivery) -> Wakeup | None:
         """The delivery's wake-up, or None for a malformed message (logged and counted as skipped)."""
         try:
@@ -154,12 +150,6 @@ class AttemptRunner:
         except BadMessage as exc:
             self._skip("bad_message", error=str(exc))
             return None
-
-    def start(self, delivery: Delivery) -> Job | None:
-        """Start the delivery's attempt: the running job, or None when the delivery is skipped or the store
-        stayed unavailable (see start_retrying)."""
-        wakeup = self.decode(delivery)
-        return self.start_retrying(wakeup) if wakeup is not None else None
 
     def start_many(self, wakeups: Sequence[Wakeup]) -> list[Job | StoreUnavailable | RateLimited | None]:
         """Start the wake-ups' attempts in one store call, trying once (the executor's poll loop calls it and
@@ -272,15 +262,13 @@ class AttemptRunner:
         else:
             self._skip("store_error", job_id=wakeup.jobId, error=str(refusal))
 
-    def run(self, job: Job) -> AttemptResult:
-        """Run the handler of a started attempt under its timeout (the job's, else the type's, else
-        JOB_TIMEOUT), a plain one on a handler thread of its own; never raises for the handler's sake."""
+    def _run_async(self, job: Job) -> AttemptResult:
+        """`run` for an async handler: on an event loop of this thread's own, cancelled at its deadline."""
         attempt = self._begin(job)
         try:
             handler = self._handler
-            ending = run_handler(
+            ending = run_async_handler(
                 self._handler_fn,
-                handler.is_async,
                 job.payload,
                 attempt.ctx,
                 attempt.timeout_s,
@@ -291,15 +279,14 @@ class AttemptRunner:
             self._leave(job)
         return self._result(attempt, ending)
 
-    def run_inline(
-        self, job: Job, deadlines: Deadlines, on_expiry: Callable[[AttemptResult], None]
-    ) -> AttemptResult | None:
-        """`run`, with a plain handler called on this thread and its timeout watched by `deadlines`: the result,
-        or None when the call overran its deadline: then `on_expiry` got the timeout's result (on another
-        thread, at the deadline) and this thread is to be abandoned."""
+    def run(self, job: Job, deadlines: Deadlines, on_expiry: Callable[[AttemptResult], None]) -> AttemptResult | None:
+        """Run the handler of a started attempt on this thread under its timeout (the job's, else the type's,
+        else JOB_TIMEOUT); never raises for the handler's sake. A plain handler's timeout is watched by
+        `deadlines`: the result, or None when the call overran its deadline: then `on_expiry` got the timeout's
+        result (on another thread, at the deadline) and this thread is to be abandoned."""
         handler = self._handler
         if handler.is_async:
-            return self.run(job)
+            return self._run_async(job)
         attempt = self._begin(job)
 
         def expire() -> None:
@@ -391,7 +378,7 @@ class AttemptRunner:
             self._skip("late_result", job_id=job.id, attempt=job.next_attempt)
             return
         self._processed_counter(result.outcome).inc()
-        duration_ms = round((result.finishedAt - result.startedAt).total_seconds() * 1000, 3)
+        duration_ms = result.duration_ms
         names = {
             Outcome.SUCCEEDED: "succeeded",
             Outcome.TIMEOUT: "timeout",

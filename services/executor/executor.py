@@ -221,7 +221,7 @@ class Executor:
         abandoned (it ends when the call returns)."""
         result = None
         try:
-            result = self._attempts.run_inline(job, self._deadlines, partial(self._expired, delivery, job))
+            result = self._attempts.run(job, self._deadlines, partial(self._expired, delivery, job))
             if result is None:
                 task.abandon()
                 return

@@ -78,27 +78,21 @@ def succeeded(returned: Any) -> Ending:
     return SUCCEEDED if returned is None else Ending(Outcome.SUCCEEDED, returned=returned)
 
 
-def run_handler(
+def run_async_handler(
     handler: HandlerFn,
-    is_async: bool,
     payload: Payload,
     ctx: HandlerContext,
     timeout_s: float,
     cancellation: Cancellation,
     rule: RetryRule = RETRY_ALL,
 ) -> Ending:
-    """How the attempt ended. Never raises: a handler's failure is the attempt's, not ours. `rule`: the job
-    type's, which decides whether what the handler raised is retried.
+    """How an async handler's attempt ended, run to its end on an event loop of this thread's own. Never raises: a
+    handler's failure is the attempt's, not ours. `rule`: the job type's, which decides whether what the handler
+    raised is retried.
 
-    Async handlers are cancelled at the deadline or on a cancellation request. A plain function cannot be
-    interrupted in Python, so it runs on a handler thread of its own, sees the request in `ctx.cancelled`, and
-    is abandoned at the deadline: its eventual result is ignored. Once cancellation was requested, any end but
-    a success is `cancelled`; a handler that ignored the request and succeeded has its success recorded."""
-    if is_async:
-        ending = _run_async(handler, payload, ctx, timeout_s, cancellation, rule)
-    else:
-        ending = _run_sync(handler, payload, ctx, timeout_s, rule)
-    return settled(ending, cancellation)
+    The handler is cancelled at the deadline or on a cancellation request. Once cancellation was requested, any
+    end but a success is `cancelled`; a handler that ignored the request and succeeded has its success recorded."""
+    return settled(_run_async(handler, payload, ctx, timeout_s, cancellation, rule), cancellation)
 
 
 def settled(ending: Ending, cancellation: Cancellation) -> Ending:
@@ -114,32 +108,14 @@ def timed_out(timeout_s: float) -> Ending:
 
 
 def call_plain(handler: HandlerFn, payload: Payload, ctx: HandlerContext, rule: RetryRule = RETRY_ALL) -> Ending:
-    """A plain handler's call on the current thread: how it ended before any deadline or cancellation."""
+    """A plain handler's call on the current thread: how it ended before any deadline or cancellation. A plain
+    function cannot be interrupted in Python, so it runs on its attempt's handler thread, sees a cancellation
+    request in `ctx.cancelled`, and is abandoned at its deadline (`Deadlines`): its eventual result is ignored."""
     try:
         returned = not_a_coroutine(handler(payload, ctx), ctx.job_type)
     except BaseException as exc:
         return failed(exc, rule)
     return succeeded(returned)
-
-
-def _run_sync(handler: HandlerFn, payload: Payload, ctx: HandlerContext, timeout_s: float, rule: RetryRule) -> Ending:
-    box: list[Ending] = []
-    # Released when the call has returned: a held lock is the cheapest one-shot signal (an Event is a
-    # condition, a lock and a list of waiters, each built anew per call).
-    done = threading.Lock()
-    done.acquire()
-
-    def call(_: Task) -> None:
-        try:
-            box.append(call_plain(handler, payload, ctx, rule))
-        finally:
-            done.release()
-
-    task = HandlerThreads.run(call)
-    if not done.acquire(timeout=timeout_s) or not box:
-        task.abandon()
-        return timed_out(timeout_s)
-    return box[0]
 
 
 @dataclass(eq=False)
@@ -247,15 +223,6 @@ class HandlerThreads:
     # An executor has up to (1 + RECORD_BACKLOG_PER_SLOT) calls per handler slot in flight; idle threads cost
     # little memory, a new one a thread start.
     MAX_IDLE: ClassVar = 1024
-
-    @classmethod
-    def run(cls, call: Callable[[Task], None]) -> Task:
-        """Queue the call for the next free thread (starting one if none is free), which calls it with its own
-        task (to abandon itself); RuntimeError when a thread was needed and could not be started (then the call
-        is not queued)."""
-        if cls.reserve(1) == 0:
-            raise RuntimeError("no handler thread could be started")
-        return cls.run_reserved(call)
 
     @classmethod
     def reserve(cls, count: int) -> int:

@@ -90,7 +90,8 @@ def stored_time(now: datetime) -> datetime:
 
 
 class CredentialStore(Protocol):
-    """Where sealed values are kept, beside the job store (credentials_sqlite.py, credentials_mongo.py)."""
+    """Where sealed values are kept, beside the job store (credentials.py of shared/store/sqlite/ and of
+    shared/store/mongo/)."""
 
     def put(self, tenant_id: str, name: str, sealed: Sealed, now: datetime) -> tuple[CredentialInfo, bool]:
         """Set the credential: made (True), or its value replaced (False; createdAt kept). TooManyCredentials when

@@ -5,7 +5,8 @@ modules. Executors announce the types they serve with a heartbeat (each announce
 executor renews before it passes); the API accepts jobs of announced types and the scheduler claims jobs of
 types with a live executor. One record per (type, executor): every executor writes only its own records, so
 no two writers ever update the same document (an update there is not atomic on every Mongo-compatible
-server). Implementations: job_types_sqlite.py, job_types_mongo.py; contract: tests/contract/test_type_registry.py.
+server). Implementations: job_types.py of shared/store/sqlite/ and of shared/store/mongo/; contract:
+tests/contract/test_type_registry.py.
 """
 
 from __future__ import annotations

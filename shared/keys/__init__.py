@@ -1,1 +1,2 @@
-"""API keys: the KeyStore seam (base.py) with MongoDB and SQLite implementations, and the key format."""
+"""API keys: the KeyStore seam (base.py), kept by each store's keys.py (shared/store/sqlite/, .../mongo/), and the
+key format."""

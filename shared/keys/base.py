@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shared.model import _wire
+from shared.model import wire_fields
 from shared.store.base import StoreError
 
 
@@ -44,7 +44,7 @@ class ApiKey:
 
     def to_wire(self) -> dict[str, Any]:
         """What a listing shows: everything but the digest; times RFC 3339, unset fields omitted."""
-        return _wire(self)
+        return wire_fields(self)
 
 
 class PrefixTaken(StoreError):
@@ -55,7 +55,8 @@ class PrefixTaken(StoreError):
 
 class KeyStore(Protocol):
     def ensure_schema(self) -> None:
-        """Create the collections/tables; idempotent, called at every start-up."""
+        """Apply the database's pending migrations, as the job store's ensure_schema does (one schema version per
+        database); called at every start-up."""
 
     def close(self) -> None:
         """Release connections."""

@@ -35,6 +35,20 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached or timed out; the caller may retry later."""
 
 
+class SchemaTooNew(StoreUnavailable):
+    """A later jobsched migrated the database past every version this one knows: nothing is done to it (a
+    downgrade is not supported). Unavailable to this process for good: a caller that retries while the database
+    is down stops on it (the API's schema readiness), the others report it as they report an unreachable store."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"the database's schema is version {found}; this jobsched knows versions up to {known}: "
+            f"run a jobsched that knows version {found} or later (downgrades are not supported)"
+        )
+        self.found = found
+        self.known = known
+
+
 class DuplicateJob(StoreError):
     def __init__(self, idempotency_key: str, existing_id: str | None = None) -> None:
         super().__init__(f"a job with idempotencyKey {idempotency_key!r} already exists")
@@ -97,10 +111,11 @@ class Deleted:
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """What an executor reports for the attempt it ran."""
+    """How an attempt ended, whoever closes it (the executor that ran it, or the reaper's "lost"): what decides its
+    record and the job's next status (transitions.attempt_closed, attempt_result)."""
 
-    outcome: Outcome  # SUCCEEDED, FAILED, TIMEOUT, CANCELLED or SNOOZED
-    startedAt: datetime
+    outcome: Outcome  # SUCCEEDED, FAILED, TIMEOUT, CANCELLED or SNOOZED from an executor; LOST from the reaper
+    startedAt: datetime | None  # None: not known to the closer (a lost attempt)
     finishedAt: datetime
     error: str | None = None  # one line: the job's lastError
     traceback: str | None = None  # where a handler raised, kept on the attempt's record
@@ -110,41 +125,15 @@ class AttemptResult:
     final: bool = False  # FAILED or TIMEOUT without a retry: to the DLQ whatever attempts are left
     retry_after: timedelta | None = None  # FAILED: its retry no sooner than this after the end (RetryAfter)
 
-
-@dataclass(frozen=True)
-class Closing:
-    """How an attempt is closed, whoever closes it (an executor's result, the reaper's "lost"): what decides its
-    record and the job's next status (transitions.attempt_closed, attempt_result)."""
-
-    outcome: Outcome
-    at: datetime
-    error: str | None = None
-    started: datetime | None = None  # for the record's duration
-    traceback: str | None = None
-    backoff: Backoff = DEFAULT_BACKOFF
-    result: Any = None
-    snooze: timedelta | None = None
-    final: bool = False
-    retry_after: timedelta | None = None
-
     @classmethod
-    def of(cls, result: AttemptResult) -> Closing:
-        return cls(
-            result.outcome,
-            result.finishedAt,
-            result.error,
-            result.startedAt,
-            result.traceback,
-            result.backoff,
-            result.result,
-            result.snooze,
-            result.final,
-            result.retry_after,
-        )
+    def lost(cls, reason: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF) -> AttemptResult:
+        return cls(Outcome.LOST, None, at, reason, backoff=backoff)
 
-    @classmethod
-    def lost(cls, reason: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF) -> Closing:
-        return cls(Outcome.LOST, at, reason, backoff=backoff)
+    @property
+    def duration_ms(self) -> float | None:
+        if self.startedAt is None:
+            return None
+        return round((self.finishedAt - self.startedAt).total_seconds() * 1000, 3)
 
 
 @dataclass(frozen=True)
@@ -158,7 +147,7 @@ class StartHint:
 
 @dataclass(frozen=True)
 class AttemptStart:
-    """One delivery's request to start its job's next attempt (start_attempt's arguments, for start_attempts)."""
+    """One delivery's request to start its job's next attempt (one of start_attempts' batch)."""
 
     job_id: str
     job_type: str
@@ -194,8 +183,8 @@ Answer = TypeVar("Answer")
 
 
 def only_answer(answers: Sequence[Answer | StoreError]) -> Answer:
-    """The answer of a batch call made for one request (start_attempt through start_attempts, ...): its value,
-    or its error raised."""
+    """The answer of a batch call made for one request (one start through start_attempts, ...): its value, or its
+    error raised."""
     [answer] = answers
     if isinstance(answer, StoreError):
         raise answer
@@ -241,7 +230,8 @@ class StoreLifecycle(Protocol):
     """What every process does with its store: make its schema, check it answers, let it go."""
 
     def ensure_schema(self) -> None:
-        """Create collections/tables and indexes; idempotent, called at every start-up."""
+        """Apply the database's pending numbered migrations (its migrations.py), at every start-up; safe with
+        replicas starting together. SchemaTooNew for a database a later jobsched migrated."""
 
     def close(self) -> None:
         """Release connections."""
@@ -375,23 +365,19 @@ class ExecutorStore(StoreLifecycle, Protocol):
         """The ids of these (running) jobs whose cancellation was requested: what an executor checks with its
         heartbeat."""
 
-    def start_attempt(
-        self, job_id: str, job_type: str, worker: str, lease_until: datetime, hint: StartHint | None = None
-    ) -> Job:
-        """Start the next attempt of a job whose wake-up an executor received and whose handler can run now:
-        claim the attempt by inserting its record `<id>:<n>` (the insert decides ownership), and move the job
-        queued → running with claimedBy/claimedAt/leaseExpiresAt. `hint` (what the wake-up said) lets a store
-        batch concurrent calls; the job is always started as it is now, whatever the hint says.
-        Raise JobNotFound; TransitionRefused when the job is not queued or not of `job_type`; AttemptTaken
-        when the attempt's record exists (a duplicate delivery, a second executor, or a cancellation: then the
-        job's status is made `cancelled` again)."""
-
     def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
-        """start_attempt for many deliveries in one batch of writes. A start with a `rate` also keeps to it,
-        across every executor: it is refused with RateLimited (nothing else written) when the type's starts so far
-        leave none now, and the starts of the batch count in their order (an executor starts what it polled at once):
-        per start, in order, the running job or the error start_attempt would raise for it (StoreUnavailable
-        too, for a start the store could not settle). Raise StoreUnavailable when none could be written."""
+        """Start the next attempt of each job whose wake-up an executor received and whose handler can run now, in
+        one batch of writes: claim the attempt by inserting its record `<id>:<n>` (the insert decides ownership),
+        and move the job queued → running with claimedBy/claimedAt/leaseExpiresAt. A start's `hint` (what the
+        wake-up said) lets a store batch the writes; the job is always started as it is now, whatever the hint
+        says. A start with a `rate` also keeps to it, across every executor: it is refused with RateLimited
+        (nothing else written) when the type's starts so far leave none now, and the starts of the batch count in
+        their order (an executor starts what it polled at once).
+        Per start, in order, the running job or why it was refused: JobNotFound; TransitionRefused when the job is
+        not queued or not of the start's type; AttemptTaken when the attempt's record exists (a duplicate
+        delivery, a second executor, or a cancellation: then the job's status is made `cancelled` again);
+        StoreUnavailable for a start the store could not settle. Raise StoreUnavailable when none could be
+        written."""
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""

@@ -2,8 +2,8 @@
 
 Every query here is bounded by an index or a limit, so the console stays cheap on a large store: pages walk
 an index from a cursor (never an offset), counts read index entries only, and the last hour's figures range
-over the entries of that hour. The implementations (browse_sqlite.py, browse_mongo.py) read their store's
-connection; the backend (shared/backends.py) opens the one that fits its store.
+over the entries of that hour. The implementations (shared/store/sqlite/browse.py, shared/store/mongo/browse.py)
+read their database's connections; the backend (shared/backends.py) opens the one that fits its store.
 """
 
 from __future__ import annotations

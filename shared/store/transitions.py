@@ -1,6 +1,6 @@
 """What a job's stored fields become at each transition, decided once for every store.
 
-The stores (mongo.py, sqlite.py) differ in how they guard and apply a change (a filtered update on MongoDB,
+The stores (mongo/, sqlite/) differ in how they guard and apply a change (a filtered update on MongoDB,
 a compare-and-set inside one transaction on SQLite); what the change *is* lives here, so the retry rule, the
 DLQ rule and the shape of a template's run cannot drift apart between them. Every function returns the
 fields to write, named as on the job document (camelCase), with statuses and outcomes as their string values.
@@ -9,13 +9,14 @@ A value of UNSET means "remove the field" (Mongo `$unset`, SQL NULL): it reads b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from jobsched.backoff import retry_delay
 from shared.model import CANCELLABLE, JOB_FIELDS, TERMINAL, Job, Outcome, Status, run_key
-from shared.store.base import Closing, NewJob, RunSpec, TransitionRefused
+from shared.store.base import ActiveRuns, AttemptResult, NewJob, RunSpec, TransitionRefused
 
 Fields = dict[str, Any]
 
@@ -175,13 +176,13 @@ def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
     }
 
 
-def attempt_closed(job: Job, closing: Closing) -> Fields:
+def attempt_closed(job: Job, closing: AttemptResult) -> Fields:
     """The job fields after attempt `job.next_attempt` closed as `closing` says: completed on success (with the
     handler's result, if any); otherwise attempts+1 and either pending again after the backoff (the job type's),
     or dlq once the budget (since the last re-drive) is spent or the handler gave up, or cancelled when the
     attempt was cancelled or the job's cancellation requested. A snooze is pending again after its delay, its
     attempt not spent: attemptBase moves with attempts (attempt numbers stay unique)."""
-    outcome, at = closing.outcome, closing.at
+    outcome, at = closing.outcome, closing.finishedAt
     if outcome is Outcome.SUCCEEDED:
         fields: Fields = {"status": Status.COMPLETED.value, "updatedAt": at}
         if closing.result is not None:
@@ -254,6 +255,19 @@ def check_deletable(job: Job) -> None:
         raise TransitionRefused(job, "delete")
 
 
+def check_runs_ended(template: Job, run_statuses: Iterable[str]) -> None:
+    """A template is deleted with its runs only when every run has ended: one underway would lose its record."""
+    active = sum(Status(status) not in TERMINAL for status in run_statuses)
+    if active:
+        raise ActiveRuns(template, active)
+
+
+def check_ages_out(status: Status) -> None:
+    """Only jobs that ended are deleted by their age (retention); any other is still someone's to finish."""
+    if status not in TERMINAL:
+        raise ValueError(f"only finished jobs are deleted by age, not {status.value} ones")
+
+
 def check_redrivable(job: Job) -> None:
     if job.status is not Status.DLQ or job.is_template:
         raise TransitionRefused(job, "retry")
@@ -278,13 +292,13 @@ def attempt_cancelled(job: Job, now: datetime) -> Fields:
     return {"jobId": job.id, "attempt": job.next_attempt, "outcome": Outcome.CANCELLED.value, "finishedAt": now}
 
 
-def attempt_result(closing: Closing) -> Fields:
+def attempt_result(closing: AttemptResult) -> Fields:
     """The fields that complete an attempt's record with its one outcome."""
-    record: Fields = {"outcome": closing.outcome.value, "finishedAt": closing.at, "error": closing.error}
+    record: Fields = {"outcome": closing.outcome.value, "finishedAt": closing.finishedAt, "error": closing.error}
     if closing.traceback is not None:
         record["traceback"] = closing.traceback
     if closing.result is not None:
         record["result"] = closing.result
-    if closing.started is not None:
-        record["durationMs"] = round((closing.at - closing.started).total_seconds() * 1000, 3)
+    if closing.duration_ms is not None:
+        record["durationMs"] = closing.duration_ms
     return record

@@ -1,8 +1,8 @@
 """The JobStore contract's fixtures: every test runs once per implementation.
 
 `store` is a fresh, empty store: SQLite on a temp file of its own, or MongoJobStore on the test's own database
-(FerretDB 2 in `make test`: docs/ferretdb.md). The MongoDB half is marked `integration`, so
-`pytest -m "not integration"` runs the SQLite half with no server.
+(FerretDB 2 in `make test`: docs/ferretdb.md). The MongoDB half is marked `servers`, so
+`pytest -m "not servers"` runs the SQLite half with no server.
 `harness` adds what a test needs beside the protocol: more store instances on the same data (a second
 process), raw writes that bypass the store (a state that earlier versions wrote), injected failures, and a
 store whose database cannot be reached.
@@ -23,16 +23,16 @@ from pymongo.database import Database
 from pymongo.errors import AutoReconnect
 
 from shared.model import Job, Status, utc_now
-from shared.store import sqlite as sqlite_module
 from shared.store.base import JobStore
 from shared.store.mongo import MongoJobStore
 from shared.store.sqlite import SqliteJobStore
+from shared.store.sqlite import writes as sqlite_writes
 from tests.contract.store_kit import new
 from tests.support import free_port
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
-    pytest.param("mongo", id="mongo", marks=pytest.mark.integration),
+    pytest.param("mongo", id="mongo", marks=pytest.mark.servers),
 ]
 
 
@@ -82,7 +82,7 @@ class SqliteHarness(Harness):
 
     @contextmanager
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-        real = sqlite_module._update_job
+        real = sqlite_writes.update_job
         calls = {"n": 0}
 
         def fail_once(*args: Any, **kwargs: Any) -> Any:
@@ -94,7 +94,7 @@ class SqliteHarness(Harness):
             return real(*args, **kwargs)
 
         with monkeypatch.context() as patch:
-            patch.setattr(sqlite_module, "_update_job", fail_once)
+            patch.setattr(sqlite_writes, "update_job", fail_once)
             yield
         assert calls["n"] >= 1, "the injected failure was never reached"
 
@@ -117,7 +117,7 @@ class MongoHarness(Harness):
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         store = self.store
         assert isinstance(store, MongoJobStore)
-        jobs = store._jobs
+        jobs = store.database.jobs
         calls = {"n": 0}
 
         class FailingJobs:
@@ -140,7 +140,7 @@ class MongoHarness(Harness):
                 return self._fail_first(jobs.update_many, *args, **kwargs)
 
         with monkeypatch.context() as patch:
-            patch.setattr(store, "_jobs", FailingJobs())
+            patch.setattr(store.database, "jobs", FailingJobs())
             yield
         assert calls["n"] >= 1, "the injected failure was never reached"
 

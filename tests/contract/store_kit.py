@@ -12,7 +12,8 @@ import pytest
 from bson import ObjectId
 
 from shared.model import TERMINAL, Job, Outcome, Status, utc_now
-from shared.store.base import AttemptResult, AttemptTaken, JobStore, NewJob, StartHint, TransitionRefused
+from shared.store.base import AttemptResult, AttemptStart, AttemptTaken, JobStore, NewJob, StartHint, TransitionRefused
+from tests.support import start_one
 
 T = TypeVar("T")
 LEASE = timedelta(minutes=5)
@@ -47,7 +48,7 @@ def running(store: JobStore, worker: str = "w1", lease_until: datetime | None = 
 
 def start(store: JobStore, job: Job, worker: str = "w1", lease_until: datetime | None = None) -> Job:
     """What an executor does with `job`'s wake-up (without a claim hint)."""
-    return store.start_attempt(job.id, job.jobType, worker, lease_until or utc_now() + LEASE)
+    return start_one(store, AttemptStart(job.id, job.jobType, worker, lease_until or utc_now() + LEASE))
 
 
 def hint(job: Job) -> StartHint:

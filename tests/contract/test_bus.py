@@ -16,7 +16,7 @@ from shared.bus.memory import MemoryBus
 DEADLINE_S = 30
 
 
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.servers)])
 def bus(request: pytest.FixtureRequest) -> Iterator[Bus]:
     if request.param == "memory":
         yield MemoryBus()
@@ -77,7 +77,6 @@ def test_events_and_dead_letters_never_raise(bus: Bus) -> None:
     bus.publish_dead_letter({"id": "x", "status": "dlq"})
 
 
-@pytest.mark.integration
 def test_kafka_reports_undelivered_wakeups_and_never_raises_when_down(topic_prefix: str) -> None:
     dead = KafkaBus("127.0.0.1:1", topic_prefix=topic_prefix, delivery_timeout_ms=1000)
     try:
@@ -88,7 +87,6 @@ def test_kafka_reports_undelivered_wakeups_and_never_raises_when_down(topic_pref
         dead.close()
 
 
-@pytest.mark.integration
 def test_kafka_counts_events_the_broker_never_took(topic_prefix: str) -> None:
     dead = KafkaBus("127.0.0.1:1", topic_prefix=topic_prefix, delivery_timeout_ms=1000)
     topic = {"topic": dead.events_topic}
@@ -99,7 +97,6 @@ def test_kafka_counts_events_the_broker_never_took(topic_prefix: str) -> None:
     assert REGISTRY.get_sample_value("bus_publish_errors_total", topic) == before + 2
 
 
-@pytest.mark.integration
 def test_kafka_redelivers_what_was_not_acknowledged(kafka_brokers: str, topic_prefix: str) -> None:
     bus = KafkaBus(kafka_brokers, partitions=1, topic_prefix=topic_prefix)
     bus.ensure_topics(["noop"])

@@ -16,7 +16,7 @@ from shared.election.single import SingleNodeElector
 from tests.support import wait_until
 
 
-@pytest.fixture(params=["single", pytest.param("etcd", marks=pytest.mark.integration)])
+@pytest.fixture(params=["single", pytest.param("etcd", marks=pytest.mark.servers)])
 def elector(request: pytest.FixtureRequest) -> Iterator[Elector]:
     if request.param == "single":
         yield SingleNodeElector()
@@ -46,7 +46,6 @@ def test_campaign_returns_none_once_stopped(elector: Elector) -> None:
     assert elector.campaign(stop) is None
 
 
-@pytest.mark.integration
 def test_only_one_etcd_node_leads_and_the_standby_wins_after_resign(etcd_endpoints: str, etcd_prefix: str) -> None:
     key = etcd_prefix + "leader"
     a, b = (EtcdElector(etcd_endpoints, key, name, ttl_s=3) for name in ("a", "b"))
@@ -67,7 +66,6 @@ def test_only_one_etcd_node_leads_and_the_standby_wins_after_resign(etcd_endpoin
         b.close()
 
 
-@pytest.mark.integration
 def test_a_resignation_before_the_standby_watches_is_still_seen(
     etcd_endpoints: str, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,7 +112,6 @@ def test_a_resignation_before_the_standby_watches_is_still_seen(
         b.close()
 
 
-@pytest.mark.integration
 def test_a_lease_that_disappears_ends_the_term_at_once(etcd_endpoints: str, etcd_prefix: str) -> None:
     node = EtcdElector(etcd_endpoints, etcd_prefix + "leader", "n", ttl_s=3)
     host, port = parse_endpoints(etcd_endpoints)[0]

@@ -12,10 +12,10 @@ import pytest
 from shared.keys import tokens
 from shared.keys.base import ApiKey, KeyStore, PrefixTaken, Role
 from shared.keys.manage import install_bootstrap_key, issue_key, revoke_key
-from shared.keys.mongo import MongoKeyStore
-from shared.keys.sqlite import SqliteKeyStore
 from shared.model import utc_now
 from shared.store.base import StoreUnavailable
+from shared.store.mongo.keys import MongoKeyStore
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.contract.conftest import BACKENDS
 from tests.contract.store_kit import together
 from tests.support import free_port

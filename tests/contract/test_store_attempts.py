@@ -12,6 +12,7 @@ from bson import ObjectId
 from jobsched.backoff import retry_delay
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import (
+    AttemptStart,
     AttemptTaken,
     JobNotFound,
     JobStore,
@@ -32,6 +33,7 @@ from tests.contract.store_kit import (
     start,
     together,
 )
+from tests.support import start_one
 
 
 def test_a_second_start_of_the_same_attempt_is_refused(store: JobStore) -> None:
@@ -57,13 +59,13 @@ def test_concurrent_starts_of_one_attempt_have_exactly_one_winner(harness: Harne
 
 
 @pytest.mark.parametrize("hinted", [True, False], ids=["claim-hint", "no-hint"])
-def test_start_attempt_starts_only_a_queued_job(store: JobStore, hinted: bool) -> None:
-    """queued → running is the transition (shared/model.py TRANSITIONS has no pending → running): a wake-up
+def test_a_start_starts_only_a_queued_job(store: JobStore, hinted: bool) -> None:
+    """queued → running is the transition (transitions.check_startable; never pending → running): a wake-up
     for a job that went back to pending meanwhile must not start it, and must leave its attempt free."""
     job = queued(store)
     store.release_claims([job])
     with pytest.raises(TransitionRefused):
-        store.start_attempt(job.id, job.jobType, "w1", utc_now() + LEASE, hint(job) if hinted else None)
+        start_one(store, AttemptStart(job.id, job.jobType, "w1", utc_now() + LEASE, hint(job) if hinted else None))
     assert reload(store, job).status is Status.PENDING
     assert store.list_executions(job.id) == []
     again = claim_one(store, job)
@@ -76,7 +78,7 @@ def test_a_very_late_wake_up_never_reruns_its_attempt(store: JobStore) -> None:
     job = running(store)
     store.finish_attempt(job, result(Outcome.FAILED, "boom"))
     requeued = claim_one(store, job, utc_now() + timedelta(hours=1))
-    started = store.start_attempt(job.id, job.jobType, "w2", utc_now() + LEASE, hint(job))
+    started = start_one(store, AttemptStart(job.id, job.jobType, "w2", utc_now() + LEASE, hint(job)))
     assert (started.status, started.attempts, started.claimedBy) == (Status.RUNNING, requeued.attempts, "w2")
     assert [(e.attempt, e.outcome) for e in store.list_executions(job.id)] == [
         (1, Outcome.FAILED),

@@ -10,6 +10,7 @@ from bson import ObjectId
 
 from shared.model import Outcome, Status, utc_now
 from shared.store.base import (
+    AttemptStart,
     AttemptTaken,
     JobNotFound,
     JobStore,
@@ -28,6 +29,7 @@ from tests.contract.store_kit import (
     running,
     together,
 )
+from tests.support import start_one
 
 
 def test_cancel_a_pending_job_takes_its_next_attempt(store: JobStore) -> None:
@@ -45,7 +47,7 @@ def test_a_cancelled_queued_job_never_starts(store: JobStore) -> None:
     assert store.cancel(job.id).status is Status.CANCELLED
     for wake_up_hint in (hint(job), None):  # the executor holding its wake-up
         with pytest.raises(TransitionRefused) as refused:
-            store.start_attempt(job.id, job.jobType, "w1", utc_now() + LEASE, wake_up_hint)
+            start_one(store, AttemptStart(job.id, job.jobType, "w1", utc_now() + LEASE, wake_up_hint))
         assert refused.value.job.status is Status.CANCELLED
     assert reload(store, job).status is Status.CANCELLED
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.CANCELLED]
@@ -87,7 +89,7 @@ def test_cancel_refuses_unknown_and_finished_jobs(harness: Harness) -> None:
         store.cancel(gone.id)
 
 
-def test_cancel_racing_start_attempt_never_both_succeed(harness: Harness) -> None:
+def test_cancel_racing_a_start_never_both_succeed(harness: Harness) -> None:
     """The cancel and an executor holding the job's wake-up race for attempt 1: exactly one gets it, and the
     job's state says who (decided by the insert of the attempt's record)."""
     for _ in range(30):
@@ -113,7 +115,7 @@ def test_cancel_racing_start_attempt_never_both_succeed(harness: Harness) -> Non
             wake_up_hint = hint(job) if i % 2 else None  # both ways an executor starts
             step.wait(RACE_TIMEOUT_S)
             try:
-                started = executor.start_attempt(job.id, job.jobType, "w1", utc_now() + LEASE, wake_up_hint)
+                started = start_one(executor, AttemptStart(job.id, job.jobType, "w1", utc_now() + LEASE, wake_up_hint))
                 won[job.id] = started.status is Status.RUNNING
             except (AttemptTaken, TransitionRefused):
                 won[job.id] = False

@@ -8,6 +8,7 @@ from functools import partial
 
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import (
+    AttemptStart,
     AttemptTaken,
     JobStore,
     TransitionRefused,
@@ -25,6 +26,7 @@ from tests.contract.store_kit import (
     start,
     together,
 )
+from tests.support import start_one
 
 
 def test_claim_due_claims_in_priority_then_time_order_and_never_twice(store: JobStore, line: dict[str, Job]) -> None:
@@ -103,7 +105,7 @@ def test_two_claimers_never_double_start_a_job(harness: Harness) -> None:
             for job in store.claim_due_jobs(utc_now(), batch_size, {"noop"}):
                 won.append(job.id)
                 try:
-                    started = store.start_attempt(job.id, job.jobType, worker, utc_now() + LEASE, hint(job))
+                    started = start_one(store, AttemptStart(job.id, job.jobType, worker, utc_now() + LEASE, hint(job)))
                 except (AttemptTaken, TransitionRefused):
                     continue  # the other claimer's executor started it
                 begun.append(job.id)

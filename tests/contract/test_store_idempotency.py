@@ -92,7 +92,6 @@ def test_an_old_sqlite_file_is_rebuilt_with_per_tenant_keys(tmp_path: Path) -> N
     store.close()
 
 
-@pytest.mark.integration
 def test_an_old_mongo_database_swaps_the_global_index_for_the_per_tenant_one(
     mongo_uri: str, mongo_db: Database[dict[str, object]]
 ) -> None:

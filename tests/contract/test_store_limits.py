@@ -15,6 +15,7 @@ from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import AttemptResult, AttemptStart, JobStore, RateLimited
 from shared.store.claim_limits import ClaimLimits
 from tests.contract.store_kit import LEASE, new, reload, start
+from tests.support import start_one
 
 
 def runs(store: JobStore, count: int, **fields: Any) -> list[Job]:
@@ -71,7 +72,7 @@ def test_a_slot_comes_back_when_the_reaper_recovers_a_lost_attempt(store: JobSto
     runs(store, 2, jobType="crashy")
     limits = {"crashy": ClaimLimits(active=1)}
     [first] = store.claim_due_jobs(utc_now(), 10, {"crashy"}, limits=limits)
-    started = store.start_attempt(first.id, "crashy", "dead-worker", utc_now() - timedelta(seconds=1))
+    started = start_one(store, AttemptStart(first.id, "crashy", "dead-worker", utc_now() - timedelta(seconds=1)))
     assert store.claim_due_jobs(utc_now(), 10, {"crashy"}, limits=limits) == []  # held by the dead executor
     [expired] = [j for j in store.expired_attempts(utc_now(), 10) if j.id == started.id]
     store.recover_attempt(expired, "lost")

@@ -19,12 +19,11 @@ from pymongo.errors import OperationFailure
 from shared.model import Outcome, Status, utc_now
 from shared.store.base import RunSpec
 from shared.store.browse import JobQuery, PageCursor
-from shared.store.browse_mongo import MongoBrowser
 from shared.store.claim_limits import ClaimLimits
-from shared.store.mongo import MongoJobStore
+from shared.store.mongo import MongoDatabase, MongoJobStore
+from shared.store.mongo.browse import MongoBrowser
 from tests.contract.store_kit import claim_one, new, result, running
 
-pytestmark = pytest.mark.integration
 READS = ("find", "aggregate", "count", "distinct")
 # Filler documents, so that a server with statistics prefers an index to reading the collection.
 FILLER = 3000
@@ -49,7 +48,7 @@ class Recorder(monitoring.CommandListener):
 def recorded(mongo_uri: str, mongo_db: Any) -> Iterator[tuple[MongoJobStore, Recorder]]:
     recorder = Recorder()
     client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri, tz_aware=True, event_listeners=[recorder])
-    store = MongoJobStore(client, mongo_db.name)
+    store = MongoJobStore(MongoDatabase(client, mongo_db.name))
     store.ensure_schema()
     yield store, recorder
     client.close()
@@ -89,7 +88,7 @@ def workload(store: MongoJobStore) -> None:
     store.due_job_types(utc_now())
     store.delete_finished(Status.COMPLETED, utc_now() + timedelta(seconds=1), 10)
     store.delete(store.cancel(store.create(new("to-delete", scheduledAt=later)).id).id)
-    browser = MongoBrowser(store)
+    browser = MongoBrowser(store.database)
     cursor = PageCursor(utc_now(), "0" * 24)
     for query in (
         JobQuery(),
@@ -132,7 +131,7 @@ def by_id(command: dict[str, Any]) -> bool:
 def test_every_query_is_served_by_an_index(recorded: tuple[MongoJobStore, Recorder]) -> None:
     store, recorder = recorded
     workload(store)
-    db = store.client[store.database]
+    db = store.database.client[store.database.name]
     explained = unexplained = 0
     for command in recorder.commands:
         name = next(iter(command))

@@ -11,29 +11,32 @@ from bson import ObjectId
 from pymongo.database import Database
 
 from shared.model import JOB_FIELDS, Outcome, Status, utc_now
-from shared.store.mongo import OPERATOR_INDEXES, MongoJobStore
+from shared.store.base import AttemptStart
+from shared.store.mongo import MongoJobStore
 from shared.store.transitions import stored_time
 from tests.contract.store_kit import LEASE, claim_one, hint, new, reload, result
+from tests.support import start_one
 
-pytestmark = pytest.mark.integration
 QUERY_INDEXES = {
-    "jobs": {"claim_order", "due_templates", "tenant_listing", "template_runs_planned", "expired_attempts"},
+    "jobs": {
+        *("claim_order", "due_lanes", "due_templates", "tenant_listing", "template_runs_planned", "expired_attempts"),
+        *("finished_age", "tenant_status_listing", "tenant_type_listing", "type_counts", "tenant_templates"),
+        *("template_runs", "recent_completions", "dead_letters", "tenant_dead_letters"),
+    },
     "executions": {"job_attempts"},
-    "attempt_outcomes": {"job_outcomes"},
+    "attempt_outcomes": {"job_outcomes", "recent_outcomes"},
 }
-for _collection, _keys, _options in OPERATOR_INDEXES:
-    QUERY_INDEXES[_collection].add(_options["name"])
 
 
 def run_one_job(store: MongoJobStore) -> str:
     """Create, claim, start (batched) and finish one job, and fail then retry another: every write path."""
     store.ensure_schema()
     done = claim_one(store, store.create(new(jobType="paths")))
-    started = store.start_attempt(done.id, "paths", "w1", utc_now() + LEASE, hint(done))
+    started = start_one(store, AttemptStart(done.id, "paths", "w1", utc_now() + LEASE, hint(done)))
     store.finish_attempt(started, result(Outcome.SUCCEEDED))
     retried = claim_one(store, store.create(new(jobType="paths-retried")))
     store.finish_attempt(
-        store.start_attempt(retried.id, "paths-retried", "w1", utc_now() + LEASE), result(Outcome.FAILED)
+        start_one(store, AttemptStart(retried.id, "paths-retried", "w1", utc_now() + LEASE)), result(Outcome.FAILED)
     )
     return retried.id
 
@@ -69,14 +72,14 @@ def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed
         store.ensure_schema()
         kept, moved = store.create(new(jobType="resched")), store.create(new(jobType="resched"))
         later = utc_now() + timedelta(hours=1)
-        update_many = store._jobs.update_many
+        update_many = store.database.jobs.update_many
 
         def reschedule_first(*args: Any, **kwargs: Any) -> Any:
-            monkeypatch.setattr(store._jobs, "update_many", update_many)
+            monkeypatch.setattr(store.database.jobs, "update_many", update_many)
             assert store.update_if_unmoved(moved, {"scheduledAt": later, "updatedAt": utc_now()}) is not None
             return update_many(*args, **kwargs)
 
-        monkeypatch.setattr(store._jobs, "update_many", reschedule_first)
+        monkeypatch.setattr(store.database.jobs, "update_many", reschedule_first)
         claimed = store.claim_due_jobs(utc_now(), 10, {"resched"})
         assert [j.id for j in claimed] == [kept.id]
         assert (reload(store, moved).status, reload(store, moved).scheduledAt) == (Status.PENDING, stored_time(later))

@@ -16,6 +16,7 @@ from shared.store.base import (
     JobStore,
     StoreUnavailable,
 )
+from shared.store.mongo import attempts as mongo_attempts
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
     LEASE,
@@ -79,10 +80,10 @@ def test_recover_attempt_closes_it_as_lost_and_retries_or_dead_letters(store: Jo
 # --- invariant 1 across a failure between two writes ----------------------------------------------------
 
 
-def test_a_store_failure_inside_start_attempt_does_not_strand_the_job(
+def test_a_store_failure_inside_a_start_does_not_strand_the_job(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    """Invariant 1: the executor's start_attempt fails (connection lost, disk error) after ownership of the
+    """Invariant 1: the executor's start fails (connection lost, disk error) after ownership of the
     attempt was decided but before the job was started. The job must still be run by someone, once the
     attempt's lease has run out (before that, its executor may still be writing). On MongoDB nothing but the
     attempt's record knows of it then: a later delivery of the job closes it, checking the record's lease
@@ -97,7 +98,7 @@ def test_a_store_failure_inside_finish_attempt_does_not_strand_the_job(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """Invariant 1: recording the result fails after the outcome was decided but before the job moved. The
-    executor gives the job up to the reaper (AttemptRunner.process); the reaper must still bring it home."""
+    executor gives the job up to the reaper (AttemptRunner.record); the reaper must still bring it home."""
     job = running(harness.store)
     with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
         harness.store.finish_attempt(job, result(Outcome.SUCCEEDED))
@@ -120,7 +121,7 @@ def test_a_start_stopped_before_the_job_moved_is_closed_once_its_lease_ran_out(
     for stopped, lease_until in ((job, utc_now() - timedelta(seconds=1)), (ahead, utc_now() + LEASE)):
         with monkeypatch.context() as patch:
             if harness.backend != "sqlite":  # a stopped executor does not give its attempt back either
-                patch.setattr(store, "_give_back", stopped_writing)
+                patch.setattr(mongo_attempts, "give_back", stopped_writing)
             with harness.failing_next_job_update(monkeypatch), pytest.raises(StoreUnavailable):
                 start(store, stopped, "w1", lease_until)
     if harness.backend == "sqlite":

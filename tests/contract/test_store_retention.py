@@ -14,6 +14,7 @@ from shared import metrics
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import AttemptFinish, AttemptStart, JobStore, RunSpec
 from tests.contract.store_kit import LEASE, new, reload, result, running
+from tests.support import start_one
 
 
 def finished(store: JobStore, count: int, outcome: Outcome, **fields: Any) -> list[Job]:
@@ -57,7 +58,7 @@ def test_oldest_first_and_at_most_the_limit(store: JobStore) -> None:
     store.create_many([new(jobType="aged-in-order", maxAttempts=1) for _ in range(5)])
     claimed = store.claim_due_jobs(utc_now(), 5, {"aged-in-order"})
     for job in [claimed[i] for i in (4, 0, 3, 1, 2)]:  # finished in another order than claimed
-        started = store.start_attempt(job.id, job.jobType, "w1", utc_now() + LEASE)
+        started = start_one(store, AttemptStart(job.id, job.jobType, "w1", utc_now() + LEASE))
         store.finish_attempt(started, result(Outcome.SUCCEEDED))
         finished_at = reload(store, job).updatedAt
         while utc_now() <= finished_at:  # the next one finishes at a later millisecond
@@ -77,7 +78,7 @@ def test_a_template_stays_and_its_runs_go(store: JobStore) -> None:
     template = store.create(new("nightly", cron="0 2 * * *"))
     [(run_id, _)] = store.add_runs(template, [RunSpec(utc_now() - timedelta(days=1))])
     [run] = [j for j in store.claim_due_jobs(utc_now(), 10, {"noop"}) if j.id == run_id]
-    started = store.start_attempt(run.id, run.jobType, "w1", utc_now() + LEASE)
+    started = start_one(store, AttemptStart(run.id, run.jobType, "w1", utc_now() + LEASE))
     store.finish_attempt(started, result(Outcome.SUCCEEDED))
     store.cancel(template.id)
     assert store.delete_finished(Status.COMPLETED, later(), 10) == 1

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from shared.store.base import (
     AttemptTaken,
     StoreUnavailable,
 )
-from shared.store.sqlite import SqliteJobStore, _ConnectionPool
+from shared.store.sqlite import SqliteDatabase, SqliteJobStore
 from tests.contract.store_kit import (
     new,
     queued,
@@ -68,11 +69,11 @@ def test_sqlite_opening_another_connection_keeps_the_locks_this_process_holds(sq
     store = SqliteJobStore(sqlite_path)
     store.ensure_schema()
     try:
-        with store._pool.connection() as reading:
+        with store.database.read() as reading:
             reading.execute("BEGIN")
             reading.execute("SELECT count(*) FROM jobs").fetchone()  # a reader's lock on the file
             try:
-                with store._pool.connection(), store._pool.connection():  # new pooled connections open meanwhile
+                with store.database.read(), store.database.read():  # new pooled connections open meanwhile
                     pass
                 other = subprocess.run(
                     [sys.executable, "-c", _LEAVE_WAL, str(sqlite_path)], capture_output=True, text=True, timeout=60
@@ -142,18 +143,26 @@ def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, m
     # A connection's page cache is dropped whenever another connection changed the file: the writes of all
     # threads go through one, so each finds the pages the writes before it left in its cache, while the reads
     # borrow the pool's.
-    opened: list[sqlite3.Connection] = []
+    # Every connection the database opens is lent to a read or a write before anything else uses it.
+    opened: dict[int, sqlite3.Connection] = {}
     writers: set[int] = set()
-    open_connection = _ConnectionPool._open
+    read, write = SqliteDatabase.read, SqliteDatabase.write
 
-    def traced_open(pool: _ConnectionPool) -> sqlite3.Connection:
-        conn = open_connection(pool)
-        opened.append(conn)
-        key = id(conn)
-        conn.set_trace_callback(lambda sql: writers.add(key) if sql == "BEGIN IMMEDIATE" else None)
-        return conn
+    @contextmanager
+    def traced_read(database: SqliteDatabase) -> Iterator[sqlite3.Connection]:
+        with read(database) as conn:
+            opened[id(conn)] = conn
+            yield conn
 
-    monkeypatch.setattr(_ConnectionPool, "_open", traced_open)
+    @contextmanager
+    def traced_write(database: SqliteDatabase, *, patient: bool = False) -> Iterator[sqlite3.Connection]:
+        with write(database, patient=patient) as conn:
+            opened[id(conn)] = conn
+            writers.add(id(conn))
+            yield conn
+
+    monkeypatch.setattr(SqliteDatabase, "read", traced_read)
+    monkeypatch.setattr(SqliteDatabase, "write", traced_write)
     store = SqliteJobStore(sqlite_path)
     try:
         store.ensure_schema()
@@ -171,7 +180,7 @@ def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, m
         assert len(writers) == 1
     finally:
         store.close()
-    assert all(_is_closed(conn) for conn in opened)
+    assert all(_is_closed(conn) for conn in opened.values())
 
 
 def _is_closed(conn: sqlite3.Connection) -> bool:

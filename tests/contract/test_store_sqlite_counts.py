@@ -73,6 +73,7 @@ def test_a_file_made_before_the_counts_gets_them_from_its_jobs(tmp_path: Path) -
             conn.execute(f"DROP TRIGGER {trigger}")
         conn.execute("DROP TABLE job_counts")
         conn.execute("UPDATE jobs SET status = 'dlq' WHERE tenantId = 't2'")  # a write of the older version
+        conn.execute("PRAGMA user_version = 0")  # that version had no numbered migrations
     conn.close()
     reopened = SqliteJobStore(path)
     reopened.ensure_schema()

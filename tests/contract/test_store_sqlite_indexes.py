@@ -58,6 +58,7 @@ def test_a_file_with_older_index_definitions_gets_the_current_ones(tmp_path: Pat
             conn.execute(f"DROP INDEX {name}")
             conn.execute(definition)
         conn.execute(OBSOLETE)
+        conn.execute("PRAGMA user_version = 0")  # those versions had no numbered migrations
     conn.close()
 
     reopened = SqliteJobStore(path)
@@ -93,7 +94,7 @@ def test_a_tenants_pending_jobs_are_read_from_their_own_index(tmp_path: Path) ->
     assert page == sorted(page, key=lambda j: (j.createdAt, j.id), reverse=True)
     assert [j.jobType for j in browser.page("quiet", JobQuery(status=Status.PENDING, jobType="t1"))] == ["t1"]
     statements: list[str] = []
-    with store._read() as traced:  # given back, it is the connection the next read takes (newest first)
+    with store.database.read() as traced:  # given back, it is the connection the next read takes (newest first)
         traced.set_trace_callback(statements.append)
     browser.page("quiet", JobQuery(status=Status.PENDING, limit=10))
     traced.set_trace_callback(None)

@@ -1,4 +1,4 @@
-"""The SQLite file's last hour, counted by minute as jobs end (sqlite_recent.py): the same figures as counting
+"""The SQLite file's last hour, counted by minute as jobs end (sqlite/recent.py): the same figures as counting
 every ending since a time, whatever order the endings are written in, and files written before the ring."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from shared.model import Status
 from shared.store.browse import RecentCounts
 from shared.store.sqlite import SqliteJobStore
-from shared.store.sqlite_recent import MINUTE_MS, RING_MINUTES
+from shared.store.sqlite.recent import MINUTE_MS, RING_MINUTES
 from tests.contract.store_kit import new
 from tests.support import backend_beside
 
@@ -123,6 +123,7 @@ def test_a_file_written_before_the_ring_gets_its_last_hour_counted(tmp_path: Pat
         for name in ("recent_completed", "recent_dlq", "recent_failed_attempt", "recent_attempt_failed"):
             conn.execute(f"DROP TRIGGER {name}")
         conn.execute("DROP TABLE recent_endings_by_minute")
+        conn.execute("PRAGMA user_version = 0")  # nor numbered migrations
     ended_at(path, [(job_id, ("completed", "dlq")[n % 2], now_ms - n * 90_000) for n, (job_id, _) in enumerate(jobs)])
 
     reopened = SqliteJobStore(path)

@@ -19,6 +19,7 @@ def test_an_older_file_gets_the_cancel_request_column_and_keeps_its_jobs(tmp_pat
     store.close()
     with sqlite3.connect(path) as conn:  # the file as the release before cancellation requests wrote it
         conn.execute("ALTER TABLE jobs DROP COLUMN cancelRequested")
+        conn.execute("PRAGMA user_version = 0")  # that release had no numbered migrations
     conn.close()
 
     upgraded = SqliteJobStore(path)
@@ -41,6 +42,7 @@ def test_an_older_file_gets_the_traceback_column_and_keeps_its_attempts(tmp_path
     store.close()
     with sqlite3.connect(path) as conn:  # the file as the release before tracebacks wrote it
         conn.execute("ALTER TABLE executions DROP COLUMN traceback")
+        conn.execute("PRAGMA user_version = 0")  # that release had no numbered migrations
     conn.close()
 
     upgraded = SqliteJobStore(path)

@@ -1,5 +1,5 @@
-"""start_attempt/finish_attempt and their batch forms (start_attempts: what an executor's poll found due;
-finish_attempts: the outcomes finishing together), on every store.
+"""start_attempts (what an executor's poll found due, or one wake-up alone) and finish_attempt with its batch form
+(finish_attempts: the outcomes finishing together), on every store.
 
 The MongoDB store writes a batch's hinted starts and its successes as bulk writes; these tests drive the stores
 as executors do, several at once, and check that batching changes nothing a caller can see: one winner per
@@ -27,14 +27,15 @@ from shared.store.base import (
 )
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import LEASE, claim_one, claimed_batch, hint, new, queued, reload, result, together
+from tests.support import start_one
 
 
 @pytest.mark.parametrize("hinted", [True, False], ids=["claim-hint", "no-hint"])
-def test_start_attempt_claims_the_attempt_and_runs_the_job(store: JobStore, hinted: bool) -> None:
+def test_a_start_claims_the_attempt_and_runs_the_job(store: JobStore, hinted: bool) -> None:
     job = queued(store)
     lease = utc_now() + LEASE
     before = utc_now()
-    started = store.start_attempt(job.id, job.jobType, "w1", lease, hint(job) if hinted else None)
+    started = start_one(store, AttemptStart(job.id, job.jobType, "w1", lease, hint(job) if hinted else None))
     assert (started.id, started.status, started.claimedBy, started.leaseExpiresAt, started.attempts) == (
         job.id,
         Status.RUNNING,
@@ -58,24 +59,24 @@ def test_start_attempt_claims_the_attempt_and_runs_the_job(store: JobStore, hint
     assert (record.finishedAt, record.error, record.durationMs) == (None, None, None)
 
 
-def test_start_attempt_names_why_it_refuses(store: JobStore) -> None:
+def test_a_start_names_why_it_is_refused(store: JobStore) -> None:
     with pytest.raises(JobNotFound):
-        store.start_attempt(str(ObjectId()), "noop", "w1", utc_now() + LEASE, StartHint("some-claim", 1))
+        start_one(store, AttemptStart(str(ObjectId()), "noop", "w1", utc_now() + LEASE, StartHint("some-claim", 1)))
     with pytest.raises(JobNotFound):
-        store.start_attempt("not-an-id", "noop", "w1", utc_now() + LEASE, StartHint("some-claim", 1))
+        start_one(store, AttemptStart("not-an-id", "noop", "w1", utc_now() + LEASE, StartHint("some-claim", 1)))
     pending = store.create(new(scheduledAt=utc_now() + timedelta(hours=1)))
     with pytest.raises(TransitionRefused) as refused:
-        store.start_attempt(pending.id, "noop", "w1", utc_now() + LEASE)
+        start_one(store, AttemptStart(pending.id, "noop", "w1", utc_now() + LEASE))
     assert refused.value.job.status is Status.PENDING
     job = queued(store)
     with pytest.raises(TransitionRefused) as refused:  # a wake-up on the wrong type's topic
-        store.start_attempt(job.id, "email", "w1", utc_now() + LEASE, hint(job))
+        start_one(store, AttemptStart(job.id, "email", "w1", utc_now() + LEASE, hint(job)))
     assert refused.value.job.jobType == "noop"
     assert reload(store, job).status is Status.QUEUED
     assert store.list_executions(job.id) == []  # the wrong executor gave its attempt record back
-    store.start_attempt(job.id, "noop", "w1", utc_now() + LEASE, hint(job))
+    start_one(store, AttemptStart(job.id, "noop", "w1", utc_now() + LEASE, hint(job)))
     with pytest.raises(TransitionRefused) as refused:  # a duplicate delivery after the start
-        store.start_attempt(job.id, "noop", "w2", utc_now() + LEASE, hint(job))
+        start_one(store, AttemptStart(job.id, "noop", "w2", utc_now() + LEASE, hint(job)))
     assert (refused.value.job.status, refused.value.job.claimedBy) == (Status.RUNNING, "w1")
     assert len(store.list_executions(job.id)) == 1
 
@@ -85,7 +86,7 @@ def test_a_stale_hint_still_starts_the_job_as_it_is_now(store: JobStore) -> None
     first = queued(store)
     store.release_claims([first])
     claim_one(store, first)
-    started = store.start_attempt(first.id, "noop", "w1", utc_now() + LEASE, hint(first))
+    started = start_one(store, AttemptStart(first.id, "noop", "w1", utc_now() + LEASE, hint(first)))
     assert (started.status, started.attempts) == (Status.RUNNING, 0)
     assert [e.id for e in store.list_executions(first.id)] == [f"{first.id}:1"]
 
@@ -94,7 +95,7 @@ def test_a_cancelled_job_never_starts_even_with_its_claim_hint(store: JobStore) 
     job = queued(store)
     store.cancel(job.id)
     with pytest.raises((AttemptTaken, TransitionRefused)):
-        store.start_attempt(job.id, "noop", "w1", utc_now() + LEASE, hint(job))
+        start_one(store, AttemptStart(job.id, "noop", "w1", utc_now() + LEASE, hint(job)))
     assert reload(store, job).status is Status.CANCELLED
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.CANCELLED]
 
@@ -106,7 +107,7 @@ def test_duplicate_deliveries_of_a_claim_batch_start_each_job_exactly_once(harne
     stores = [harness.store, harness.open()]
     deliveries = [(j, copy) for j in jobs for copy in (0, 1)]
     calls: list[Callable[[], Job]] = [
-        partial(stores[copy].start_attempt, j.id, "noop", f"w{copy}", utc_now() + LEASE, hint(j))
+        partial(start_one, stores[copy], AttemptStart(j.id, "noop", f"w{copy}", utc_now() + LEASE, hint(j)))
         for j, copy in deliveries
     ]
     outcomes = together(calls)
@@ -122,7 +123,9 @@ def test_duplicate_deliveries_of_a_claim_batch_start_each_job_exactly_once(harne
 
 def test_concurrent_results_complete_every_job_with_complete_records(store: JobStore) -> None:
     jobs = claimed_batch(store, 20)
-    started = together([partial(store.start_attempt, j.id, "noop", "w1", utc_now() + LEASE, hint(j)) for j in jobs])
+    started = together(
+        [partial(start_one, store, AttemptStart(j.id, "noop", "w1", utc_now() + LEASE, hint(j))) for j in jobs]
+    )
     assert all(isinstance(s, Job) for s in started), started
     runs = [s for s in started if isinstance(s, Job)]
     outcomes = [Outcome.FAILED if i % 5 == 0 else Outcome.SUCCEEDED for i in range(len(runs))]
@@ -148,7 +151,7 @@ def test_concurrent_results_complete_every_job_with_complete_records(store: JobS
 
 def test_a_result_after_the_reaper_closed_the_attempt_changes_nothing_in_a_batch(store: JobStore) -> None:
     jobs = claimed_batch(store, 3)
-    runs = [store.start_attempt(j.id, "noop", "w1", utc_now() + LEASE, hint(j)) for j in jobs]
+    runs = [start_one(store, AttemptStart(j.id, "noop", "w1", utc_now() + LEASE, hint(j))) for j in jobs]
     assert store.recover_attempt(runs[0], "executor lost") is not None
     finished = together([partial(store.finish_attempt, run, result(Outcome.SUCCEEDED)) for run in runs])
     assert finished[0] is None  # late: the attempt was already closed as lost
@@ -157,7 +160,7 @@ def test_a_result_after_the_reaper_closed_the_attempt_changes_nothing_in_a_batch
     assert all(isinstance(f, Job) and f.status is Status.COMPLETED for f in finished[1:]), finished
 
 
-def test_start_attempts_answers_each_start_in_order_as_start_attempt_would(store: JobStore) -> None:
+def test_start_attempts_answers_each_start_in_order_as_it_would_alone(store: JobStore) -> None:
     """One batch of an executor's poll: hinted and unhinted starts, an unknown job, one not due, one of another
     type and the same wake-up twice. Each start gets its own answer, in order; none spoils the others."""
     first, second, other_type = [*claimed_batch(store, 2), queued(store, jobType="email")]
@@ -196,7 +199,7 @@ def test_start_attempts_answers_each_start_in_order_as_start_attempt_would(store
 
 def test_finish_attempts_answers_each_outcome_in_order_as_finish_attempt_would(store: JobStore) -> None:
     jobs = claimed_batch(store, 4)
-    runs = [store.start_attempt(j.id, "noop", "w1", utc_now() + LEASE, hint(j)) for j in jobs]
+    runs = [start_one(store, AttemptStart(j.id, "noop", "w1", utc_now() + LEASE, hint(j))) for j in jobs]
     assert store.recover_attempt(runs[3], "executor lost") is not None
     outcomes = [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SUCCEEDED, Outcome.SUCCEEDED]
     finishes = [

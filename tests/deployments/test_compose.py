@@ -19,7 +19,7 @@ from services.api.auth.api_auth import api_auth
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
-from shared.keys.sqlite import SqliteKeyStore
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.deployments.manifests import (
     COMPOSE_FILE,
     DOCKER_DIR,

@@ -15,7 +15,7 @@ from shared.bus.kafka import KafkaBus
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
-from shared.keys.sqlite import SqliteKeyStore
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.deployments.manifests import K8S_DIR, Doc, known_env_names, load_yaml, load_yaml_documents
 
 # What the binaries serve by default: the built-ins, and the http type (which signs with the backend's secrets).

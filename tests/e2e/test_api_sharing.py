@@ -21,8 +21,8 @@ import pytest
 
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key
-from shared.keys.mongo import MongoKeyStore
-from shared.keys.sqlite import SqliteKeyStore
+from shared.store.mongo.keys import MongoKeyStore
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.conftest import Launch
 from tests.e2e.devmode import Dev
 from tests.support import free_port, wait_until
@@ -49,7 +49,7 @@ class Api:
 StartApi = Callable[..., Api]
 
 
-@pytest.fixture(params=["dev", "api"])
+@pytest.fixture(params=["dev", pytest.param("api", marks=pytest.mark.servers)])
 def start_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StartApi]:
     """Starts the binary with the given settings (AUTH=required gets a key store to mint keys in)."""
     with ExitStack() as cleanup:

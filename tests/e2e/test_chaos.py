@@ -18,9 +18,10 @@ from pymongo import InsertOne
 from pymongo.database import Database
 
 from jobsched.limits import Limits, Rate
-from shared.job_types.announcements_mongo import MongoJobTypes
 from shared.model import Outcome, Status, utc_now
-from shared.store.mongo import KIND_RUN, MongoJobStore
+from shared.store.mongo import MongoJobStore
+from shared.store.mongo.job_types import MongoJobTypes
+from shared.store.transitions import KIND_RUN
 from tests.conftest import LOCAL_SCRIPTS, Launch
 from tests.support import ServiceProcess, wait_until
 
@@ -123,7 +124,7 @@ def test_nothing_is_lost_when_everything_crashes(
         pytest.fail("the chaos test restarts Kafka: it needs the local broker of deployments/local/kafka.sh")
     rng = random.Random(20261129)
     mongo_db["jobs"].bulk_write([InsertOne(d) for d in job_mix(rng, JOBS)])
-    registry = MongoJobTypes(mongo_store)
+    registry = MongoJobTypes(mongo_store.database)
     for job_type, limits in LIMITS.items():  # an operator's, stored before any process starts
         registry.set_limits(job_type, limits, utc_now())
     started = time.monotonic()

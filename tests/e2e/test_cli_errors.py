@@ -3,7 +3,9 @@ dependency is one line on stderr and a non-zero exit. The tools find a running l
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 from pymongo.database import Database
 
+from shared.store.sqlite import SqliteJobStore
+from shared.store.sqlite.migrations import LATEST
 from tests.support import REPO_ROOT, free_port
 
 UNREACHABLE_MONGO = "mongodb://127.0.0.1:1/?directConnection=true"
@@ -95,3 +99,23 @@ def test_jobsched_help_lists_every_command_and_succeeds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
     assert sorted(listed) == sorted([*SERVICES, *OTHER_COMMANDS, *OPERATOR_GROUPS])
+
+
+def test_dev_refuses_a_database_file_a_later_jobsched_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "dev.db"
+    store = SqliteJobStore(db)
+    store.ensure_schema()
+    store.close()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+    written = db.read_bytes()
+    ports = {"API_PORT": str(free_port()), "METRICS_PORT": str(free_port())}
+    done = run("services.dev", STACK_DIR=str(tmp_path / "no-stack"), JOBSCHED_DB=str(db), **ports)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    # After the log of the start so far (the secrets key made beside the file), the reason on one line.
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"jobsched dev: the database's schema is version {LATEST + 1}; this jobsched knows versions up to {LATEST}: "
+        f"run a jobsched that knows version {LATEST + 1} or later (downgrades are not supported)"
+    )
+    assert db.read_bytes() == written

@@ -58,7 +58,7 @@ def receiver() -> Iterator[Receiver]:
     made.server.server_close()
 
 
-@pytest.fixture(params=["sqlite", "mongo"])
+@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.servers)])
 def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
     if request.param == "sqlite":
         dev = Dev(tmp_path)

@@ -51,7 +51,7 @@ def logged(process: ServiceProcess, action: str) -> bool:
     return f'"action": "{action}"' in process.log_text()
 
 
-@pytest.fixture(params=["mongo", "sqlite"])
+@pytest.fixture(params=[pytest.param("mongo", marks=pytest.mark.servers), "sqlite"])
 def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Backend, dict[str, str]]]:
     """The store the executors share: the test's MongoDB database, or one SQLite file (MONGO_URI names any
     store's URL) that the processes open side by side."""

@@ -36,7 +36,7 @@ class Server:
     port: int
 
 
-@pytest.fixture(params=["dev", "api"])
+@pytest.fixture(params=["dev", pytest.param("api", marks=pytest.mark.servers)])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     if request.param == "dev":
         dev = Dev(tmp_path)

@@ -23,7 +23,7 @@ from tests.support import LOCAL, backend_beside
 MakeApp = Callable[..., Starlette]
 
 
-@pytest.fixture(params=["mongo", "sqlite"])
+@pytest.fixture(params=[pytest.param("mongo", marks=pytest.mark.servers), "sqlite"])
 def api_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
     if request.param == "mongo":
         yield request.getfixturevalue("mongo_store")

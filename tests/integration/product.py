@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from jobsched import JobTypes
-from services.executor.attempt_runner import AttemptRunner
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
 from shared.store.base import JobStore
+from tests.executor_support import Feed, executor_of, running
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
@@ -25,17 +24,17 @@ def run_what_is_due(store: JobStore, registry: JobTypes = BUILTIN_TYPES) -> None
     dispatcher = Dispatcher(store, bus, job_types, batch=500)
     term = SingleNodeElector().campaign(threading.Event())
     assert term is not None
-    workers = {
-        t: AttemptRunner(
-            store, bus, registry, t, "test", default_timeout=timedelta(seconds=5), lease=timedelta(minutes=5)
-        )
-        for t in job_types
-    }
     subscriptions = {t: bus.subscribe(t) for t in job_types}
-    with ThreadPoolExecutor(16) as pool:
+    # Each type's executor is fed what its subscription received, so that each pass ends once all of it ran.
+    feeds = {t: Feed(t) for t in job_types}
+    executors = [
+        executor_of(store, bus, registry, t, feeds[t], "test", timeout=timedelta(seconds=5), concurrency=16)
+        for t in job_types
+    ]
+    with running(*executors):
         while dispatcher.tick(term).claimed:
             for job_type, subscription in subscriptions.items():
-                deliveries = []
+                wakeups = []
                 while (delivery := subscription.poll(0)) is not None:
-                    deliveries.append(delivery)
-                list(pool.map(workers[job_type].process, deliveries))
+                    wakeups.append(delivery.value)
+                feeds[job_type].drain(*wakeups)

@@ -12,10 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
-from shared.store.base import AttemptResult, JobStore
+from shared.store.base import AttemptResult, AttemptStart, JobStore
 from shared.store.mongo import MongoJobStore
 from tests.integration.conftest import MakeApp
-from tests.support import LOCAL, tenant_jobs, wait_until
+from tests.support import LOCAL, start_one, tenant_jobs, wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
 
@@ -262,7 +262,7 @@ def test_cancel_queued_job_and_refuse_started_or_finished(api: TestClient, api_s
         )
         [queued] = api_store.claim_due_jobs(datetime.now(UTC), 10, {"log-message"})
         lease = datetime.now(UTC) + timedelta(minutes=5)
-        return api_store.start_attempt(queued.id, queued.jobType, "w", lease)
+        return start_one(api_store, AttemptStart(queued.id, queued.jobType, "w", lease))
 
     now = datetime.now(UTC)
     running = started("k-running")
@@ -284,7 +284,9 @@ def test_executions_and_retry_from_the_dlq(api: TestClient, api_store: JobStore)
     job = api.post("/jobs", json=job_body(scheduledAt="2020-01-01T00:00:00Z", maxAttempts=1)).json()
     assert api.get(f"/jobs/{job['id']}/executions").json() == []
     [queued] = api_store.claim_due_jobs(datetime.now(UTC), 10, {"log-message"})
-    running = api_store.start_attempt(queued.id, queued.jobType, "w7", datetime.now(UTC) + timedelta(minutes=5))
+    running = start_one(
+        api_store, AttemptStart(queued.id, queued.jobType, "w7", datetime.now(UTC) + timedelta(minutes=5))
+    )
     now = datetime.now(UTC)
     api_store.finish_attempt(running, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
     [execution] = api.get(f"/jobs/{job['id']}/executions").json()

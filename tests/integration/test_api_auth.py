@@ -27,9 +27,9 @@ from shared.config import Settings
 from shared.keys.base import KeyStore, Role
 from shared.keys.manage import issue_key
 from shared.model import Outcome, utc_now
-from shared.store.base import AttemptResult, JobStore
+from shared.store.base import AttemptResult, AttemptStart, JobStore
 from tests.integration.test_api import job_body
-from tests.support import LOCAL, backend_beside, tenant_jobs, wait_until
+from tests.support import LOCAL, backend_beside, start_one, tenant_jobs, wait_until
 
 PAST = "2020-01-01T00:00:00Z"
 
@@ -65,7 +65,7 @@ def dead_lettered(store: JobStore, tenant: str, key: str) -> str:
     """A job of `tenant` in the DLQ (so that retry has something to re-drive); claims every due job."""
     store.create(job_from(tenant, key))
     [queued] = [j for j in store.claim_due_jobs(utc_now(), 100, {"log-message"}) if j.idempotencyKey == key]
-    running = store.start_attempt(queued.id, queued.jobType, "w", utc_now() + timedelta(minutes=5))
+    running = start_one(store, AttemptStart(queued.id, queued.jobType, "w", utc_now() + timedelta(minutes=5)))
     now = utc_now()
     store.finish_attempt(running, AttemptResult(Outcome.FAILED, startedAt=now, finishedAt=now, error="boom"))
     return running.id
@@ -336,7 +336,7 @@ def test_the_bootstrap_admin_key_works_from_the_first_request(secured: Secured) 
 
 
 def test_an_unreachable_key_store_is_503_not_an_open_door(secured: Secured) -> None:
-    from shared.keys.sqlite import SqliteKeyStore
+    from shared.store.sqlite.keys import SqliteKeyStore
 
     broken = Secured(secured.store, SqliteKeyStore("/nonexistent/dir/keys.db"), secured.env)
     with broken.client("jsk_000000000000_" + "A" * 43) as api:

@@ -14,8 +14,6 @@ from shared.model import Outcome
 from shared.store.base import JobStore
 from tests.contract.store_kit import result, start
 
-pytestmark = pytest.mark.integration
-
 ONE_OFF = {"tenantId": "tenant-a", "jobType": "noop", "scheduledAt": "2030-01-01T00:00:00Z"}
 NIGHTLY = {"tenantId": "tenant-a", "jobType": "noop", "cron": "0 2 * * *"}
 

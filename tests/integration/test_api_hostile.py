@@ -121,7 +121,7 @@ def poison(store: JobStore, job_id: str) -> dict[str, Any]:
     # Not UTF-8 (MongoDB keeps such bytes as written; the stand-in replaces them when it stores them).
     update = bson.encode({"$set": {"payload": {"s": "PLACEHOLDR", "ok": 1}}})
     not_utf8 = RawBSONDocument(update.replace(b"PLACEHOLDR", b"\xed\xbf\xbf-after!"))  # same length
-    store._jobs.update_one({"_id": ObjectId(job_id)}, not_utf8)
+    store.database.jobs.update_one({"_id": ObjectId(job_id)}, not_utf8)
     return {"s": "\ufffd\ufffd\ufffd-after!", "ok": 1}
 
 

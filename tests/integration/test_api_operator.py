@@ -11,7 +11,8 @@ from bson import ObjectId
 from starlette.testclient import TestClient
 
 from shared.model import Job, Outcome, format_time, utc_now
-from shared.store.base import AttemptResult, JobStore, NewJob, RunSpec
+from shared.store.base import AttemptResult, AttemptStart, JobStore, NewJob, RunSpec
+from tests.support import start_one
 
 NOW = format_time(utc_now())
 
@@ -25,7 +26,7 @@ def dead(store: JobStore, error: str, tenant: str = "tenant-a", job_type: str = 
     """A job whose only attempt failed with `error`: in the DLQ."""
     job = store.create(new(tenant, job_type, maxAttempts=1))
     assert job.id in {j.id for j in store.claim_due_jobs(utc_now(), 1000, {job_type})}
-    started = store.start_attempt(job.id, job_type, "w1", utc_now() + timedelta(minutes=5))
+    started = start_one(store, AttemptStart(job.id, job_type, "w1", utc_now() + timedelta(minutes=5)))
     now = utc_now()
     finished = store.finish_attempt(started, AttemptResult(Outcome.FAILED, now, now, error))
     assert finished is not None

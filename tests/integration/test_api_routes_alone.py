@@ -22,10 +22,10 @@ from services.api.store_ping import StorePing
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
 from shared.job_types.known import KnownTypes
-from shared.keys.sqlite import SqliteKeyStore
 from shared.model import format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.store.sqlite import SqliteJobStore
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.support import LOCAL, backend_beside
 
 

@@ -16,15 +16,13 @@ from bson import ObjectId
 
 from jobsched import HandlerContext, HandlerError, JobTypes, Payload
 from jobsched.backoff import Backoff
-from services.executor.attempt_runner import AttemptRunner
-from services.executor.executor import Executor
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
 from shared.model import Job, Outcome, Status
 from shared.store.base import JobStore, NewJob, RunSpec
+from tests.executor_support import executor_of, running
 from tests.support import wait_until
 
-LEASE = timedelta(minutes=5)
 BEAT = timedelta(milliseconds=100)
 
 
@@ -91,29 +89,13 @@ def bus() -> MemoryBus:
 
 @pytest.fixture
 def run_executors(api_store: JobStore, bus: MemoryBus, handlers: Handlers) -> Iterator[None]:
-    stop = threading.Event()
-    threads = []
-    for job_type in handlers.registry.names():
-        worker = AttemptRunner(
-            api_store,
-            bus,
-            handlers.registry,
-            job_type,
-            f"w-{job_type}",
-            default_timeout=timedelta(seconds=30),
-            lease=LEASE,
-        )
-        executor = Executor(
-            worker, bus.subscribe(job_type), api_store, concurrency=4, lease=LEASE, stop=stop, heartbeat=BEAT
-        )
-        threads.append(threading.Thread(target=executor.run, name=f"executor-{job_type}"))
-    for thread in threads:
-        thread.start()
-    yield
-    handlers.release.set()
-    stop.set()
-    for thread in threads:
-        thread.join(30)
+    executors = [
+        executor_of(api_store, bus, handlers.registry, t, bus.subscribe(t), f"w-{t}", heartbeat=BEAT)
+        for t in handlers.registry.names()
+    ]
+    with running(*executors):
+        yield
+        handlers.release.set()
 
 
 def dispatch(store: JobStore, bus: MemoryBus, job_type: str, **fields: Any) -> Job:

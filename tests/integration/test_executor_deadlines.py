@@ -5,17 +5,13 @@ call returns, never serving another delivery. Both stores, the in-process bus.""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 from jobsched import HandlerContext, JobTypes, Payload
-from services.executor.attempt_runner import AttemptRunner
-from services.executor.executor import Executor
 from shared.bus.memory import MemoryBus
 from shared.model import Outcome, Status
 from shared.store.base import JobStore
+from tests.executor_support import LEASE, executor_of, running
 from tests.integration.test_executor_cancel import dispatch, final
-
-LEASE = timedelta(minutes=5)
 
 
 def test_a_hung_plain_handler_times_out_at_its_deadline_and_its_slot_serves_the_next_job(api_store: JobStore) -> None:
@@ -30,28 +26,25 @@ def test_a_hung_plain_handler_times_out_at_its_deadline_and_its_slot_serves_the_
             release.wait(30)
 
     bus = MemoryBus()
-    worker = AttemptRunner(api_store, bus, registry, "hangs-once", "w-deadlines", default_timeout=LEASE, lease=LEASE)
-    stop = threading.Event()
+    subscription = bus.subscribe("hangs-once")
     # One handler slot: the second job can only run once the hung call's slot was freed at its deadline.
-    executor = Executor(worker, bus.subscribe("hangs-once"), api_store, concurrency=1, lease=LEASE, stop=stop)
-    runner = threading.Thread(target=executor.run)
-    runner.start()
-    try:
-        hung = dispatch(api_store, bus, "hangs-once", payload={"hang": True}, timeoutSeconds=0.3)
-        quick = dispatch(api_store, bus, "hangs-once", payload={})
-        assert final(api_store, quick).status is Status.COMPLETED
-        ended = final(api_store, hung)
-        assert ended.status is not Status.COMPLETED
-        [attempt] = api_store.list_executions(hung.id)[:1]
-        assert attempt.outcome is Outcome.TIMEOUT
-        assert attempt.error == "timed out after 0.3s"
-        assert not release.is_set()  # the timeout was written while the handler still hung
-        assert threads[quick.id] is not threads[hung.id]
-    finally:
-        release.set()
-        stop.set()
-        runner.join(30)
+    executor = executor_of(
+        api_store, bus, registry, "hangs-once", subscription, "w-deadlines", timeout=LEASE, concurrency=1
+    )
+    with running(executor):  # which checks, at its end, that the executor stopped
+        try:
+            hung = dispatch(api_store, bus, "hangs-once", payload={"hang": True}, timeoutSeconds=0.3)
+            quick = dispatch(api_store, bus, "hangs-once", payload={})
+            assert final(api_store, quick).status is Status.COMPLETED
+            ended = final(api_store, hung)
+            assert ended.status is not Status.COMPLETED
+            [attempt] = api_store.list_executions(hung.id)[:1]
+            assert attempt.outcome is Outcome.TIMEOUT
+            assert attempt.error == "timed out after 0.3s"
+            assert not release.is_set()  # the timeout was written while the handler still hung
+            assert threads[quick.id] is not threads[hung.id]
+        finally:
+            release.set()
     abandoned = threads[hung.id]
     abandoned.join(10)
     assert not abandoned.is_alive()  # once its call returned, the abandoned thread ended
-    assert not runner.is_alive()

@@ -14,7 +14,6 @@ import pytest
 from bson import ObjectId
 
 from services.executor import executor as executor_module
-from services.executor.attempt_runner import AttemptRunner
 from services.executor.executor import Executor
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.base import Delivery, Subscription, Wakeup, dispatch_topic
@@ -23,6 +22,7 @@ from shared.election.single import SingleNodeElector
 from shared.handlers.builtin import builtin_types
 from shared.model import Job, Status, format_time, utc_now
 from shared.store.base import AttemptStart, JobStore, NewJob, StoreError, StoreUnavailable
+from tests.executor_support import executor_of, running
 from tests.support import wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
@@ -99,17 +99,14 @@ def test_a_start_the_store_could_not_settle_is_retried_without_holding_up_the_ot
 @contextmanager
 def executor_running(store: JobStore, bus: MemoryBus, subscription: Subscription, concurrency: int) -> Iterator[None]:
     """An executor of `noop` jobs on its own thread for the block; stopped (and ended) after it."""
-    worker = AttemptRunner(store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
-    stop = threading.Event()
-    executor = Executor(worker, subscription, store, concurrency=concurrency, lease=LEASE, stop=stop)
-    thread = threading.Thread(target=executor.run)
-    thread.start()
-    try:
+    with running(noop_executor(store, bus, subscription, concurrency)):
         yield
-    finally:
-        stop.set()
-        thread.join(30)
-    assert not thread.is_alive()
+
+
+def noop_executor(store: JobStore, bus: MemoryBus, subscription: Subscription, concurrency: int) -> Executor:
+    return executor_of(
+        store, bus, BUILTIN_TYPES, "noop", subscription, "w-runner", timeout=LEASE, lease=LEASE, concurrency=concurrency
+    )
 
 
 def due_now(store: JobStore) -> Job:
@@ -141,8 +138,7 @@ def test_one_look_for_a_due_wakeup_reads_every_waiting_one_and_holds_those_not_d
         )
     due = Wakeup(jobId=str(ObjectId()), jobType="noop", priority=0)
     bus._queue("noop").put(None, Delivery(value=due.encode(), topic=dispatch_topic("noop"), partition=0, offset=5))
-    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "noop", "w-runner", default_timeout=LEASE, lease=LEASE)
-    executor = Executor(worker, subscription, api_store, concurrency=2, lease=LEASE)
+    executor = noop_executor(api_store, bus, subscription, concurrency=2)
     held: list[tuple[float, int, Delivery, Wakeup]] = []
     taken = executor._take_due(held, itertools.count(), 0.0)
     assert taken is not None
@@ -179,12 +175,10 @@ def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_ru
     dispatcher = Dispatcher(api_store, bus, ["slow"], batch=10, lookahead=timedelta(0))
     term = SingleNodeElector().campaign(threading.Event())
     assert term is not None
-    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "slow", "w-runner", default_timeout=LEASE, lease=LEASE)
-    stop = threading.Event()
-    executor = Executor(worker, subscription, api_store, concurrency=1, lease=LEASE, stop=stop)
-    thread = threading.Thread(target=executor.run)
-    thread.start()
-    try:
+    executor = executor_of(
+        api_store, bus, BUILTIN_TYPES, "slow", subscription, "w-runner", timeout=LEASE, lease=LEASE, concurrency=1
+    )
+    with running(executor):
         busy = create_due(api_store, "slow", {"sleepMs": 3000})
         assert dispatcher.tick(term).published == 1
         wait_until(subscription.paused.is_set, 30, "the only slot to stay busy long enough to pause")
@@ -193,10 +187,6 @@ def test_a_wakeup_polled_while_every_slot_is_busy_and_the_subscription_paused_ru
         wait_until(lambda: bus._queue("slow").waiting() == 0, 30, "the paused loop to poll the wake-up")
         assert reloaded(api_store, busy.id).status is Status.RUNNING  # polled while the slot was still busy
         wait_until(partial(is_completed, api_store, after.id), 30, "the wake-up polled while paused to run")
-    finally:
-        stop.set()
-        thread.join(30)
-    assert not thread.is_alive()
 
 
 def create_due(store: JobStore, job_type: str, payload: dict[str, Any]) -> Job:

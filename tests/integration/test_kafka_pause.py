@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from shared.bus.base import Delivery
 from shared.bus.kafka import KafkaSubscription
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 WAIT_S = 60.0  # a group join, a cooperative rebalance and a first fetch on a local broker take seconds
 

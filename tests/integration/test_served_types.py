@@ -5,15 +5,12 @@ makes them go out, its shutdown stops it counting as live."""
 from __future__ import annotations
 
 import math
-import threading
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import REGISTRY
 
 from jobsched.type_defaults import TypeDefaults
 from services.executor.announcer import TypeAnnouncer
-from services.executor.attempt_runner import AttemptRunner
-from services.executor.executor import Executor
 from services.scheduler.dispatcher import Dispatcher
 from shared.bus.memory import MemoryBus
 from shared.election.base import Term
@@ -21,6 +18,7 @@ from shared.handlers.builtin import builtin_types
 from shared.job_types.served import ServedTypes
 from shared.model import Status, utc_now
 from shared.store.base import JobStore, NewJob
+from tests.executor_support import executor_of, running
 from tests.support import backend_beside, wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
@@ -82,32 +80,30 @@ def test_jobs_of_a_type_without_a_live_executor_stay_pending_and_are_counted(api
 def test_an_executor_announces_its_type_while_it_runs_and_withdraws_on_stop(api_store: JobStore) -> None:
     types = backend_beside(api_store).job_types
     bus = MemoryBus()
-    stop = threading.Event()
-    worker = AttemptRunner(api_store, bus, BUILTIN_TYPES, "slow", "w-announcing", default_timeout=BEAT, lease=BEAT)
     heartbeat = timedelta(milliseconds=100)
-    announcer = TypeAnnouncer(types, "w-announcing", {"slow": worker.defaults}, heartbeat)
-    executor = Executor(
-        worker,
-        bus.subscribe("slow"),
+    announcer = TypeAnnouncer(types, "w-announcing", {"slow": BUILTIN_TYPES["slow"].defaults}, heartbeat)
+    executor = executor_of(
         api_store,
-        concurrency=1,
+        bus,
+        BUILTIN_TYPES,
+        "slow",
+        bus.subscribe("slow"),
+        "w-announcing",
+        timeout=BEAT,
         lease=BEAT,
-        stop=stop,
+        concurrency=1,
         heartbeat=heartbeat,
         announcer=announcer,
     )
-    thread = threading.Thread(target=executor.run)
-    thread.start()
 
     def slow_type() -> tuple[int, datetime] | None:
         found = [t for t in types.job_types(utc_now(), utc_now() - RETENTION) if t.name == "slow"]
         return (found[0].executors, found[0].lastSeenAt) if found else None
 
-    first = wait_until(slow_type, 30, "the executor's announcement")
-    assert first[0] == 1
-    wait_until(lambda: (seen := slow_type()) is not None and seen[1] > first[1], 30, "a renewed announcement")
-    stop.set()
-    thread.join(30)
+    with running(executor):
+        first = wait_until(slow_type, 30, "the executor's announcement")
+        assert first[0] == 1
+        wait_until(lambda: (seen := slow_type()) is not None and seen[1] > first[1], 30, "a renewed announcement")
     after = slow_type()
     assert after is not None
     assert after[0] == 0  # withdrawn at once, not after three beats

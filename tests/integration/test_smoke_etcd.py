@@ -22,8 +22,6 @@ from etcd3.events import DeleteEvent
 
 from shared.election.etcd import close_etcd_client, parse_endpoints
 
-pytestmark = pytest.mark.integration
-
 # Per-RPC deadline: with etcd down every call fails with ConnectionFailedError at once, never hangs.
 CLIENT_TIMEOUT_S = 5.0
 LEASE_TTL_S = 2

@@ -17,8 +17,6 @@ from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
-pytestmark = pytest.mark.integration
-
 Doc = dict[str, Any]
 
 

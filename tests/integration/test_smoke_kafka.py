@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 # NewTopic is public in confluent_kafka.admin but not re-exported in its stubs (confluent-kafka ships types).
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 METADATA_TIMEOUT_S = 5.0  # a metadata request to a live local broker takes milliseconds
 ADMIN_TIMEOUT_S = 10.0  # create / delete topic

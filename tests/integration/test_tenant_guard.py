@@ -47,7 +47,7 @@ def protocol_methods() -> dict[str, inspect.Signature]:
         for name in dir(JobStore)
         if not name.startswith("_") and callable(getattr(JobStore, name))
     }
-    assert {"create", "claim_due_jobs", "start_attempt", "recover_attempt", "ping"} <= set(methods)
+    assert {"create", "claim_due_jobs", "start_attempts", "recover_attempt", "ping"} <= set(methods)
     return methods
 
 

@@ -7,8 +7,6 @@ import pytest
 
 from loadtest.write_races import main
 
-pytestmark = pytest.mark.integration
-
 
 def test_write_races_run_and_the_stores_writes_meet_no_error(
     mongo_uri: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

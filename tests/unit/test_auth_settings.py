@@ -11,7 +11,7 @@ from services.api.auth.api_auth import ApiAuth, api_auth
 from shared.config import ConfigError, Settings
 from shared.keys import tokens
 from shared.keys.base import KeyStore
-from shared.keys.sqlite import SqliteKeyStore
+from shared.store.sqlite.keys import SqliteKeyStore
 
 
 def auth_for(tmp_path: Path, **env: str) -> ApiAuth | None:

@@ -10,10 +10,10 @@ import pytest
 
 from shared.backends import open_backend, tool_backend
 from shared.config import ConfigError, Settings
-from shared.job_types.announcements_sqlite import SqliteJobTypes
-from shared.keys.sqlite import SqliteKeyStore
-from shared.store.browse_sqlite import SqliteBrowser
 from shared.store.sqlite import SqliteJobStore
+from shared.store.sqlite.browse import SqliteBrowser
+from shared.store.sqlite.job_types import SqliteJobTypes
+from shared.store.sqlite.keys import SqliteKeyStore
 from tests.support import REPO_ROOT
 
 

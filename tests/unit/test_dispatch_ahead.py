@@ -20,10 +20,11 @@ from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
 from shared.model import utc_now
-from shared.store.base import NewJob
+from shared.store.base import AttemptStart, NewJob
 from shared.store.claim_limits import ClaimLimits
 from shared.store.fair_claims import Lane, fair_selection, head_of
 from shared.store.sqlite import SqliteJobStore
+from tests.support import start_one
 
 AHEAD = 4
 
@@ -49,7 +50,7 @@ def test_the_line_is_kept_short_topped_up_without_ticks_and_a_new_tenant_goes_in
             assert delivery is not None, f"only {len(taken)} claimed: the line was not topped up"
             job_id = Wakeup.decode(delivery.value).jobId
             assert count_queued(store) <= AHEAD
-            store.start_attempt(job_id, "noop", "w1", utc_now() + timedelta(minutes=5))
+            start_one(store, AttemptStart(job_id, "noop", "w1", utc_now() + timedelta(minutes=5)))
             taken.append(job_id)
             if len(taken) == 10:
                 newcomer = store.create(NewJob("b-0", "tenant-b", "noop", utc_now())).id
@@ -63,7 +64,7 @@ def test_the_line_is_kept_short_topped_up_without_ticks_and_a_new_tenant_goes_in
 
 
 def count_queued(store: SqliteJobStore) -> int:
-    with store._read() as conn:
+    with store.database.read() as conn:
         return int(conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()[0])
 
 

@@ -7,7 +7,7 @@ from collections.abc import Collection
 from typing import Any
 
 from services.api.models.keys import KeyRequest
-from services.api.openapi.document import REF, _json
+from services.api.openapi.document import REF, json_response
 
 SCHEME = "apiKey"
 AUTH_ERRORS = {
@@ -65,7 +65,7 @@ def secured(document: dict[str, Any], public_paths: Collection[str]) -> dict[str
 
 
 def _error(description: str) -> dict[str, Any]:
-    return _json("Error", description)
+    return json_response("Error", description)
 
 
 def _key_paths() -> dict[str, Any]:
@@ -78,7 +78,7 @@ def _key_paths() -> dict[str, Any]:
                     "required": True,
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="KeyRequest")}}},
                 },
-                "responses": {"201": _json("CreatedApiKey", "Created"), "400": _error("Bad input")},
+                "responses": {"201": json_response("CreatedApiKey", "Created"), "400": _error("Bad input")},
             },
             "get": {
                 "summary": "List API keys, revoked ones included, newest first (admin)",
@@ -99,7 +99,7 @@ def _key_paths() -> dict[str, Any]:
             "delete": {
                 "summary": "Revoke an API key (admin); every API replica refuses it within AUTH_REFRESH",
                 "parameters": [prefix],
-                "responses": {"200": _json("ApiKey", "Revoked"), "404": _error("Unknown key")},
+                "responses": {"200": json_response("ApiKey", "Revoked"), "404": _error("Unknown key")},
             }
         },
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.api.openapi.operator import _OWN_TENANT, _answer, _errors
+from services.api.openapi.operator import OWN_TENANT, answer, error_answers
 from shared.http_jobs.credentials import MAX_VALUE_BYTES, NAME
 
 _CREDENTIAL = {
@@ -31,28 +31,28 @@ def credential_paths() -> dict[str, Any]:
         "/credentials": {
             "get": {
                 "summary": "The tenant's credentials for http jobs' headers, by name: names and times, never values",
-                "parameters": [_OWN_TENANT],
+                "parameters": [OWN_TENANT],
                 "responses": {
-                    "200": _answer("Credentials", {"type": "array", "items": _CREDENTIAL}),
-                    **_errors(400, 503),
+                    "200": answer("Credentials", {"type": "array", "items": _CREDENTIAL}),
+                    **error_answers(400, 503),
                 },
             }
         },
         "/credentials/{name}": {
             "put": {
                 "summary": "Set a credential (201 made, 200 its value replaced); 503 when the API has no secrets key",
-                "parameters": [_OWN_TENANT, _NAME],
+                "parameters": [OWN_TENANT, _NAME],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _VALUE}}},
                 "responses": {
-                    "201": _answer("Made", _CREDENTIAL),
-                    "200": _answer("Replaced", _CREDENTIAL),
-                    **_errors(400, 409, 413, 503),
+                    "201": answer("Made", _CREDENTIAL),
+                    "200": answer("Replaced", _CREDENTIAL),
+                    **error_answers(400, 409, 413, 503),
                 },
             },
             "delete": {
                 "summary": "Delete a credential: jobs that name it fail their next attempt",
-                "parameters": [_OWN_TENANT, _NAME],
-                "responses": {"200": _answer("Deleted", {"type": "object"}), **_errors(400, 404, 503)},
+                "parameters": [OWN_TENANT, _NAME],
+                "responses": {"200": answer("Deleted", {"type": "object"}), **error_answers(400, 404, 503)},
             },
         },
     }

@@ -88,13 +88,13 @@ def _schemas() -> dict[str, Any]:
     return {**out, **schedule_schemas()}
 
 
-def _json(ref: str, description: str) -> dict[str, Any]:
+def json_response(ref: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"$ref": REF.format(model=ref)}}}}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "Bad input", 404: "Unknown job", 409: "Conflict", 413: "Payload too large", 503: "Store unavailable"}
-    return {str(c): _json("Error", text[c]) for c in codes}
+    return {str(c): json_response("Error", text[c]) for c in codes}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -119,7 +119,10 @@ def openapi_document() -> dict[str, Any]:
                         "required": True,
                         "content": {"application/json": {"schema": {"$ref": REF.format(model="JobRequest")}}},
                     },
-                    "responses": {"201": _json("Job", "Created (status pending)"), **_errors(400, 409, 413, 503)},
+                    "responses": {
+                        "201": json_response("Job", "Created (status pending)"),
+                        **_errors(400, 409, 413, 503),
+                    },
                 },
                 "get": {
                     "summary": "List a tenant's jobs, newest first",
@@ -165,15 +168,15 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "Get a job",
                     "parameters": [job_id],
-                    "responses": {"200": _json("Job", "The job"), **_errors(400, 404, 503)},
+                    "responses": {"200": json_response("Job", "The job"), **_errors(400, 404, 503)},
                 },
                 "delete": {
                     "summary": "Cancel a job: pending, queued or buffered at once; claimed or running by asking its"
                     " executor",
                     "parameters": [job_id],
                     "responses": {
-                        "200": _json("Job", "Cancelled"),
-                        "202": _json("Job", "Running: cancellation requested (cancelRequested: true)"),
+                        "200": json_response("Job", "Cancelled"),
+                        "202": json_response("Job", "Running: cancellation requested (cancelRequested: true)"),
                         **_errors(400, 404, 409, 503),
                     },
                 },
@@ -201,7 +204,7 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "summary": "Re-drive a dlq job: back to pending, due now, with a fresh attempt budget",
                     "parameters": [job_id],
-                    "responses": {"200": _json("Job", "Pending again"), **_errors(400, 404, 409, 503)},
+                    "responses": {"200": json_response("Job", "Pending again"), **_errors(400, 404, 409, 503)},
                 },
             },
             "/jobs/{id}/delete": {

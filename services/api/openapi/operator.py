@@ -92,16 +92,16 @@ _SECRET = {
         "createdAt": {"type": "string", "format": "date-time"},
     },
 }
-_OWN_TENANT = {**TENANT, "required": True, "description": "The tenant (a key's own with AUTH=required)"}
+OWN_TENANT = {**TENANT, "required": True, "description": "The tenant (a key's own with AUTH=required)"}
 
 
-def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def error_answers(*codes: int) -> dict[str, Any]:
     text = {400: "Bad input", 404: "Not found", 409: "Conflict", 413: "Body too large", 503: "Store unavailable"}
-    return {str(c): _answer(text[c], {"$ref": REF.format(model="Error")}) for c in codes}
+    return {str(c): answer(text[c], {"$ref": REF.format(model="Error")}) for c in codes}
 
 
 def operator_schemas() -> dict[str, Any]:
@@ -113,21 +113,21 @@ def operator_paths() -> dict[str, Any]:
         "/session": {
             "get": {
                 "summary": "What the caller may do: auth (off or required), role, tenantId (null: every tenant)",
-                "responses": {"200": _answer("The caller", _SESSION)},
+                "responses": {"200": answer("The caller", _SESSION)},
             }
         },
         "/overview": {
             "get": {
                 "summary": "Jobs by type and status, the last hour's outcomes, the DLQ size, the schedules",
                 "parameters": [TENANT],
-                "responses": {"200": _answer("Counts", _OVERVIEW), **_errors(503)},
+                "responses": {"200": answer("Counts", _OVERVIEW), **error_answers(503)},
             }
         },
         "/dlq": {
             "get": {
                 "summary": "Dead letters grouped by lastError, largest group first (at most 100 groups)",
                 "parameters": [TENANT],
-                "responses": {"200": _answer("Groups", {"type": "array", "items": _GROUP}), **_errors(503)},
+                "responses": {"200": answer("Groups", {"type": "array", "items": _GROUP}), **error_answers(503)},
             }
         },
         "/dlq/redrive": {
@@ -137,28 +137,28 @@ def operator_paths() -> dict[str, Any]:
                     "required": True,
                     "content": {"application/json": {"schema": {"$ref": REF.format(model="RedriveRequest")}}},
                 },
-                "responses": {"200": _answer("What moved", _REDRIVEN), **_errors(400, 413, 503)},
+                "responses": {"200": answer("What moved", _REDRIVEN), **error_answers(400, 413, 503)},
             }
         },
         "/signing-secrets": {
             "get": {
                 "summary": "The tenant's live signing secrets of http jobs, oldest first (a writer key)",
-                "parameters": [_OWN_TENANT],
-                "responses": {"200": _answer("Secrets", {"type": "array", "items": _SECRET}), **_errors(400, 503)},
+                "parameters": [OWN_TENANT],
+                "responses": {"200": answer("Secrets", {"type": "array", "items": _SECRET}), **error_answers(400, 503)},
             },
             "post": {
                 "summary": 'A new signing secret for {"tenantId"}; 409 when it has two (remove one first)',
-                "responses": {"201": _answer("The secret", _SECRET), **_errors(400, 409, 503)},
+                "responses": {"201": answer("The secret", _SECRET), **error_answers(400, 409, 503)},
             },
         },
         "/signing-secrets/{secret_id}": {
             "delete": {
                 "summary": "Remove a signing secret: requests are no longer signed with it",
                 "parameters": [
-                    _OWN_TENANT,
+                    OWN_TENANT,
                     {"name": "secret_id", "in": "path", "required": True, "schema": {"type": "string"}},
                 ],
-                "responses": {"200": _answer("Removed", {"type": "object"}), **_errors(400, 404, 503)},
+                "responses": {"200": answer("Removed", {"type": "object"}), **error_answers(400, 404, 503)},
             }
         },
     }

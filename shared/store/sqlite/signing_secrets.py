@@ -1,6 +1,6 @@
-"""SigningSecrets on the SQLite store's file: table `signing_secrets`, each change one write transaction (the
-write lock makes its count and its insert one decision). Values are kept as secrets_sealed.py says: sealed under
-the key, or in the clear by a process without one; a file written before the key is upgraded on first use."""
+"""SigningSecrets in the SQLite file: table `signing_secrets` (migrations.py), each change one write transaction
+(the write lock makes its count and its insert one decision). Values are kept as secrets_sealed.py says: sealed
+under the key, or in the clear by a process without one; a file written before the key is upgraded on first use."""
 
 from __future__ import annotations
 
@@ -8,48 +8,35 @@ import logging
 import sqlite3
 import threading
 from datetime import datetime
-from typing import Final
 
 from shared.http_jobs.secrets import MAX_LIVE, SigningSecret, TooManySecrets
 from shared.http_jobs.secrets_sealed import KeptSecret, kept, opened, sealed_in_place
 from shared.sealing import Keyring
-from shared.store.sqlite import SqliteJobStore, TablesOnFirstUse, _add_missing_columns, _from_ms, _to_ms
+from shared.store.sqlite.codecs import from_ms, to_ms
+from shared.store.sqlite.database import SqliteDatabase
 
 log = logging.getLogger("jobsched.secrets")
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS signing_secrets (
-        id          TEXT PRIMARY KEY,
-        tenantId    TEXT NOT NULL,
-        secret      TEXT NOT NULL,              -- '' once sealed; the value itself only without a key
-        createdAt   INTEGER NOT NULL,           -- unix milliseconds, UTC
-        keyId       TEXT,                       -- the key that sealed it (shared/sealing.py)
-        sealed      BLOB
-    )""",
-    "CREATE INDEX IF NOT EXISTS tenant_signing_secrets ON signing_secrets (tenantId, createdAt)",
-)
-_SEALED_COLUMNS: Final = {"keyId": "TEXT", "sealed": "BLOB"}  # added to a table made before the key
 
 
 class SqliteSigningSecrets:
-    def __init__(self, store: SqliteJobStore, keyring: Keyring) -> None:
-        self._store = store
+    def __init__(self, database: SqliteDatabase, keyring: Keyring) -> None:
+        self._database = database
         self._keyring = keyring
-        self._tables = TablesOnFirstUse(store, _SCHEMA)
         self._upgraded = False
         self._upgrade_lock = threading.Lock()
 
-    def _ensure_table(self) -> None:
-        self._tables.ensure()
+    def _ensure_sealed(self) -> None:
+        """At this process's first use: the values the file keeps in the clear sealed (the migrations gave the
+        table its sealed columns, but have no key to seal with)."""
         with self._upgrade_lock:
             if not self._upgraded:
-                with self._store._write() as conn:
-                    _add_missing_columns(conn, "signing_secrets", _SEALED_COLUMNS)
+                with self._database.write() as conn:
                     self._seal_in_place(conn)
                 self._upgraded = True
 
     def live(self, tenant_id: str) -> list[SigningSecret]:
-        self._ensure_table()
-        with self._store._read() as conn:
+        self._ensure_sealed()
+        with self._database.read() as conn:
             rows = conn.execute(
                 "SELECT id, tenantId, secret, keyId, sealed, createdAt FROM signing_secrets WHERE tenantId = ? "
                 "ORDER BY rowid",
@@ -57,15 +44,15 @@ class SqliteSigningSecrets:
             ).fetchall()
         return [
             SigningSecret(
-                str(r[0]), str(r[1]), opened(str(r[1]), str(r[0]), _kept(r), self._keyring), _from_ms(int(r[5]))
+                str(r[0]), str(r[1]), opened(str(r[1]), str(r[0]), _kept(r), self._keyring), from_ms(int(r[5]))
             )
             for r in rows
         ]
 
     def add(self, tenant_id: str, now: datetime) -> SigningSecret:
         made = SigningSecret.new(tenant_id, now)
-        self._ensure_table()
-        with self._store._write() as conn:
+        self._ensure_sealed()
+        with self._database.write() as conn:
             (count,) = conn.execute("SELECT count(*) FROM signing_secrets WHERE tenantId = ?", (tenant_id,)).fetchone()
             if count >= MAX_LIVE:
                 raise TooManySecrets(tenant_id)
@@ -73,8 +60,8 @@ class SqliteSigningSecrets:
         return made
 
     def remove(self, tenant_id: str, secret_id: str) -> bool:
-        self._ensure_table()
-        with self._store._write() as conn:
+        self._ensure_sealed()
+        with self._database.write() as conn:
             cursor = conn.execute("DELETE FROM signing_secrets WHERE tenantId = ? AND id = ?", (tenant_id, secret_id))
         return cursor.rowcount > 0
 
@@ -82,7 +69,7 @@ class SqliteSigningSecrets:
         found = self.live(tenant_id)
         if found:
             return found
-        with self._store._write() as conn:
+        with self._database.write() as conn:
             if conn.execute("SELECT 1 FROM signing_secrets WHERE tenantId = ?", (tenant_id,)).fetchone() is None:
                 self._insert(conn, SigningSecret.new(tenant_id, now))
         return self.live(tenant_id)
@@ -91,7 +78,7 @@ class SqliteSigningSecrets:
         value = kept(secret.tenantId, secret.id, secret.secret, self._keyring)
         conn.execute(
             "INSERT INTO signing_secrets (id, tenantId, secret, keyId, sealed, createdAt) VALUES (?, ?, ?, ?, ?, ?)",
-            (secret.id, secret.tenantId, value.secret, value.key_id, value.sealed, _to_ms(secret.createdAt)),
+            (secret.id, secret.tenantId, value.secret, value.key_id, value.sealed, to_ms(secret.createdAt)),
         )
 
     def _seal_in_place(self, conn: sqlite3.Connection) -> None:

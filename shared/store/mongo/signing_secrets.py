@@ -1,4 +1,4 @@
-"""SigningSecrets on the MongoDB store's database: collection `signing_secrets`, one document per tenant
+"""SigningSecrets on the MongoDB database: collection `signing_secrets`, one document per tenant
 (`_id`: the tenant) holding its secrets, so that "at most MAX_LIVE" is one guarded update of one document: an
 upsert whose filter finds no document with room inserts one with the tenant's `_id`, which the unique `_id`
 refuses when the tenant's document exists (full). Values are kept as secrets_sealed.py says; the secrets a
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
@@ -17,16 +17,15 @@ from pymongo.errors import DuplicateKeyError
 from shared.http_jobs.secrets import MAX_LIVE, SigningSecret, TooManySecrets
 from shared.http_jobs.secrets_sealed import KeptSecret, kept, opened, sealed_in_place
 from shared.sealing import Keyring
-from shared.store.mongo import MongoJobStore, translate_errors
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 
-Document = dict[str, Any]
 log = logging.getLogger("jobsched.secrets")
 SEAL_ATTEMPTS: Final = 3  # a tenant's document changed between its read and its sealing: read it again
 
 
 class MongoSigningSecrets:
-    def __init__(self, store: MongoJobStore, keyring: Keyring) -> None:
-        self._secrets: Collection[Document] = store._db["signing_secrets"]
+    def __init__(self, database: MongoDatabase, keyring: Keyring) -> None:
+        self._secrets: Collection[Document] = database.collection("signing_secrets")
         self._keyring = keyring
         self._upgraded = False
         self._upgrade_lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""KeyStore on SQLite: table `api_keys` in the same database file as the jobs of `jobsched dev`.
+"""KeyStore on SQLite: table `api_keys` (migrations.py) in the same database file as the jobs of `jobsched dev`.
 
 Keys are read every few seconds and written rarely, so each operation opens its own connection (WAL: a
 reader never waits for the job store's writer; a writer waits for the file lock up to `timeout`). Usage
@@ -12,21 +12,11 @@ import sqlite3
 from collections.abc import Collection, Iterator
 from contextlib import closing, contextmanager
 from datetime import datetime
-from typing import Final
 
 from shared.keys.base import ApiKey, PrefixTaken, Role
-from shared.store.sqlite import _from_ms, _to_ms, _translate_errors, create_private
-
-_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS api_keys (
-    prefix      TEXT PRIMARY KEY,               -- inserting it decides who owns the prefix
-    tenantId    TEXT NOT NULL,
-    role        TEXT NOT NULL,
-    keyHash     TEXT NOT NULL,                  -- SHA-256 of the key; the key itself is never stored
-    name        TEXT,
-    createdAt   INTEGER NOT NULL,               -- times: unix milliseconds, UTC
-    lastUsedAt  INTEGER,
-    revokedAt   INTEGER
-)"""
+from shared.store.sqlite import schema
+from shared.store.sqlite.codecs import from_ms, to_ms
+from shared.store.sqlite.database import create_private, translate_errors, use_wal
 
 
 class SqliteKeyStore:
@@ -38,11 +28,11 @@ class SqliteKeyStore:
         """Nothing held between operations."""
 
     def ensure_schema(self) -> None:
-        with self._write() as conn:
-            conn.execute(_SCHEMA)
+        """The whole file to the latest version, api_keys with the rest: one version per file (schema.py)."""
+        schema.ensure_schema(self._write)
 
     def insert(self, key: ApiKey) -> None:
-        row = (key.prefix, key.tenantId, key.role.value, key.keyHash, key.name, _to_ms(key.createdAt))
+        row = (key.prefix, key.tenantId, key.role.value, key.keyHash, key.name, to_ms(key.createdAt))
         try:
             with self._write() as conn:
                 conn.execute(
@@ -69,7 +59,7 @@ class SqliteKeyStore:
         with self._write() as conn:
             row = conn.execute(
                 "UPDATE api_keys SET revokedAt = coalesce(revokedAt, ?) WHERE prefix = ? RETURNING *",
-                (_to_ms(at), prefix),
+                (to_ms(at), prefix),
             ).fetchone()
         return _to_key(row) if row else None
 
@@ -79,18 +69,18 @@ class SqliteKeyStore:
         with self._write() as conn:
             conn.executemany(
                 "UPDATE api_keys SET lastUsedAt = max(coalesce(lastUsedAt, 0), ?) WHERE prefix = ?",
-                [(_to_ms(at), p) for p in sorted(prefixes)],
+                [(to_ms(at), p) for p in sorted(prefixes)],
             )
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        with _translate_errors():
+        with translate_errors():
             create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
             with closing(conn):
                 conn.row_factory = sqlite3.Row
                 conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                use_wal(conn, self._timeout)
                 yield conn
 
     @contextmanager
@@ -112,8 +102,8 @@ def _to_key(row: sqlite3.Row) -> ApiKey:
         tenantId=row["tenantId"],
         role=Role(row["role"]),
         keyHash=row["keyHash"],
-        createdAt=_from_ms(row["createdAt"]),
+        createdAt=from_ms(row["createdAt"]),
         name=row["name"],
-        lastUsedAt=_from_ms(row["lastUsedAt"]) if row["lastUsedAt"] is not None else None,
-        revokedAt=_from_ms(row["revokedAt"]) if row["revokedAt"] is not None else None,
+        lastUsedAt=from_ms(row["lastUsedAt"]) if row["lastUsedAt"] is not None else None,
+        revokedAt=from_ms(row["revokedAt"]) if row["revokedAt"] is not None else None,
     )

@@ -1,16 +1,21 @@
-"""run_handler for plain functions and the handler threads: reused, and a hung handler abandoned at its deadline."""
+"""The handler threads, as an executor uses them: a call on a thread reserved for it (Executor._start), a plain
+handler called there (call_plain). Threads are reused, an abandoned call ends only its own thread, and a
+reservation promises only the threads there are. A hung handler abandoned at its deadline, through the executor:
+tests/integration/test_executor_deadlines.py."""
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
 
 from jobsched import HandlerContext, Payload
-from jobsched.handlers import JobLogger
-from services.executor.handler_calls import Cancellation, Ending, HandlerThreads, Task, run_handler
+from jobsched.handlers import HandlerFn, JobLogger
+from services.executor.handler_calls import Cancellation, Ending, HandlerThreads, Task, call_plain
 from shared.model import Outcome
 from tests.support import wait_until
 
@@ -28,6 +33,19 @@ CTX = HandlerContext(
 )
 
 
+def on_a_handler_thread(call: Callable[[Task], None]) -> Task:
+    """The call on a handler thread reserved for it, as an executor hands a started attempt over."""
+    assert HandlerThreads.reserve(1) == 1
+    return HandlerThreads.run_reserved(call)
+
+
+def ending_of(handler: HandlerFn) -> Ending:
+    """How a plain handler's call ended on a handler thread."""
+    ended: queue.SimpleQueue[Ending] = queue.SimpleQueue()
+    on_a_handler_thread(lambda _task: ended.put(call_plain(handler, {}, CTX)))
+    return ended.get(timeout=10)
+
+
 def test_calls_that_return_in_time_are_served_by_the_threads_already_there() -> None:
     seen: list[threading.Thread] = []
 
@@ -38,7 +56,7 @@ def test_calls_that_return_in_time_are_served_by_the_threads_already_there() -> 
     for _ in range(5):
         wait_until(lambda: HandlerThreads._busy == 0, 10, "the previous call's thread free again")
         started.append(HandlerThreads._threads)
-        assert run_handler(handler, False, {}, CTX, 5, NOT_CANCELLED) == Ending(Outcome.SUCCEEDED)
+        assert ending_of(handler) == Ending(Outcome.SUCCEEDED)
     assert len(set(started[1:])) == 1  # no thread started once one was there
     assert threading.current_thread() not in seen  # never on the caller's own thread
 
@@ -51,17 +69,17 @@ def test_many_concurrent_calls_each_run_once_and_an_abandoned_one_ends_only_its_
 
     def hangs_then_abandons(task: Task) -> None:
         abandoned.append(threading.current_thread())
-        task.abandon()  # as the runner does when its call overran the deadline
+        task.abandon()  # as the executor does when its call overran the deadline
         release.wait(30)
 
-    HandlerThreads.run(hangs_then_abandons)
+    on_a_handler_thread(hangs_then_abandons)
 
     def count(n: int) -> None:
         with lock:
             runs.append(n)
 
     for n in range(200):
-        HandlerThreads.run(lambda _task, n=n: count(n))  # type: ignore[misc]
+        on_a_handler_thread(lambda _task, n=n: count(n))  # type: ignore[misc]
     wait_until(lambda: len(runs) == 200, 10, "every call run")
     assert sorted(runs) == list(range(200))
     release.set()
@@ -74,37 +92,17 @@ def test_a_failure_is_the_attempts_and_the_thread_serves_the_next_call() -> None
     def failing(payload: Payload, ctx: HandlerContext) -> None:
         raise ValueError("no")
 
-    ending = run_handler(failing, False, {}, CTX, 5, NOT_CANCELLED)
+    ending = ending_of(failing)
     assert (ending.outcome, ending.error) == (Outcome.FAILED, "ValueError: no")
     assert ending.traceback is not None
     assert ending.traceback.endswith("ValueError: no\n")
-    assert run_handler(lambda payload, ctx: None, False, {}, CTX, 5, NOT_CANCELLED) == Ending(Outcome.SUCCEEDED)
-
-
-def test_a_hung_handler_times_out_and_its_thread_is_never_handed_another_call() -> None:
-    release = threading.Event()
-    hung: list[threading.Thread] = []
-
-    def hangs(payload: Payload, ctx: HandlerContext) -> None:
-        hung.append(threading.current_thread())
-        release.wait(30)
-
-    assert run_handler(hangs, False, {}, CTX, 0.2, NOT_CANCELLED) == Ending(Outcome.TIMEOUT, "timed out after 0.2s")
-    later: list[threading.Thread] = []
-    assert (
-        run_handler(lambda p, c: later.append(threading.current_thread()), False, {}, CTX, 5, NOT_CANCELLED)[0]
-        is Outcome.SUCCEEDED
-    )
-    assert later[0] is not hung[0]
-    release.set()
-    hung[0].join(10)
-    assert not hung[0].is_alive()  # once its call returned, the abandoned thread ended
+    assert ending_of(lambda payload, ctx: None) == Ending(Outcome.SUCCEEDED)
 
 
 def test_a_reservation_counts_only_the_threads_that_could_be_started(monkeypatch: pytest.MonkeyPatch) -> None:
     """When no thread can be started, reserve() promises only the idle threads there are, so the executor never
     starts an attempt that no thread would run."""
-    HandlerThreads.run(lambda _task: None)  # at least one thread there
+    on_a_handler_thread(lambda _task: None)  # at least one thread there
     wait_until(lambda: HandlerThreads._busy == 0, 10, "earlier calls done")
     idle = HandlerThreads._threads - HandlerThreads._busy
     assert idle >= 1

@@ -1,13 +1,13 @@
-"""JobBrowser on the SQLite store's file, through the store's own connection pool.
+"""JobBrowser on the SQLite file, through the database's own connection pool.
 
-The indexes these queries walk are created with the store's schema (sqlite.py). The counts by type and status,
+The indexes these queries walk are created with the store's schema (schema.py). The counts by type and status,
 and the tenants, are read from job_counts, which triggers keep with every write. Jobs that have ended, the bulk
 of a store that has run for a while, are in partial indexes: final_listing for pages of one final status. A
 tenant's pending jobs are listed through pending_listing (theirs alone); the few jobs between pending and their
 end (queued to running) are listed and counted through due_order, which starts with the status.
 tenant_type_listing serves pages of one type, tenant_templates and template_runs templates and their runs,
 dead_letters and tenant_dead_letters (partial) the DLQ of every tenant and of one; the last hour's endings are
-counted by minute as they happen (sqlite_recent.py). Where SQLite's planner, which has no statistics here, would
+counted by minute as they happen (recent.py). Where SQLite's planner, which has no statistics here, would
 pick a shorter index and read every row behind it, INDEXED BY names the right one.
 """
 
@@ -17,27 +17,19 @@ from datetime import datetime
 from typing import Any
 
 from shared.model import TERMINAL, Job, Status
-from shared.store import sqlite_recent
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
-from shared.store.sqlite import (
-    DEAD_SQL,
-    FAILED_SQL,
-    FINAL_SQL,
-    RECENTLY_ENDED_SQL,
-    RESTING,
-    TEMPLATES_SQL,
-    SqliteJobStore,
-    _to_job,
-    _to_ms,
-)
+from shared.store.sqlite import recent
+from shared.store.sqlite.codecs import to_job, to_ms
+from shared.store.sqlite.database import SqliteDatabase
+from shared.store.sqlite.schema import DEAD_SQL, FAILED_SQL, FINAL_SQL, RECENTLY_ENDED_SQL, RESTING, TEMPLATES_SQL
 
 # The statuses a job passes through in moments (not in job_counts): few jobs are ever in them.
 PASSING_SQL = f"status IN ({', '.join(repr(s.value) for s in Status if s not in RESTING)})"
 
 
 class SqliteBrowser:
-    def __init__(self, store: SqliteJobStore) -> None:
-        self._store = store
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._database = database
 
     def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
         where: list[str] = ["tenantId = ?"]
@@ -69,23 +61,23 @@ class SqliteBrowser:
         order = "DESC"
         if query.before is not None:
             where.append("(createdAt, id) < (?, ?)")
-            params += [_to_ms(query.before.createdAt), query.before.id]
+            params += [to_ms(query.before.createdAt), query.before.id]
         elif query.after is not None:
             # The page just newer than the cursor: walk up from it, then list it newest first like every page.
             where.append("(createdAt, id) > (?, ?)")
-            params += [_to_ms(query.after.createdAt), query.after.id]
+            params += [to_ms(query.after.createdAt), query.after.id]
             order = "ASC"
         sql = (
             f"SELECT * FROM jobs {index} WHERE {' AND '.join(where)} "
             f"ORDER BY createdAt {order}, id {order} LIMIT {max(query.limit, 0):d}"
         )
-        with self._store._read() as conn:
-            jobs = [_to_job(r) for r in conn.execute(sql, params).fetchall()]
+        with self._database.read() as conn:
+            jobs = [to_job(r) for r in conn.execute(sql, params).fetchall()]
         return jobs if order == "DESC" else jobs[::-1]
 
     def counts(self, tenant_id: str | None, since: datetime) -> Counts:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
-        with self._store._read() as conn:
+        with self._database.read() as conn:
             by_status = conn.execute(
                 f"SELECT jobType, status, sum(n) FROM job_counts WHERE n > 0 {tenant_sql} GROUP BY jobType, status",
                 tenant_params,
@@ -100,7 +92,7 @@ class SqliteBrowser:
                 "GROUP BY jobType, status",
                 tenant_params,
             ).fetchall()
-            ended, failed = sqlite_recent.last_hour(conn, tenant_id, since, RECENTLY_ENDED_SQL, FAILED_SQL)
+            ended, failed = recent.last_hour(conn, tenant_id, since, RECENTLY_ENDED_SQL, FAILED_SQL)
             (paused,) = conn.execute(
                 f"SELECT count(*) FROM jobs WHERE {TEMPLATES_SQL} AND status = ? AND paused = 1 {tenant_sql}",
                 [Status.PENDING.value, *tenant_params],
@@ -109,7 +101,7 @@ class SqliteBrowser:
 
     def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
-        with self._store._read() as conn:
+        with self._database.read() as conn:
             rows = conn.execute(
                 f"SELECT DISTINCT tenantId FROM job_counts WHERE n > 0 {tenant_sql} ORDER BY tenantId LIMIT ?",
                 [*tenant_params, max(limit, 0)],
@@ -119,7 +111,7 @@ class SqliteBrowser:
     def dlq_groups(self, tenant_id: str | None, limit: int) -> list[ErrorGroup]:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
         index = "dead_letters" if tenant_id is None else "tenant_dead_letters"
-        with self._store._read() as conn:
+        with self._database.read() as conn:
             rows = conn.execute(
                 f"SELECT lastError, jobType, count(*) FROM jobs INDEXED BY {index} WHERE {DEAD_SQL} {tenant_sql} "
                 "GROUP BY lastError, jobType",
@@ -129,13 +121,13 @@ class SqliteBrowser:
 
     def dead_letters(self, tenant_id: str | None, error: str, limit: int) -> list[Job]:
         tenant_sql, tenant_params = _tenant_filter(tenant_id)
-        with self._store._read() as conn:
+        with self._database.read() as conn:
             rows = conn.execute(
                 f"""SELECT * FROM jobs WHERE {DEAD_SQL} AND lastError = ? {tenant_sql}
                     ORDER BY updatedAt DESC LIMIT ?""",
                 [error, *tenant_params, max(limit, 0)],
             ).fetchall()
-        return [_to_job(r) for r in rows]
+        return [to_job(r) for r in rows]
 
 
 def _tenant_filter(tenant_id: str | None) -> tuple[str, list[Any]]:

@@ -1,6 +1,6 @@
-"""CredentialStore on the MongoDB store's database: collection `credentials`, one document per tenant (`_id`: the
+"""CredentialStore on the MongoDB database: collection `credentials`, one document per tenant (`_id`: the
 tenant) holding its credentials as an array, so that "at most MAX_PER_TENANT" is one guarded update of one
-document (as signing secrets are kept, secrets_mongo.py): a new name is pushed only while the array has room and
+document (as signing secrets are kept, signing_secrets.py): a new name is pushed only while the array has room and
 lacks the name, and an upsert that finds no such document inserts one with the tenant's `_id`, which the unique
 `_id` refuses when the tenant's document exists (full, or holding the name since)."""
 
@@ -8,22 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import DuplicateKeyError
 
 from shared.http_jobs.credentials import MAX_PER_TENANT, CredentialInfo, TooManyCredentials
 from shared.sealing import Sealed
-from shared.store.mongo import MongoJobStore, translate_errors
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 
-Document = dict[str, Any]
 ATTEMPTS: Final = 3  # a replace and a push each lose only to a concurrent change of the same name
 
 
 class MongoCredentials:
-    def __init__(self, store: MongoJobStore) -> None:
-        self._docs: MongoCollection[Document] = store._db["credentials"]
+    def __init__(self, database: MongoDatabase) -> None:
+        self._docs: MongoCollection[Document] = database.collection("credentials")
 
     def put(self, tenant_id: str, name: str, sealed: Sealed, now: datetime) -> tuple[CredentialInfo, bool]:
         for _ in range(ATTEMPTS):

@@ -1,4 +1,4 @@
-"""The job-type registry on the MongoDB store's database: collection `job_type_announcements`, one document per
+"""The job-type registry on the MongoDB database: collection `job_type_announcements`, one document per
 (type, executor), written only by that executor (an upsert by `_id`). The collection holds one document per
 executor process and type seen within the retention, so it is read whole."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.collection import Collection
@@ -16,21 +15,20 @@ from jobsched.limits import Limits
 from jobsched.type_defaults import TypeDefaults
 from shared.job_types.announcements import Announcement, JobTypeInfo, readable_overrides, summarize
 from shared.model import Status
-from shared.store.mongo import MongoJobStore, translate_errors
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_RUN
 
-Document = dict[str, Any]
 COLLECTION = "job_type_announcements"
 LIMITS_COLLECTION = "job_type_limits"  # {_id: jobType, limits: Limits.to_document(), updatedAt}: an operator's
 
 
 class MongoJobTypes:
-    def __init__(self, store: MongoJobStore) -> None:
-        self._records: Collection[Document] = store._db[COLLECTION]
-        self._jobs: Collection[Document] = store._db["jobs"]
-        self._limits: Collection[Document] = store._db[LIMITS_COLLECTION]
-        self._rates: Collection[Document] = store._db["rate_limits"]
-        self._key_rates: Collection[Document] = store._db["key_rate_limits"]
+    def __init__(self, database: MongoDatabase) -> None:
+        self._records: Collection[Document] = database.collection(COLLECTION)
+        self._jobs: Collection[Document] = database.jobs
+        self._limits: Collection[Document] = database.collection(LIMITS_COLLECTION)
+        self._rates: Collection[Document] = database.rates
+        self._key_rates: Collection[Document] = database.key_rates
 
     def announce(self, executor: str, types: Mapping[str, TypeDefaults], now: datetime, live_until: datetime) -> None:
         if not types:

@@ -7,38 +7,34 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
-from pymongo import DESCENDING, MongoClient
+from pymongo import DESCENDING
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import DuplicateKeyError
 
 from shared.keys.base import ApiKey, PrefixTaken, Role
-from shared.store.mongo import translate_errors
-
-Document = dict[str, Any]
+from shared.store.mongo import schema
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 
 
 class MongoKeyStore:
-    def __init__(self, client: MongoClient[Document], database: str) -> None:
-        self._client = client
-        self._keys: MongoCollection[Document] = client[database]["api_keys"]
-        self._usage: MongoCollection[Document] = client[database]["api_key_usage"]
+    def __init__(self, database: MongoDatabase) -> None:
+        self._database = database
+        self._keys: MongoCollection[Document] = database.collection("api_keys")
+        self._usage: MongoCollection[Document] = database.collection("api_key_usage")
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoKeyStore:
-        client: MongoClient[Document] = MongoClient(
-            uri, tz_aware=True, serverSelectionTimeoutMS=timeout_ms, connectTimeoutMS=timeout_ms
-        )
-        return cls(client, database)
+        return cls(MongoDatabase.connect(uri, database, timeout_ms=timeout_ms))
 
     def close(self) -> None:
-        self._client.close()
+        self._database.close()
 
     def ensure_schema(self) -> None:
-        """Nothing to index beyond `_id`: keys are few, and every replica reads them all."""
-        with translate_errors():
-            self._keys.find_one({"_id": ""})  # reach the server now: start-up waits for it here
+        """The database's pending migrations (schema.py), as the job store applies them: keys need no index beyond
+        `_id` (they are few, and every replica reads them all), but the keys command may be the first to open a
+        database, and one that a later jobsched migrated is refused here too (SchemaTooNew)."""
+        schema.ensure_schema(self._database)
 
     def insert(self, key: ApiKey) -> None:
         with translate_errors():

@@ -1,6 +1,6 @@
-"""JobBrowser on the MongoDB store's collections, through the store's own client.
+"""JobBrowser on the MongoDB database's jobs and attempt outcomes, over the job store's client.
 
-The indexes these queries use are created with the store's query indexes (mongo.py, `OPERATOR_INDEXES`):
+The indexes these queries use are made by the database's migrations (migrations.py, `operator_indexes`):
 tenant_status_listing and tenant_type_listing for filtered pages, type_counts so the counts read index
 entries only, tenant_templates and template_runs for templates and their runs, recent_completions
 and dead_letters / tenant_dead_letters (partial: only completed or dead-lettered jobs enter them) for the last
@@ -12,26 +12,25 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Any
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 
 from shared.model import Job, Outcome, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
-from shared.store.mongo import KIND_RUN, KIND_TEMPLATE, MongoJobStore, job_from_document, translate_errors
-from shared.store.transitions import KIND_BUFFERED
+from shared.store.mongo.codecs import job_from_document
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
+from shared.store.transitions import KIND_BUFFERED, KIND_RUN, KIND_TEMPLATE
 
-Document = dict[str, Any]
 FAILED_OUTCOMES = [Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value]
 # The job types of the last hour's failed attempts are looked up by job id, this many ids a query.
 LOOKUP_CHUNK = 1000
 
 
 class MongoBrowser:
-    def __init__(self, store: MongoJobStore) -> None:
-        self._jobs = store._jobs
-        self._outcomes = store._outcomes
+    def __init__(self, database: MongoDatabase) -> None:
+        self._jobs = database.jobs
+        self._outcomes = database.outcomes
 
     def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
         if query.limit <= 0:

@@ -1,0 +1,501 @@
+"""JobStore on MongoDB (pymongo), written for MongoDB itself.
+
+Ownership is only ever decided by inserts into unique ids (an attempt's record, its outcome: attempts.py);
+conditional updates then move the job. Every query is served by an index (migrations.py). The claim's queries are in
+claims.py, the starts and finishes of attempts in attempts.py; the rest of the protocol is here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+
+from bson import ObjectId
+from bson.errors import InvalidDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
+
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from shared.jsonsafe import shorten
+from shared.model import TERMINAL, Execution, Job, Status, utc_now
+from shared.store import transitions
+from shared.store.base import (
+    AttemptFinish,
+    AttemptResult,
+    AttemptStart,
+    Deleted,
+    DuplicateJob,
+    JobNotFound,
+    JobRefused,
+    NewJob,
+    ProgressReport,
+    RunSpec,
+    StoreError,
+    StoreUnavailable,
+    TransitionRefused,
+    one_run_added,
+    only_answer,
+)
+from shared.store.claim_limits import ClaimLimits, InFlight
+from shared.store.claiming import claim_due_runs
+from shared.store.deadlocks import retry_deadlocks
+from shared.store.fair_claims import Claim, Turns
+from shared.store.mongo import attempts, claims, schema
+from shared.store.mongo.claims import MongoClaimPort
+from shared.store.mongo.codecs import decided_closing, job_from_document, read_job, to_execution, update_document
+from shared.store.mongo.database import DUPLICATE_KEY, Document, MongoDatabase, caught, translate_errors
+from shared.store.transitions import (
+    ATTEMPT_ACTIVE,
+    CANCELLABLE_VALUES,
+    KIND_BUFFERED,
+    KIND_RUN,
+    KIND_TEMPLATE,
+    attempt_record_id,
+)
+
+DELETE_CHUNK = 1000  # ids per $in of a template's deletion
+CANCEL_TRIES = 5
+
+
+class MongoJobStore:
+    def __init__(self, database: MongoDatabase) -> None:
+        self.database = database  # its client and collections, shared by the parts kept beside the jobs
+        # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the elected scheduler claims.
+        self._turns = Turns()
+        self._claims = MongoClaimPort(database, self._turns)
+
+    @classmethod
+    def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
+        """A store on `database` (MongoDatabase.connect): nothing is asked of the server before the first call."""
+        return cls(MongoDatabase.connect(uri, database, timeout_ms=timeout_ms))
+
+    def close(self) -> None:
+        self.database.close()
+
+    def ensure_schema(self) -> None:
+        """The database's pending migrations (schema.py): the unique index that decides ownership, every query's
+        index; SchemaTooNew for a database a later jobsched migrated."""
+        schema.ensure_schema(self.database)
+
+    def ping(self) -> None:
+        self.database.ping()
+
+    def create(self, new: NewJob) -> Job:
+        doc = transitions.new_job(new, new.createdAt or utc_now())
+        with translate_errors():
+            try:
+                result = retry_deadlocks(partial(self.database.jobs.insert_one, doc))
+            except DuplicateKeyError as exc:
+                holder = self.database.jobs.find_one(
+                    {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
+                )
+                raise DuplicateJob(new.idempotencyKey, str(holder["_id"]) if holder else None) from exc
+            except (WriteError, InvalidDocument, OverflowError) as exc:
+                raise JobRefused(_refusal(exc)) from exc
+        doc["_id"] = result.inserted_id
+        return job_from_document(doc)
+
+    def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """One unordered insert_many: the server inserts every document it can and names the ones it refused.
+        When the driver cannot encode one of them (nothing is sent then), the jobs go one create at a time."""
+        now = utc_now()
+        docs = [transitions.new_job(new, new.createdAt or now) for new in news]
+        if not docs:
+            return []
+        refused: dict[int, Document] = {}
+        with translate_errors():
+            try:
+                self.database.jobs.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                refused = {int(e["index"]): e for e in exc.details.get("writeErrors", [])}
+            except (InvalidDocument, OverflowError):
+                return [caught(self.create, new) for new in news]
+            holders = self._holders([news[i] for i, e in refused.items() if e.get("code") == DUPLICATE_KEY])
+        answers: list[Job | StoreError] = []
+        for i, (new, doc) in enumerate(zip(news, docs, strict=True)):
+            error = refused.get(i)
+            if error is None:
+                answers.append(job_from_document(doc))
+            elif error.get("code") == DUPLICATE_KEY:
+                answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))
+            else:
+                answers.append(JobRefused(shorten(str(error.get("errmsg", "refused by the server")), 200)))
+        return answers
+
+    def _holders(self, news: Sequence[NewJob]) -> dict[tuple[str, str], str]:
+        """The ids of the jobs that hold these jobs' keys, by (tenant, key)."""
+        keys_by_tenant: dict[str, list[str]] = defaultdict(list)
+        for new in news:
+            keys_by_tenant[new.tenantId].append(new.idempotencyKey)
+        return {
+            (tenant, key): job_id
+            for tenant, keys in keys_by_tenant.items()
+            for key, job_id in self._ids_by_key(tenant, keys).items()
+        }
+
+    def get(self, job_id: str) -> Job | None:
+        return read_job(self.database, job_id)
+
+    def cancel(self, job_id: str) -> Job:
+        for _ in range(CANCEL_TRIES):  # a job that starts or stops between the read and the write is read again
+            job = self.get(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            transitions.check_cancellable(job)
+            done = self._request_cancel(job) if job.status.value in ATTEMPT_ACTIVE else self._cancel_now(job)
+            if done is not None:
+                return done
+        current = self.get(job_id)
+        if current is None:
+            raise JobNotFound(job_id)
+        raise TransitionRefused(current, "cancel")
+
+    def _cancel_now(self, job: Job) -> Job | None:
+        """pending|queued → cancelled; None when the job moved on meanwhile (started, or finished)."""
+        now = utc_now()
+        with translate_errors():
+            if not job.is_template:
+                # Take the next attempt before any executor can: a duplicate means one already started it.
+                try:
+                    self.database.executions.insert_one(
+                        {"_id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
+                    )
+                except DuplicateKeyError:
+                    return None
+            updated = self.database.jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
+                update_document(transitions.cancelled(now)),
+                return_document=ReturnDocument.AFTER,
+            )
+        if updated is None:
+            current = self.get(job.id) or job
+            return current if current.status is Status.CANCELLED else None
+        return job_from_document(updated)
+
+    def _request_cancel(self, job: Job) -> Job | None:
+        """claimed|running → cancelRequested, with the request its executor's heartbeat reads (a collection
+        that holds only open requests, so the check costs the same whatever the number of jobs); None when
+        the attempt ended meanwhile."""
+        now = utc_now()
+        with translate_errors():
+            self.database.cancel_requests.update_one({"_id": job.id}, {"$set": {"requestedAt": now}}, upsert=True)
+            doc = self.database.jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                update_document(transitions.cancel_requested(now)),
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                self.database.cancel_requests.delete_one({"_id": job.id})
+                return None
+        return job_from_document(doc)
+
+    def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
+        if not jobs:
+            return set()
+        with translate_errors():
+            return {str(d["_id"]) for d in self.database.cancel_requests.find({"_id": {"$in": [j.id for j in jobs]}})}
+
+    def claim_due_jobs(
+        self,
+        now: datetime,
+        limit: int,
+        job_types: Collection[str],
+        due_by: datetime | None = None,
+        limits: Mapping[str, ClaimLimits] | None = None,
+    ) -> Claim:
+        return claim_due_runs(self._claims, self._turns, now, limit, job_types, due_by, limits)
+
+    def in_flight_beside(self, job: Job) -> InFlight:
+        with translate_errors():
+            return claims.counted_in_flight(self.database, [job.jobType])
+
+    def due_job_types(self, now: datetime) -> set[str]:
+        query = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}
+        with translate_errors():
+            return {str(t) for t in self.database.jobs.distinct("jobType", query)}
+
+    def release_claims(self, jobs: Sequence[Job]) -> None:
+        if not jobs:
+            return
+        with translate_errors():
+            self.database.jobs.update_many(
+                {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": Status.QUEUED.value},
+                update_document(transitions.requeued(utc_now())),
+            )
+
+    def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        query = {
+            "status": Status.PENDING.value,
+            "kind": KIND_TEMPLATE,
+            "scheduledAt": {"$lte": now},
+            "paused": {"$ne": True},
+        }
+        with translate_errors():
+            return [
+                job_from_document(d) for d in self.database.jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)
+            ]
+
+    def dead_letter_template(self, template: Job, reason: str) -> bool:
+        with translate_errors():
+            result = self.database.jobs.update_one(
+                {"_id": ObjectId(template.id), "status": Status.PENDING.value},
+                update_document(transitions.template_dead_lettered(reason, utc_now())),
+            )
+        return result.modified_count == 1
+
+    # --- schedules --------------------------------------------------------------------------------------
+
+    def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
+        return one_run_added(self, template, run)
+
+    def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
+        now = utc_now()
+        # The runs share their template's payload object: the driver encodes them in batches as it sends them.
+        docs = [dict(transitions.template_run(template, run, now)) for run in runs]
+        if not docs:
+            return []
+        taken: set[int] = set()
+        with translate_errors():
+            try:
+                self.database.jobs.insert_many(docs, ordered=False)
+            except BulkWriteError as exc:
+                errors = exc.details.get("writeErrors", [])
+                other = [e for e in errors if e.get("code") != DUPLICATE_KEY]
+                if other:  # a payload the server cannot store: the same for every run of this template
+                    raise JobRefused(shorten(str(other[0].get("errmsg", exc)), 200)) from exc
+                # These keys' runs exist (a retry after a crash, another leader's spawn, a repeated trigger).
+                taken = {e["index"] for e in errors}
+            except (InvalidDocument, OverflowError) as exc:
+                raise JobRefused(_refusal(exc)) from exc
+            existing = self._ids_by_key(template.tenantId, [docs[i]["idempotencyKey"] for i in sorted(taken)])
+        added: list[tuple[str, bool]] = []
+        for i, doc in enumerate(docs):
+            if i not in taken:
+                added.append((str(doc["_id"]), True))
+                continue
+            found = existing.get(doc["idempotencyKey"])
+            if found is None:  # removed since: nothing of ours to return
+                raise StoreUnavailable("a run's key was taken and then vanished; retry")
+            added.append((found, False))
+        return added
+
+    def _ids_by_key(self, tenant_id: str, keys: list[str]) -> dict[str, str]:
+        if not keys:
+            return {}
+        found = self.database.jobs.find({"tenantId": tenant_id, "idempotencyKey": {"$in": keys}}, {"idempotencyKey": 1})
+        return {d["idempotencyKey"]: str(d["_id"]) for d in found}
+
+    def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
+        with translate_errors():
+            doc = self.database.jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
+        return job_from_document(doc) if doc else None
+
+    def template_runs(
+        self, template_id: str, statuses: Collection[Status] | None, limit: int, after_run: Job | None = None
+    ) -> list[Job]:
+        query: Document = {"templateId": template_id}
+        if statuses is not None:
+            query["status"] = {"$in": sorted(s.value for s in statuses)}
+        if after_run is not None:
+            query.update(_runs_after(after_run))
+        order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
+        with translate_errors():
+            return [job_from_document(d) for d in self.database.jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def buffered_runs(self, limit: int) -> list[Job]:
+        query = {"kind": KIND_BUFFERED, "status": Status.BUFFERED.value}
+        order = [("plannedAt", ASCENDING), ("_id", ASCENDING)]
+        with translate_errors():
+            return [job_from_document(d) for d in self.database.jobs.find(query).sort(order).limit(max(limit, 0))]
+
+    def promote_buffered(self, run: Job, now: datetime) -> bool:
+        with translate_errors():
+            result = self.database.jobs.update_one(
+                {"_id": ObjectId(run.id), "status": Status.BUFFERED.value}, update_document(transitions.promoted(now))
+            )
+        return result.modified_count == 1
+
+    def update_if_unmoved(self, job: Job, fields: transitions.Fields) -> Job | None:
+        with translate_errors():
+            doc = self.database.jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},
+                update_document(fields),
+                return_document=ReturnDocument.AFTER,
+            )
+        return job_from_document(doc) if doc is not None else None
+
+    # --- executor ---------------------------------------------------------------------------------------
+
+    def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
+        """attempts.start_attempts: the hinted starts at once, the rest one by one."""
+        return attempts.start_attempts(self.database, starts)
+
+    def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
+        with translate_errors():
+            for job in jobs:
+                self.database.jobs.update_one(
+                    {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}},
+                    {"$set": {"leaseExpiresAt": lease_until}},
+                )
+
+    def record_progress(self, reports: Sequence[ProgressReport]) -> None:
+        if not reports:
+            return
+        active = list(ATTEMPT_ACTIVE)
+        with translate_errors():
+            self.database.jobs.bulk_write(
+                [
+                    UpdateOne(
+                        {"_id": ObjectId(r.job.id), "attempts": r.job.attempts, "status": {"$in": active}},
+                        {"$set": {"progress": r.stored()}},
+                    )
+                    for r in reports
+                ],
+                ordered=False,
+            )
+
+    def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
+        return only_answer(self.finish_attempts([AttemptFinish(job, result)]))
+
+    def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
+        """attempts.finish_attempts: plain successes closed together, anything else one by one."""
+        return attempts.finish_attempts(self.database, finishes)
+
+    def list_executions(self, job_id: str) -> list[Execution]:
+        """The records, completed from their decided outcomes (a batched success leaves its record as it was
+        inserted; its end, duration and error live in the outcome document)."""
+        with translate_errors():
+            docs = list(self.database.executions.find({"jobId": job_id}).sort("attempt", ASCENDING))
+            decided = {d["_id"]: d for d in self.database.outcomes.find({"jobId": job_id})}
+        executions = []
+        for doc in docs:
+            outcome = decided.get(doc["_id"])
+            if outcome is not None and doc.get("finishedAt") is None:
+                doc = {**doc, **transitions.attempt_result(decided_closing(outcome))}
+            executions.append(to_execution(doc))
+        return executions
+
+    def redrive(self, job_id: str) -> Job:
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        transitions.check_redrivable(job)
+        now = utc_now()
+        with translate_errors():
+            doc = self.database.jobs.find_one_and_update(
+                {"_id": ObjectId(job.id), "status": Status.DLQ.value, "attempts": job.attempts},
+                update_document(transitions.redriven(job, now)),
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise TransitionRefused(self.get(job_id) or job, "retry")
+        return job_from_document(doc)
+
+    def delete(self, job_id: str) -> Deleted:
+        job = self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        transitions.check_deletable(job)
+        finished = {"$in": [s.value for s in TERMINAL]}
+        runs: list[ObjectId] = []
+        with translate_errors():
+            if job.is_template:
+                # A finished template spawns no more runs, and its status never changes again: its runs first,
+                # so that a crash in between leaves the template to delete again, never runs without it.
+                found = list(self.database.jobs.find({"templateId": job.id}, {"status": 1}))
+                transitions.check_runs_ended(job, (d["status"] for d in found))
+                runs = [d["_id"] for d in found]
+                for start in range(0, len(runs), DELETE_CHUNK):
+                    self.database.jobs.delete_many(
+                        {"_id": {"$in": runs[start : start + DELETE_CHUNK]}, "status": finished}
+                    )
+                # A run re-driven meanwhile is not finished and stays, with its records.
+                kept = {d["_id"] for d in self.database.jobs.find({"_id": {"$in": runs}}, {"_id": 1})}
+                runs = [r for r in runs if r not in kept]
+            if self.database.jobs.delete_one({"_id": ObjectId(job.id), "status": finished}).deleted_count == 0:
+                raise TransitionRefused(self.get(job_id) or job, "delete")
+            # Records last: a crash before this leaves records no job points to, never a job without them.
+            ids = [job.id, *(str(r) for r in runs)]
+            for start in range(0, len(ids), DELETE_CHUNK):
+                chunk = ids[start : start + DELETE_CHUNK]
+                self.database.executions.delete_many({"jobId": {"$in": chunk}})
+                self.database.outcomes.delete_many({"jobId": {"$in": chunk}})
+                self.database.cancel_requests.delete_many({"_id": {"$in": chunk}})
+        return Deleted(job, len(runs))
+
+    # --- reaper -----------------------------------------------------------------------------------------
+
+    def release_stale_claims(self, queued_before: datetime) -> int:
+        with translate_errors():
+            result = self.database.jobs.update_many(
+                {"status": Status.QUEUED.value, "queuedAt": {"$lt": queued_before}},
+                update_document(transitions.requeued(utc_now())),
+            )
+        return int(result.modified_count)
+
+    def prune_key_rates(self, now: datetime, limit: int) -> int:
+        behind = {"claimTat": {"$lte": now.timestamp()}, "startTat": {"$lte": now.timestamp()}}
+        with translate_errors():
+            found = [d["_id"] for d in self.database.key_rates.find(behind, {"_id": 1}).limit(max(limit, 0))]
+            if not found:
+                return 0
+            # Still behind: a key whose start or claim came meanwhile keeps its times.
+            return int(self.database.key_rates.delete_many({"_id": {"$in": found}, **behind}).deleted_count)
+
+    def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
+        """The jobs first, each still as found (a job re-driven meanwhile stays), then the records of those that
+        went: a crash in between leaves records no job points to, never a job without its history."""
+        transitions.check_ages_out(status)
+        if limit <= 0:
+            return 0
+        aged = {"status": status.value, "updatedAt": {"$lt": finished_before}, "kind": {"$ne": KIND_TEMPLATE}}
+        with translate_errors():
+            found = [
+                d["_id"] for d in self.database.jobs.find(aged, {"_id": 1}).sort("updatedAt", ASCENDING).limit(limit)
+            ]
+            if not found:
+                return 0
+            self.database.jobs.delete_many({"_id": {"$in": found}, **aged})
+            kept = {d["_id"] for d in self.database.jobs.find({"_id": {"$in": found}}, {"_id": 1})}
+            gone = [str(i) for i in found if i not in kept]
+            self.database.executions.delete_many({"jobId": {"$in": gone}})
+            self.database.outcomes.delete_many({"jobId": {"$in": gone}})
+            self.database.cancel_requests.delete_many({"_id": {"$in": gone}})
+        return len(gone)
+
+    def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
+        query = {"status": {"$in": list(ATTEMPT_ACTIVE)}, "leaseExpiresAt": {"$lt": now}}
+        with translate_errors():
+            return [
+                job_from_document(d)
+                for d in self.database.jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)
+            ]
+
+    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+        return attempts.close_attempt(self.database, job, AttemptResult.lost(reason, utc_now(), backoff))
+
+
+def _runs_after(run: Job) -> Document:
+    """The filter for the runs listed after `run` in template_runs' order (MongoDB sorts a missing plannedAt
+    lowest, so runs without one come last)."""
+    same_planned: list[Document] = [
+        {"scheduledAt": {"$lt": run.scheduledAt}},
+        {"scheduledAt": run.scheduledAt, "_id": {"$lt": ObjectId(run.id)}},
+    ]
+    if run.plannedAt is None:
+        return {"plannedAt": None, "$or": same_planned}
+    return {
+        "$or": [
+            {"plannedAt": None},
+            {"plannedAt": {"$lt": run.plannedAt}},
+            {"plannedAt": run.plannedAt, "$or": same_planned},
+        ]
+    }
+
+
+def _refusal(exc: Exception) -> str:
+    """The server's (or the driver's) reason for refusing a document, short: it may quote the document."""
+    reason = exc.details.get("errmsg") if isinstance(exc, WriteError) and exc.details else None
+    return shorten(str(reason or exc), 200)

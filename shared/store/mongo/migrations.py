@@ -1,0 +1,121 @@
+"""The MongoDB database's schema changes, numbered from 1 in the order they were made: migration k (MIGRATIONS[k-1])
+takes a database of schema version k-1 to version k. schema.py applies the pending ones and keeps the version.
+
+Every migration is a function of the MongoDatabase, named for what it does, its docstring saying why, and
+- may run more than once, and on several replicas at the same time: creating an index that exists changes
+  nothing, and a drop accepts an index dropped meanwhile. A database written before numbered migrations has no
+  version and gets every one of them, though it already holds what the first ones make;
+- is frozen once released: it spells out its collections, and its indexes' keys, names and filters, rather than
+  reading names or constants that later code may change, so that it does to a database what it did when it was
+  released. A change to the schema is a new migration at the end of MIGRATIONS, never an edit of one
+  (tests/contract/test_store_mongo_migrations.py holds each one's digest).
+No query names an index (none is hinted), so index names live here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from pymongo.errors import OperationFailure
+
+from shared.store.mongo.database import MongoDatabase
+
+Migration = Callable[[MongoDatabase], None]
+
+
+def unique_idempotency_per_tenant(database: MongoDatabase) -> None:
+    """The unique index that decides which create owns an idempotency key within a tenant. First, as it is what
+    keeps two creates from taking one key: the reason a process writes jobs only once its schema is applied."""
+    jobs = database.collection("jobs")
+    jobs.create_index([("tenantId", 1), ("idempotencyKey", 1)], unique=True, name="tenant_idempotency_unique")
+
+
+def drop_global_idempotency_index(database: MongoDatabase) -> None:
+    """A database written before idempotency keys were unique per tenant has a unique index on the key alone,
+    which would refuse a key that another tenant uses. It goes once the per-tenant index exists (migration 1),
+    so one unique index guards every moment of the upgrade; replicas starting together may race to drop it."""
+    jobs = database.collection("jobs")
+    for name, spec in jobs.index_information().items():
+        if spec.get("unique") and [field for field, _ in spec["key"]] == ["idempotencyKey"]:
+            try:
+                jobs.drop_index(name)
+            except OperationFailure as exc:
+                if exc.code != 27:  # IndexNotFound: another replica dropped it first
+                    raise
+
+
+def query_indexes(database: MongoDatabase) -> None:
+    """The indexes of the store's own queries, so that none reads a whole collection: the claim's (claim_order;
+    due_lanes: a type's tenants with pending runs, then each one's runs in claim order), due templates, a tenant's
+    jobs newest first, a template's runs by planned time, the reaper's expired attempts, retention's finished jobs
+    by age, and a job's attempt records and outcomes."""
+    jobs = database.collection("jobs")
+    jobs.create_index([("status", 1), ("priority", -1), ("scheduledAt", 1)], name="claim_order")
+    jobs.create_index(
+        [
+            ("status", 1),
+            ("kind", 1),
+            ("jobType", 1),
+            ("tenantId", 1),
+            ("priority", -1),
+            ("scheduledAt", 1),
+            ("_id", 1),
+        ],
+        name="due_lanes",
+    )
+    jobs.create_index([("kind", 1), ("status", 1), ("scheduledAt", 1)], name="due_templates")
+    jobs.create_index([("tenantId", 1), ("createdAt", -1), ("status", 1)], name="tenant_listing")
+    jobs.create_index([("templateId", 1), ("plannedAt", -1)], name="template_runs_planned")
+    jobs.create_index([("status", 1), ("leaseExpiresAt", 1)], name="expired_attempts")
+    jobs.create_index([("status", 1), ("updatedAt", 1)], name="finished_age")
+    database.collection("executions").create_index([("jobId", 1), ("attempt", 1)], name="job_attempts")
+    database.collection("attempt_outcomes").create_index([("jobId", 1)], name="job_outcomes")
+
+
+def operator_indexes(database: MongoDatabase) -> None:
+    """What the operator's pages and counts read (browse.py): a tenant's jobs by status or by type, the counts
+    by type and status from index entries alone, templates and their runs, the last hour's completions, the
+    dead letters (of every tenant, of one) and the recent attempt outcomes. tenant_status_listing and type_counts
+    change with every status change; the partial ones hold only templates, runs, completed or dead-lettered
+    jobs, so that the jobs that come and go fastest stay out of them."""
+    jobs = database.collection("jobs")
+    jobs.create_index([("tenantId", 1), ("status", 1), ("createdAt", -1), ("_id", -1)], name="tenant_status_listing")
+    jobs.create_index([("tenantId", 1), ("jobType", 1), ("createdAt", -1), ("_id", -1)], name="tenant_type_listing")
+    jobs.create_index([("jobType", 1), ("status", 1), ("tenantId", 1)], name="type_counts")
+    jobs.create_index(
+        [("tenantId", 1), ("createdAt", -1), ("_id", -1)],
+        name="tenant_templates",
+        partialFilterExpression={"kind": "template"},
+    )
+    jobs.create_index(
+        [("templateId", 1), ("createdAt", -1), ("_id", -1)],
+        name="template_runs",
+        partialFilterExpression={"templateId": {"$exists": True}},
+    )
+    jobs.create_index(
+        [("updatedAt", 1), ("jobType", 1), ("tenantId", 1)],
+        name="recent_completions",
+        partialFilterExpression={"status": "completed"},
+    )
+    jobs.create_index(
+        [("lastError", 1), ("updatedAt", -1), ("tenantId", 1)],
+        name="dead_letters",
+        partialFilterExpression={"status": "dlq"},
+    )
+    jobs.create_index(
+        [("tenantId", 1), ("lastError", 1), ("updatedAt", -1)],
+        name="tenant_dead_letters",
+        partialFilterExpression={"status": "dlq"},
+    )
+    database.collection("attempt_outcomes").create_index([("outcome", 1), ("at", 1)], name="recent_outcomes")
+
+
+# In the order they were released; only ever appended to.
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    unique_idempotency_per_tenant,
+    drop_global_idempotency_index,
+    query_indexes,
+    operator_indexes,
+)
+LATEST: Final = len(MIGRATIONS)

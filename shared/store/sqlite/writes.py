@@ -1,0 +1,294 @@
+"""The transitions of one job inside a write transaction of the SQLite file: creating jobs (their keys decide
+who owns them), starting and closing an attempt (its record decides who owns it), and the row-level reads and
+guarded writes they are made of. Each takes the connection of the caller's write transaction
+(SqliteDatabase.write), whose lock keeps what it read true until COMMIT."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+from bson import ObjectId
+
+from jobsched.limits import Rate
+from shared.model import Job, Outcome, Status, utc_now
+from shared.store import transitions
+from shared.store.base import (
+    AttemptResult,
+    AttemptStart,
+    AttemptTaken,
+    DuplicateJob,
+    JobNotFound,
+    NewJob,
+    RunSpec,
+    StoreError,
+    TransitionRefused,
+)
+from shared.store.claim_limits import KeyOwner
+from shared.store.sqlite.codecs import (
+    assignments,
+    check_columns,
+    job_from_values,
+    marks,
+    payload_text,
+    to_job,
+    to_ms,
+    to_sql,
+)
+from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS
+from shared.store.start_rates import counted_starts
+from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, attempt_record_id
+
+RUNS_PER_TRANSACTION: Final = 500
+TRANSACTION_BYTES: Final = 4 * 1024 * 1024
+T = TypeVar("T")
+
+# The guards of the transitions that need a job in one of several statuses (their values follow as parameters).
+IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
+IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
+# A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable, and no record yet for
+# its next attempt (a cancellation inserts one so that no executor can start it), looked up by the id the
+# record insert would take (transitions.attempt_record_id), the key that decides ownership.
+_STARTABLE: Final = (
+    "status = ? AND jobType = ? AND NOT EXISTS "
+    "(SELECT 1 FROM executions WHERE executions.id = jobs.id || ':' || (jobs.attempts + 1))"
+)
+_DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
+
+
+def refused_before_writing(step: Callable[[], T]) -> T | StoreError:
+    """Run one request's statements of a shared transaction whose refusals (a StoreError: not found, not
+    startable, attempt taken) are all decided before its first write: a refusal is its own result rather than the
+    batch's and leaves nothing to undo, so it needs no savepoint (two statements more per request). Anything
+    else rolls back the whole transaction."""
+    try:
+        return step()
+    except StoreError as exc:
+        return exc
+
+
+def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | StoreError]:
+    """The jobs inserted by multi-row INSERTs that skip a row whose unique key is taken (ON CONFLICT DO NOTHING:
+    the first of two rows with one key wins, as the first of two creates would); each skipped job is answered
+    DuplicateJob naming the key's holder. The created jobs are made from the values written, not read back."""
+    now = utc_now()
+    rows = [{"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or now)} for new in news]
+    columns = sorted(set().union(*rows))
+    check_columns(dict.fromkeys(columns), JOB_COLUMNS)
+    per_statement = max(1, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(columns))
+    values = [[to_sql(c, row.get(c)) for c in columns] for row in rows]
+    inserted: set[str] = set()
+    for start in range(0, len(rows), per_statement):
+        chunk = values[start : start + per_statement]
+        tuples = ", ".join([f"({marks(columns)})"] * len(chunk))
+        sql = f"INSERT INTO jobs ({', '.join(columns)}) VALUES {tuples} ON CONFLICT DO NOTHING RETURNING id"
+        inserted.update(str(r[0]) for r in conn.execute(sql, [v for row in chunk for v in row]))
+    holders = _holders(conn, [new for new, row in zip(news, rows, strict=True) if row["id"] not in inserted])
+    answers: list[Job | StoreError] = []
+    id_column = columns.index("id")
+    for new, row_values in zip(news, values, strict=True):
+        if row_values[id_column] in inserted:
+            answers.append(job_from_values(dict(zip(columns, row_values, strict=True))))
+        else:
+            answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))
+    return answers
+
+
+def _holders(conn: sqlite3.Connection, news: Sequence[NewJob]) -> dict[tuple[str, str], str]:
+    """The ids of the jobs that hold these jobs' keys, by (tenant, key)."""
+    found: dict[tuple[str, str], str] = {}
+    for new in news:
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE tenantId = ? AND idempotencyKey = ?", (new.tenantId, new.idempotencyKey)
+        ).fetchone()
+        if row is not None:
+            found[(new.tenantId, new.idempotencyKey)] = str(row[0])
+    return found
+
+
+def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> Job:
+    """start_attempt's checks and writes: the job moves queued → running in one update, made only when it is
+    startable (check_startable's condition) and its next attempt has no record yet, and the attempt's record is
+    inserted. A refusal writes nothing; its reason is read only then."""
+    job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
+    fields = transitions.started(start.worker, now, start.lease_until)
+    started_until = _rate_allows(conn, start, now) if start.rate is not None else None
+    key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None and job_id else None
+    row = None
+    if job_id is not None:
+        row = update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
+    if row is None:
+        raise _start_refused(conn, job_id, start)
+    if started_until is not None:
+        conn.execute(
+            "INSERT INTO rate_limits (jobType, claimTat, startTat) VALUES (?, 0, ?) "
+            "ON CONFLICT (jobType) DO UPDATE SET startTat = excluded.startTat",
+            (start.job_type, started_until),
+        )
+    if key_started is not None:
+        owner, tat = key_started
+        conn.execute(
+            "INSERT INTO key_rate_limits (jobType, tenantId, concurrencyKey, claimTat, startTat) "
+            "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
+            (*owner, tat),
+        )
+    job = to_job(row)
+    record = {"id": attempt_record_id(job.id, job.next_attempt)}
+    record.update(transitions.attempt_started(job.id, job.next_attempt, start.worker, now))
+    if insert_unique(conn, "executions", record, returning="id") is None:  # a bug: the whole batch rolls back
+        raise RuntimeError(f"attempt record {record['id']} appeared while the write lock was held")
+    return job
+
+
+def _rate_allows(conn: sqlite3.Connection, start: AttemptStart, now: datetime) -> float:
+    """The type's starts after this one when its rate allows it now; RateLimited
+    otherwise. Only reads: the caller writes it once the start is made."""
+    assert start.rate is not None
+    row = conn.execute("SELECT startTat FROM rate_limits WHERE jobType = ?", (start.job_type,)).fetchone()
+    return _counted_start(float(row[0]) if row else 0.0, now, start.rate, start.job_type)
+
+
+def _key_rate_allows(
+    conn: sqlite3.Connection, start: AttemptStart, job_id: str, now: datetime
+) -> tuple[KeyOwner, float] | None:
+    """As _rate_allows, for the job's concurrency key under the type's rate per key (None: the job has no key, or
+    is not there: the start's own checks name why)."""
+    assert start.key_rate is not None
+    job = conn.execute("SELECT tenantId, concurrencyKey FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    if job is None or job[1] is None:
+        return None
+    owner: KeyOwner = (start.job_type, str(job[0]), str(job[1]))
+    row = conn.execute(
+        "SELECT startTat FROM key_rate_limits WHERE jobType = ? AND tenantId = ? AND concurrencyKey = ?", owner
+    ).fetchone()
+    return owner, _counted_start(float(row[0]) if row else 0.0, now, start.key_rate, start.job_type)
+
+
+def _counted_start(tat: float, now: datetime, rate: Rate, job_type: str) -> float:
+    """How far the starts reach with this one (start_rates.counted_starts); RateLimited when it may not start."""
+    (refused,), reached = counted_starts(tat, now, rate, 1, job_type)
+    if refused is not None:
+        raise refused
+    return reached
+
+
+def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptStart) -> StoreError:
+    job = load_job(conn, job_id) if job_id is not None else None
+    if job is None:
+        return JobNotFound(start.job_id)
+    try:
+        transitions.check_startable(job, start.job_type)
+    except TransitionRefused as refused:
+        return refused
+    return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+
+
+def close_attempt(conn: sqlite3.Connection, job: Job, closing: AttemptResult) -> Job | None:
+    """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
+    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record_set, record_params = assignments(transitions.attempt_result(closing), EXECUTION_COLUMNS)
+    # One statement decides and closes the record, the write lock keeping its condition true until COMMIT: the
+    # record still open, and the job still in this attempt (else record and job stay as they are). It returns
+    # whether a cancel was asked after `job` was read (then no retry).
+    state = conn.execute(
+        f"""UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?
+                AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND attempts = ? AND {IS_ACTIVE})
+            RETURNING (SELECT cancelRequested FROM jobs WHERE id = ?)""",
+        [*record_params, record_id, Outcome.RUNNING.value, job.id, job.attempts, *ATTEMPT_ACTIVE, job.id],
+    ).fetchone()
+    if state is None:
+        return None
+    if state[0] and not job.cancelRequested:
+        job = job.evolve(cancelRequested=True)
+    fields = transitions.attempt_closed(job, closing)
+    guard = (job.attempts, *ATTEMPT_ACTIVE)
+    row = update_job(conn, job.id, fields, f"attempts = ? AND {IS_ACTIVE}", guard, returning="id")
+    assert row is not None, "the write lock was held since the job was read"
+    return transitions.applied(job, fields)
+
+
+# --- row helpers ------------------------------------------------------------------------------------------
+
+
+def load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
+    # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
+    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
+    return to_job(row) if row else None
+
+
+def runs_after(run: Job | None) -> tuple[str, list[Any]]:
+    """The condition for the runs listed after `run` in template_runs' order (SQLite sorts NULL lowest, so runs
+    without plannedAt come last, as in MongoDB)."""
+    if run is None:
+        return "", []
+    scheduled = to_ms(run.scheduledAt)
+    same_planned = "(scheduledAt < ? OR (scheduledAt = ? AND id < ?))"
+    if run.plannedAt is None:
+        return f"AND plannedAt IS NULL AND {same_planned}", [scheduled, scheduled, run.id]
+    planned = to_ms(run.plannedAt)
+    return (
+        f"AND (plannedAt IS NULL OR plannedAt < ? OR (plannedAt = ? AND {same_planned}))",
+        [planned, planned, scheduled, scheduled, run.id],
+    )
+
+
+def transactions_of(template: Job, runs: Sequence[RunSpec], now: datetime) -> Iterator[list[transitions.Fields]]:
+    """The runs' rows a transaction's worth at a time (RUNS_PER_TRANSACTION, or TRANSACTION_BYTES of payload),
+    so that a backfill's thousands of runs let the executor's writes through between them and never sit in
+    memory all at once. Runs share their template's payload: it is written to JSON once."""
+    texts: dict[int, str] = {}
+    batch: list[transitions.Fields] = []
+    size = 0
+    for run in runs:
+        fields = {"id": str(ObjectId()), **transitions.template_run(template, run, now)}
+        payload = fields["payload"]
+        if id(payload) not in texts:
+            texts[id(payload)] = payload_text(payload)
+        fields["payload"] = texts[id(payload)]
+        batch.append(fields)
+        size += len(fields["payload"])
+        if len(batch) == RUNS_PER_TRANSACTION or size >= TRANSACTION_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def insert_unique(
+    conn: sqlite3.Connection, table: str, fields: transitions.Fields, returning: str = "*"
+) -> sqlite3.Row | None:
+    """Insert a row and return it (its `returning` columns), or None when its unique key (id; tenantId +
+    idempotencyKey) is taken: the atomic "who owns this" decision of every store."""
+    columns = JOB_COLUMNS if table == "jobs" else EXECUTION_COLUMNS
+    check_columns(fields, columns)
+    values = [to_sql(k, v) for k, v in fields.items()]
+    try:
+        row: sqlite3.Row = conn.execute(
+            f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({marks(values)}) RETURNING {returning}", values
+        ).fetchone()
+    except sqlite3.IntegrityError as exc:
+        if getattr(exc, "sqlite_errorcode", None) in _DUPLICATE_CODES:
+            return None
+        raise
+    return row
+
+
+def update_job(
+    conn: sqlite3.Connection,
+    job_id: str,
+    fields: transitions.Fields,
+    guard: str,
+    guard_params: Sequence[Any],
+    returning: str = "*",
+) -> sqlite3.Row | None:
+    """Apply a transition's fields to one job if `guard` (the compare of compare-and-set) still holds;
+    the updated row (its `returning` columns), or None when it does not."""
+    set_sql, set_params = assignments(fields, JOB_COLUMNS)
+    row: sqlite3.Row | None = conn.execute(
+        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING {returning}",
+        [*set_params, job_id, *guard_params],
+    ).fetchone()
+    return row

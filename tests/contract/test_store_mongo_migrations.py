@@ -1,0 +1,232 @@
+"""The MongoDB database's numbered migrations (shared/store/mongo/migrations.py, schema.py): a database written by
+the last version before them is brought to the latest and keeps working, replicas starting together all end
+there, a database of a later version is refused, and a released migration is never edited."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bson import json_util
+from pymongo import MongoClient
+from pymongo.database import Database
+from pymongo.errors import DuplicateKeyError
+
+from jobsched.limits import Limits
+from shared.model import Status
+from shared.sealing import Keyring
+from shared.store.base import SchemaTooNew
+from shared.store.browse import JobQuery
+from shared.store.mongo import MongoDatabase, MongoJobStore
+from shared.store.mongo.keys import MongoKeyStore
+from shared.store.mongo.migrations import LATEST, MIGRATIONS
+from shared.store.mongo.schema import VERSION_COLLECTION, VERSION_ID, ensure_schema, schema_version
+from tests.contract.store_kit import new
+from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
+from tests.support import backend_beside
+
+Document = dict[str, Any]
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "mongo-before-migrations.json"
+REPLICAS = 4
+# Each released migration's name and the sha256 of its source (inspect.getsource), in MIGRATIONS' order.
+RELEASED = [
+    ("unique_idempotency_per_tenant", "2897d1a662fa1d87d044561a13010401c69e263f58da142d0900039d930af5d2"),
+    ("drop_global_idempotency_index", "07d45ebc335d110defcbc95a4c514817f454e95f16fab73f081445f380091504"),
+    ("query_indexes", "6dbf819c24a1363fff912f8376cf6963243a439730c5492395408150cfac5861"),
+    ("operator_indexes", "4c1366b2a96e7e8e6f3e2f31ca5a83d8e76bc5b3dc23e1046e378462fd964cef"),
+]
+
+
+@pytest.fixture
+def scratch(mongo_client: MongoClient[Document], test_id: str) -> Iterator[Callable[[str], Database[Document]]]:
+    """Databases of this test's own (`scratch("fresh")`), dropped after it."""
+    made: list[str] = []
+
+    def make(role: str) -> Database[Document]:
+        made.append(f"t_{test_id}_{role}")
+        return mongo_client[made[-1]]
+
+    yield make
+    for name in made:
+        mongo_client.drop_database(name)
+
+
+def load_fixture(db: Database[Document]) -> dict[str, list[Document]]:
+    """The database as the version before numbered migrations left it: every collection's documents, and its
+    indexes made from their dumped specs. Returns the documents by collection."""
+    dumped = json_util.loads(FIXTURE.read_text())
+    for name, collection in dumped.items():
+        db.create_collection(name)
+        if collection["documents"]:
+            db[name].insert_many([dict(doc) for doc in collection["documents"]])
+        for spec in collection["indexes"]:
+            if spec["name"] != "_id_":
+                options = {option: value for option, value in spec.items() if option != "key"}
+                db[name].create_index([(field, direction) for field, direction in spec["key"]], **options)
+    return {name: collection["documents"] for name, collection in dumped.items()}
+
+
+def index_specs(db: Database[Document]) -> dict[str, dict[str, Document]]:
+    """Every collection's indexes but `_id_`, by name, as the server lists them (keys in order, options)."""
+    specs: dict[str, dict[str, Document]] = {}
+    for name in db.list_collection_names():
+        found = {
+            spec["name"]: {**{k: v for k, v in spec.items() if k not in ("v", "ns")}, "key": list(spec["key"].items())}
+            for spec in db[name].list_indexes()
+            if spec["name"] != "_id_"
+        }
+        if found:
+            specs[name] = found
+    return specs
+
+
+def documents(db: Database[Document], collection: str) -> str:
+    return canonical(list(db[collection].find().sort("_id")))
+
+
+def canonical(docs: list[Document]) -> str:
+    return json_util.dumps(docs, json_options=json_util.CANONICAL_JSON_OPTIONS)
+
+
+def fresh_indexes(mongo_uri: str, db: Database[Document]) -> dict[str, dict[str, Document]]:
+    """The indexes an empty database gets."""
+    store = MongoJobStore.connect(mongo_uri, db.name)
+    try:
+        store.ensure_schema()
+    finally:
+        store.close()
+    return index_specs(db)
+
+
+def test_a_database_from_before_numbered_migrations_is_migrated_and_keeps_working(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]]
+) -> None:
+    old, fresh = scratch("old"), scratch("fresh")
+    written = load_fixture(old)
+    store = MongoJobStore.connect(mongo_uri, old.name)
+    try:
+        assert schema_version(store.database) == 0
+        store.ensure_schema()
+        assert schema_version(store.database) == LATEST
+        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
+        for collection, docs in written.items():
+            assert documents(old, collection) == canonical(docs), collection
+
+        backend = backend_beside(store, Keyring(FIXTURE_KEY))
+        waiting = store.job_by_key("acme", "waits")
+        assert waiting is not None
+        assert store.get(waiting.id) == waiting
+        template = store.job_by_key("acme", "nightly")
+        assert template is not None
+        [claimed] = store.claim_due_jobs(T0 + timedelta(hours=1), 10, ["report"])
+        assert (claimed.templateId, claimed.status) == (template.id, Status.QUEUED)
+        listed = {job.id for job in backend.browser.page("acme", JobQuery())}
+        assert listed == {str(doc["_id"]) for doc in written["jobs"] if doc["tenantId"] == "acme"}
+        key = backend.open_keys().find("jsk_fixture")
+        assert key is not None
+        assert key.tenantId == "acme"
+        assert backend.credentials.value("acme", "smtp") == "hunter2"
+        assert len(backend.signing_secrets.live("acme")) == 1
+        assert backend.job_types.limit_overrides() == {"email": Limits(concurrency=4)}
+        assert [a.executor for a in backend.job_types.announcements("email")] == ["executor-email-1"]
+    finally:
+        store.close()
+
+
+def test_the_unique_index_of_before_per_tenant_keys_is_dropped(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]]
+) -> None:
+    """Migration 2 on a database whose idempotency keys were unique across tenants: a key another tenant uses
+    can be taken once migrated."""
+    old, fresh = scratch("old"), scratch("fresh")
+    global_keys(old)
+    store = MongoJobStore.connect(mongo_uri, old.name)
+    try:
+        with pytest.raises(DuplicateKeyError):  # what the index did before
+            old["jobs"].insert_one({"tenantId": "globex", "idempotencyKey": "waits"})
+        store.ensure_schema()
+        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
+        assert store.create(new("waits", tenantId="globex")).tenantId == "globex"
+    finally:
+        store.close()
+
+
+def global_keys(db: Database[Document]) -> None:
+    """The fixture as a version before per-tenant idempotency keys left it: one unique index on the key alone."""
+    load_fixture(db)
+    db["jobs"].drop_index("tenant_idempotency_unique")
+    db["jobs"].create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
+
+
+@pytest.mark.parametrize("start", ["empty", "before-migrations", "global-keys"])
+def test_replicas_starting_together_all_migrate_the_database_to_the_latest(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]], start: str
+) -> None:
+    shared, fresh = scratch("shared"), scratch("fresh")
+    if start == "before-migrations":
+        load_fixture(shared)
+    elif start == "global-keys":
+        global_keys(shared)
+    replicas = [MongoDatabase.connect(mongo_uri, shared.name) for _ in range(REPLICAS)]
+    together = threading.Barrier(REPLICAS)
+    failures: list[BaseException] = []
+
+    def start_replica(database: MongoDatabase) -> None:
+        together.wait()
+        try:
+            ensure_schema(database)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start_replica, args=(database,)) for database in replicas]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        assert schema_version(replicas[0]) == LATEST
+        assert index_specs(shared) == fresh_indexes(mongo_uri, fresh)
+    finally:
+        for database in replicas:
+            database.close()
+
+
+def test_a_database_of_a_later_version_is_refused_and_left_as_it_is(
+    mongo_uri: str, mongo_db: Database[Document]
+) -> None:
+    later = LATEST + 2
+    mongo_db[VERSION_COLLECTION].insert_one({"_id": VERSION_ID, "version": later})
+    database = MongoDatabase.connect(mongo_uri, mongo_db.name)
+    try:
+        expected = f"the database's schema is version {later}; this jobsched knows versions up to {LATEST}: "
+        with pytest.raises(SchemaTooNew) as refused:
+            MongoJobStore(database).ensure_schema()
+        assert str(refused.value).startswith(expected)
+        assert "downgrades are not supported" in str(refused.value)
+        with pytest.raises(SchemaTooNew):
+            MongoKeyStore(database).ensure_schema()  # `jobsched keys` and the API's key cache refuse it too
+        assert schema_version(database) == later
+        assert index_specs(mongo_db) == {}
+    finally:
+        database.close()
+
+
+def test_released_migrations_are_never_edited() -> None:
+    digests = [(m.__name__, hashlib.sha256(inspect.getsource(m).encode()).hexdigest()) for m in MIGRATIONS]
+    for number, (released, now) in enumerate(zip(RELEASED, digests, strict=False), start=1):
+        assert now == released, (
+            f"migration {number} ({released[0]}) changed after its release: databases already migrated will never "
+            "run it again. Restore it, and make the change a new migration at the end of MIGRATIONS "
+            "(shared/store/mongo/migrations.py)"
+        )
+    assert len(digests) == len(RELEASED), (
+        f"MIGRATIONS has {len(digests)} migrations and {len(RELEASED)} are recorded as released here: add each new "
+        f"one's name and digest to RELEASED as it is released, {digests[len(RELEASED) :]}"
+    )

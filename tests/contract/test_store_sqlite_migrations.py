@@ -1,0 +1,272 @@
+"""The SQLite file's numbered migrations (shared/store/sqlite/migrations.py, schema.py): a file written by the last
+version before them is brought to the latest and keeps working, processes starting together on one file all end
+there, a file of a later version is refused and left as it is, the migrations make what the queries expect, and
+a released migration is never edited."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import multiprocessing
+import re
+import shutil
+import sqlite3
+from collections import Counter
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched.limits import Limits
+from shared.model import Outcome, Status
+from shared.sealing import Keyring
+from shared.store.base import SchemaTooNew
+from shared.store.browse import JobQuery
+from shared.store.sqlite import SqliteJobStore, recent, schema
+from shared.store.sqlite.keys import SqliteKeyStore
+from shared.store.sqlite.migrations import LATEST, MIGRATIONS, add_missing_columns
+from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS, PARTIAL_INDEXES, RESTING
+from tests.contract.store_kit import result, start
+from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
+from tests.support import REPO_ROOT, backend_beside
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "sqlite-before-migrations.db"
+REPLICAS = 4
+# Each released migration's name and the sha256 of its source (inspect.getsource), in MIGRATIONS' order.
+RELEASED = [
+    ("jobs_table", "68915f13bc8672974dac3e0fe7c16e88ef3edabfcc75dc9daf0ee5302c3a7b04"),
+    ("indexes_attempts_and_rates", "6e8d3a723056aca66a1bbd9f61dd234319e89bcc60c4e6ad6ef06aedfdd5130d"),
+    ("attempt_columns", "3bc64ba3970064bfd4fe01f3c9bab59cec4deef13c369a781f9b4719699c4fec"),
+    ("job_counts", "6d506822365d48fb4b0b66774890b06ca42464d88a1f5d88bc591a6e28171bb4"),
+    ("recent_endings_by_minute", "f115f6d47a3dbb4b67868cc770ccf54f8e1cff58adac57d51d1a645e74c7255a"),
+    ("drop_final_counts", "1ce43721c189986eaf271559bd03b8564c53582ac1afb6d53c115d555a87abfe"),
+    ("job_type_tables", "942eb01d18382d61a6c483a45a3747823dafd1723cfb17c079b943953ba64d9a"),
+    ("signing_secrets_table", "7df1ec9d7f5d379fc4d7635a50ae225f668ee2fd3cb2adc1a299c9cfc02a1c9f"),
+    ("credentials_table", "5bb0de1b5f260b40e4bdca889d5205016172b2a97c115529078c6a603f947ee7"),
+    ("api_keys_table", "d952d0845f421960dbcdb4996540a1cb1c9941f3ef0f0e6ca3a9d8b2f71cbcce"),
+]
+# What released migrations call, frozen with them.
+RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
+RECOUNT = """SELECT tenantId, jobType, status, kind = 'template', count(*) FROM jobs
+    WHERE status IN ('pending', 'buffered', 'completed', 'dlq', 'cancelled') GROUP BY 1, 2, 3, 4"""
+KEPT = "SELECT tenantId, jobType, status, template, n FROM job_counts WHERE n != 0"
+
+Schema = list[tuple[str, str, str, str | None]]
+
+
+def read(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def version(path: Path) -> int:
+    return int(read(path, "PRAGMA user_version")[0][0])
+
+
+def schema_of(path: Path) -> Schema:
+    """Every table, index and trigger of the file: type, name, table and SQL."""
+    return sorted(read(path, "SELECT type, name, tbl_name, sql FROM sqlite_master"))
+
+
+def rows_of(path: Path) -> dict[str, set[tuple[Any, ...]]]:
+    """Every row of every table."""
+    tables = [name for (name,) in read(path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {table: set(read(path, f"SELECT * FROM {table}")) for table in tables}
+
+
+def fixture_copy(tmp_path: Path) -> Path:
+    """The file as the version before numbered migrations left it, copied: the fixture itself is never opened."""
+    copy = tmp_path / "before-migrations.db"
+    shutil.copyfile(FIXTURE, copy)
+    return copy
+
+
+def migrated_empty_file(tmp_path: Path) -> Path:
+    path = tmp_path / "fresh.db"
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+    finally:
+        store.close()
+    return path
+
+
+def test_a_file_from_before_numbered_migrations_is_migrated_and_keeps_working(tmp_path: Path) -> None:
+    old = fixture_copy(tmp_path)
+    written = rows_of(old)
+    assert version(old) == 0
+    store = SqliteJobStore(old)
+    try:
+        store.ensure_schema()
+        assert version(old) == LATEST
+        assert schema_of(old) == schema_of(migrated_empty_file(tmp_path))
+        assert rows_of(old) == written
+        statuses = Counter(status for (status,) in read(old, "SELECT status FROM jobs"))
+        assert statuses == {"pending": 3, "buffered": 1, "completed": 1, "dlq": 1, "cancelled": 1, "running": 1}
+        assert len(read(old, "SELECT * FROM executions")) == 4
+        assert set(read(old, KEPT)) == set(read(old, RECOUNT))
+
+        backend = backend_beside(store, Keyring(FIXTURE_KEY))
+        key = SqliteKeyStore(old).find("jsk_fixture")
+        assert key is not None
+        assert key.tenantId == "acme"
+        assert backend.credentials.value("acme", "smtp") == "hunter2"
+        assert len(backend.signing_secrets.live("acme")) == 1
+        assert backend.job_types.limit_overrides() == {"email": Limits(concurrency=4)}
+        assert [a.executor for a in backend.job_types.announcements("email")] == ["executor-email-1"]
+
+        template = store.job_by_key("acme", "nightly")
+        assert template is not None
+        [claimed] = store.claim_due_jobs(T0 + timedelta(hours=1), 10, ["report"])
+        assert (claimed.templateId, claimed.status) == (template.id, Status.QUEUED)
+        finished = store.finish_attempt(start(store, claimed), result(Outcome.SUCCEEDED))
+        assert finished is not None
+        assert finished.status is Status.COMPLETED
+        listed = {job.id for job in backend.browser.page("acme", JobQuery())}
+        assert listed == {str(id_) for (id_,) in read(old, "SELECT id FROM jobs WHERE tenantId = 'acme'")}
+        assert finished.id in {job.id for job in backend.browser.page("acme", JobQuery(status=Status.COMPLETED))}
+        assert set(read(old, KEPT)) == set(read(old, RECOUNT))
+    finally:
+        store.close()
+
+
+def test_a_new_file_gets_every_migration_once_and_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "new.db"
+    caplog.set_level(logging.INFO, "jobsched.store")
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+        store.ensure_schema()
+        SqliteKeyStore(path).ensure_schema()
+    finally:
+        store.close()
+    applied = [
+        (getattr(r, "version", None), getattr(r, "migration", None))
+        for r in caplog.records
+        if getattr(r, "action", None) == "schema_migrated"
+    ]
+    assert applied == [(number, m.__name__) for number, m in enumerate(MIGRATIONS, start=1)]
+    assert version(path) == LATEST
+
+
+def test_the_migrations_are_applied_all_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "new.db"
+
+    def breaks(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE half_done (x)")
+        raise sqlite3.OperationalError("the last migration fails (injected)")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", (*MIGRATIONS[:-1], breaks))
+    store = SqliteJobStore(path)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="injected"):
+            store.ensure_schema()
+    finally:
+        store.close()
+    assert version(path) == 0
+    assert schema_of(path) == []  # not the tables of the migrations before it either
+
+
+_together: Any = None  # the replicas' barrier, in each replica process
+
+
+def _replica_started(together: Any) -> None:
+    global _together
+    _together = together
+
+
+def start_replica(path: str, keys: bool) -> int:
+    """One process starting on the file: the job store's ensure_schema, or the key store's (`jobsched keys`); the
+    version it leaves the file at."""
+    _together.wait(timeout=60)
+    if keys:
+        SqliteKeyStore(path).ensure_schema()
+    else:
+        store = SqliteJobStore(path)
+        try:
+            store.ensure_schema()
+        finally:
+            store.close()
+    return version(Path(path))
+
+
+@pytest.mark.parametrize("start_from", ["empty", "before-migrations"])
+def test_processes_starting_together_all_migrate_the_file_to_the_latest(tmp_path: Path, start_from: str) -> None:
+    shared = tmp_path / "shared.db" if start_from == "empty" else fixture_copy(tmp_path)
+    written = rows_of(shared) if start_from != "empty" else {}
+    spawn = multiprocessing.get_context("spawn")
+    together = spawn.Barrier(REPLICAS)
+    with spawn.Pool(REPLICAS, initializer=_replica_started, initargs=(together,)) as pool:
+        answers = pool.starmap(start_replica, [(str(shared), n == 0) for n in range(REPLICAS)])
+    assert answers == [LATEST] * REPLICAS  # and none failed: a failure is raised here
+    assert schema_of(shared) == schema_of(migrated_empty_file(tmp_path))
+    if written:
+        assert rows_of(shared) == written
+
+
+def test_a_file_of_a_later_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = migrated_empty_file(tmp_path)
+    later = LATEST + 1
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {later}")
+        conn.execute("CREATE TABLE made_by_a_later_version (x)")
+    before = path.read_bytes()
+    expected = f"the database's schema is version {later}; this jobsched knows versions up to {LATEST}: "
+    store = SqliteJobStore(path)
+    try:
+        with pytest.raises(SchemaTooNew) as refused:
+            store.ensure_schema()
+        assert str(refused.value).startswith(expected)
+        assert "downgrades are not supported" in str(refused.value)
+        with pytest.raises(SchemaTooNew):
+            SqliteKeyStore(path).ensure_schema()  # `jobsched keys` and the API's key cache refuse it too
+    finally:
+        store.close()
+    assert version(path) == later
+    assert path.read_bytes() == before
+
+
+def test_a_migrated_file_has_what_the_queries_expect(tmp_path: Path) -> None:
+    """The queries keep their own copies of what the migrations wrote out (schema.py): they must agree."""
+    path = migrated_empty_file(tmp_path)
+    indexes = {name: sql for kind, name, _, sql in schema_of(path) if kind == "index" and sql is not None}
+    partial = {name: sql.split(" WHERE ", 1)[1] for name, sql in indexes.items() if " WHERE " in sql}
+    assert partial == PARTIAL_INDEXES
+    sources = (REPO_ROOT / "shared" / "store" / "sqlite").glob("*.py")
+    in_queries = r"(?:\"|FROM \w+ )INDEXED BY (\w+)"  # in a query's FROM, or the clause a query puts there
+    named = {name for source in sources for name in re.findall(in_queries, source.read_text())}
+    assert named
+    assert named <= set(indexes), f"queries name indexes no migration makes: {named - set(indexes)}"
+    assert {name for (_, name, *_) in read(path, "PRAGMA table_info(jobs)")} == JOB_COLUMNS
+    assert {name for (_, name, *_) in read(path, "PRAGMA table_info(executions)")} == EXECUTION_COLUMNS
+    triggers = {name: str(sql) for kind, name, _, sql in schema_of(path) if kind == "trigger"}
+    counted = {"counted_insert": "new", "counted_delete": "old", "counted_leave": "old", "counted_enter": "new"}
+    for trigger, row in counted.items():
+        resting = " OR ".join(f"{row}.status = '{status.value}'" for status in RESTING)
+        assert f"({resting})" in triggers[trigger], trigger  # browse.py counts the other statuses from the jobs
+    ring = f"(at / {recent.MINUTE_MS}) % {recent.RING_MINUTES}, at / {recent.MINUTE_MS}"
+    assert [name for name, sql in triggers.items() if ring in sql] == sorted(
+        ["recent_completed", "recent_dlq", "recent_failed_attempt", "recent_attempt_failed"]
+    )
+
+
+def test_released_migrations_are_never_edited() -> None:
+    digests = [(m.__name__, hashlib.sha256(inspect.getsource(m).encode()).hexdigest()) for m in MIGRATIONS]
+    for number, (released, now) in enumerate(zip(RELEASED, digests, strict=False), start=1):
+        assert now == released, (
+            f"migration {number} ({released[0]}) changed after its release: files already migrated will never "
+            "run it again. Restore it, and make the change a new migration at the end of MIGRATIONS "
+            "(shared/store/sqlite/migrations.py)"
+        )
+    assert len(digests) == len(RELEASED), (
+        f"MIGRATIONS has {len(digests)} migrations and {len(RELEASED)} are recorded as released here: add each new "
+        f"one's name and digest to RELEASED as it is released, {digests[len(RELEASED) :]}"
+    )
+    helpers = [(f.__name__, hashlib.sha256(inspect.getsource(f).encode()).hexdigest()) for f in (add_missing_columns,)]
+    assert helpers == RELEASED_HELPERS, (
+        "a helper of released migrations changed: they would no longer do what they did when released. Restore it, "
+        "and give a new migration a helper of its own"
+    )
