@@ -3,9 +3,10 @@ minutes (where a job type sets none): waits of 2, 4, 8 … s. One rule for every
 may change its base, cap and jitter.
 
 The first wait is twice the base (the exponent counts the failed attempts, from 1), not the base itself. That is
-kept as it is: the base is stored in every executor's announcement of its types (baseSeconds) and read back by the
-reaper, so a new meaning would change the waits of every registered Backoff, and those of a cluster whose
-processes run different versions, without anyone having changed a setting."""
+kept as it is: the base is stored in every executor's announcement of its types and on every job created with a
+backoff other than the default (baseSeconds: backoff_document), and read back wherever an attempt closes, so a new
+meaning would change the waits of every registered Backoff, and those of jobs stored by an earlier version,
+without anyone having changed a setting."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 300.0
@@ -52,3 +54,18 @@ DEFAULT_BACKOFF = Backoff()
 def retry_delay(attempts: int, backoff: Backoff = DEFAULT_BACKOFF) -> timedelta:
     """The wait before the next try under `backoff` (the default rule unless a job type registered its own)."""
     return backoff.delay(attempts)
+
+
+def backoff_document(backoff: Backoff) -> dict[str, Any]:
+    """The stored form of `backoff` (camelCase, as every stored field): in a type's announcement, and on a job."""
+    return {"baseSeconds": backoff.base_s, "capSeconds": backoff.cap_s, "jitter": backoff.jitter}
+
+
+def backoff_from_document(doc: dict[str, Any]) -> Backoff:
+    """The inverse of backoff_document; a field left out is the default's. TypeError or ValueError when what is
+    there is no backoff."""
+    return Backoff(
+        base_s=float(doc.get("baseSeconds", DEFAULT_BACKOFF.base_s)),
+        cap_s=float(doc.get("capSeconds", DEFAULT_BACKOFF.cap_s)),
+        jitter=bool(doc.get("jitter", DEFAULT_BACKOFF.jitter)),
+    )

@@ -166,12 +166,13 @@ class JobTypes:
         """Register the decorated function as job type `name`. `timeout` (seconds, or a timedelta) bounds each
         attempt (default JOB_TIMEOUT); `max_attempts` is the budget of jobs that give none (default 3);
         `backoff` spaces the retries (default waits 2, 4, 8 … s, capped at 5 min: jobsched.Backoff). A job's own
-        timeoutSeconds and maxAttempts win over these. `schedule`: one or more recurring templates of this type,
-        kept in the store by the executors that serve it (jobsched.Schedule). `limits`: how many of its jobs run
-        at once and how often one starts, across the cluster (jobsched.Limits; an operator may replace them
-        through the API). `give_up_on`: exception classes (subclasses match) that send the job to the DLQ at
-        once instead of being retried; `retry_on`: when given, the only exception classes retried, any other
-        gives up (give_up_on wins where both match)."""
+        timeoutSeconds and maxAttempts win over these; a job keeps the budget and backoff its type had when it
+        was created. `schedule`: one or more recurring templates of this type, kept in the store by the executors
+        that serve it (jobsched.Schedule). `limits`: how many of its jobs run at once and how often one starts,
+        across the cluster (jobsched.Limits; an operator may replace them through the API). `give_up_on`:
+        exception classes (subclasses match) that send the job to the DLQ at once instead of being retried;
+        `retry_on`: when given, the only exception classes retried, any other gives up (give_up_on wins where
+        both match)."""
         check_name(name)
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a jobsched.Limits (got {limits!r})")

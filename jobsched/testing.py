@@ -145,6 +145,6 @@ def embedded(
 
 
 def _with_backoff(job_type: JobType[P, R], backoff: Backoff) -> JobType[P, R]:
-    """`job_type` with `backoff` in place of its registered one: the executors retry with it, and announce it,
-    so that the reaper retries a lost attempt of it with the same."""
+    """`job_type` with `backoff` in place of its registered one: the executors announce it, and the API stores it
+    on the jobs it creates, which are retried with it."""
     return dataclasses.replace(job_type, defaults=dataclasses.replace(job_type.defaults, backoff=backoff))

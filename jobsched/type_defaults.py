@@ -1,6 +1,7 @@
 """What a job type's registration sets for its jobs unless a job sets its own: the per-attempt timeout, the
 attempt budget and the retry backoff. Executors announce them with their types (shared/job_types/announcements.py),
-so that processes that never import the handler (the API, the reaper) apply the same ones; with them, a digest of
+so that processes that never import the handler apply the same ones (the API stores the type's attempt budget and
+backoff on each job it creates, where every closer of an attempt reads them); with them, a digest of
 the schedules the executor's code declares with the type, so that a declared schedule changes only once every live
 executor of the type declares the same (shared/schedules/declared.py)."""
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff, backoff_document, backoff_from_document
 from jobsched.limits import NO_LIMITS, Limits
 
 
@@ -51,11 +52,7 @@ class TypeDefaults:
         return {
             "timeoutSeconds": self.timeout_s,
             "maxAttempts": self.max_attempts,
-            "backoff": {
-                "baseSeconds": self.backoff.base_s,
-                "capSeconds": self.backoff.cap_s,
-                "jitter": self.backoff.jitter,
-            },
+            "backoff": backoff_document(self.backoff),
             "declaredSchedules": self.declared,
             "limits": self.limits.to_document() if not self.limits.empty else None,
         }
@@ -66,12 +63,7 @@ class TypeDefaults:
         if not isinstance(doc, dict):
             return cls()
         try:
-            raw = doc.get("backoff") or {}
-            backoff = Backoff(
-                base_s=float(raw.get("baseSeconds", DEFAULT_BACKOFF.base_s)),
-                cap_s=float(raw.get("capSeconds", DEFAULT_BACKOFF.cap_s)),
-                jitter=bool(raw.get("jitter", False)),
-            )
+            backoff = backoff_from_document(doc.get("backoff") or {})
             timeout = doc.get("timeoutSeconds")
             attempts = doc.get("maxAttempts")
             declared = doc.get("declaredSchedules")

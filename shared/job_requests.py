@@ -16,12 +16,13 @@ from pydantic import (
     model_validator,
 )
 
+from jobsched.type_defaults import BUILTIN_DEFAULTS, TypeDefaults
 from shared import jsonsafe
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.http_jobs.request import HttpRequest
 from shared.jsonsafe import check_field_names, encoded_size
-from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts
+from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts, stored_backoff
 from shared.rfc3339 import EXAMPLE, parse_time
 from shared.schedules.spec import NoFireTime, TemplateSpec
 from shared.store.base import NewJob
@@ -154,10 +155,10 @@ class JobRequest(SchedulePolicy):
         check_payload(self.jobType, self.payload)
         return self
 
-    def to_new_job(self, now: datetime, default_max_attempts: int | None = None) -> NewJob:
+    def to_new_job(self, now: datetime, type_defaults: TypeDefaults | None = None) -> NewJob:
         """Raises ScheduleError for an invalid cron/interval/timezone or policy, or a schedule that never fires.
-        `default_max_attempts`: the job type's, for a request without a positive maxAttempts (3 when the type
-        sets none)."""
+        `type_defaults`: the job type's registered defaults (None: a type not known yet): its attempt budget for a
+        request without a positive maxAttempts (3 when the type sets none), and its backoff, which the job keeps."""
         scheduled_at = self.scheduledAt
         template: dict[str, Any] = {}
         if self.cron is not None or self.interval is not None:
@@ -175,6 +176,7 @@ class JobRequest(SchedulePolicy):
                 "paused": False,
             }
         assert scheduled_at is not None
+        defaults = type_defaults or BUILTIN_DEFAULTS
         return NewJob(
             idempotencyKey=self.idempotencyKey,
             tenantId=self.tenantId,
@@ -182,7 +184,8 @@ class JobRequest(SchedulePolicy):
             scheduledAt=scheduled_at,
             payload=self.payload,
             priority=self.priority,
-            maxAttempts=effective_max_attempts(self.maxAttempts, default_max_attempts),
+            maxAttempts=effective_max_attempts(self.maxAttempts, defaults.max_attempts),
+            backoff=stored_backoff(defaults.backoff),
             timeoutSeconds=self.timeoutSeconds,
             cron=self.cron,
             interval=self.interval,

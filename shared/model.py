@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.rfc3339 import format_time as format_time
 from shared.rfc3339 import parse_time as parse_time
 
@@ -45,6 +46,13 @@ def effective_max_attempts(requested: int | None, type_default: int | None = Non
     if requested is not None and requested > 0:
         return requested
     return type_default if type_default is not None and type_default > 0 else DEFAULT_MAX_ATTEMPTS
+
+
+def stored_backoff(type_backoff: Backoff) -> Backoff | None:
+    """What a job keeps of its type's backoff when it is created (a type not known yet has the default): only one
+    that differs from the default, which a job without one is retried with, so that the common job costs no more
+    to store."""
+    return None if type_backoff == DEFAULT_BACKOFF else type_backoff
 
 
 def run_key(template_key: str, planned: datetime) -> str:
@@ -103,6 +111,10 @@ class Job(TemplatePolicy):
     # After a re-drive from the DLQ the fresh budget counts from here: dlq once attempts - attemptBase
     # reaches maxAttempts. `attempts` itself keeps counting every attempt ever made (attempt ids stay unique).
     attemptBase: int = 0
+    # Its type's retry backoff when it was created (stored_backoff: None is the default), read by whoever closes
+    # an attempt, so that the executor's result and the reaper's "lost" retry it alike. Internal: the API's job
+    # body has no backoff.
+    backoff: Backoff | None = field(default=None, metadata={"wire": False})
     timeoutSeconds: float | None = None
     cron: str | None = None
     interval: str | None = None
@@ -150,6 +162,11 @@ class Job(TemplatePolicy):
     def next_attempt(self) -> int:
         """The number of the attempt that would run next (1-based); its record id is `<id>:<n>`."""
         return self.attempts + 1
+
+    @property
+    def retry_backoff(self) -> Backoff:
+        """The backoff a failed attempt of this job is retried after."""
+        return self.backoff if self.backoff is not None else DEFAULT_BACKOFF
 
     def budget_spent_after(self, attempts: int) -> bool:
         return attempts - self.attemptBase >= self.maxAttempts

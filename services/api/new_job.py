@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from jobsched.type_defaults import TypeDefaults
 from services.api.http.errors import ApiError
 from services.api.http.request_bodies import INLINE_PARSE_BYTES, validated
 from shared.cron import ScheduleError
@@ -21,26 +22,28 @@ from shared.jsonsafe import shorten
 from shared.model import utc_now
 from shared.store.base import NewJob
 
+# A job type's registered defaults by its name (KnownTypes.defaults; None: a type not known yet).
+TypeDefaultsOf = Callable[[str], TypeDefaults | None]
 
-def new_job(data: Any, type_max_attempts: Callable[[str], int | None] = lambda _: None) -> NewJob:
-    """`type_max_attempts`: a job type's default attempt budget, for a request that gives none."""
+
+def new_job(data: Any, type_defaults: TypeDefaultsOf = lambda _: None) -> NewJob:
+    """`type_defaults`: a job type's registered defaults (KnownTypes.defaults), which resolve its attempt budget
+    for a request that gives none, and its backoff."""
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
     try:
         request = validated(JobRequest, data)
-        return request.to_new_job(utc_now(), type_max_attempts(request.jobType))
+        return request.to_new_job(utc_now(), type_defaults(request.jobType))
     except ScheduleError as exc:
         raise ApiError(400, str(exc)) from None
 
 
-async def new_job_of(
-    data: Any, body_bytes: int, type_max_attempts: Callable[[str], int | None] = lambda _: None
-) -> NewJob:
+async def new_job_of(data: Any, body_bytes: int, type_defaults: TypeDefaultsOf = lambda _: None) -> NewJob:
     """new_job, inline for a small one-off job, in the thread pool for anything else."""
     schedule = isinstance(data, dict) and ("cron" in data or "interval" in data)
     if body_bytes <= INLINE_PARSE_BYTES and not schedule:
-        return new_job(data, type_max_attempts)
-    return await run_in_threadpool(new_job, data, type_max_attempts)
+        return new_job(data, type_defaults)
+    return await run_in_threadpool(new_job, data, type_defaults)
 
 
 def unknown_type(job_type: str, known: list[str]) -> str:

@@ -355,7 +355,6 @@ class AttemptRunner:
             finishedAt=finished,
             error=ending.error or not_kept,
             traceback=ending.traceback,
-            backoff=self._handler.defaults.backoff,
             result=result,
             snooze=ending.snooze,
             final=ending.final,

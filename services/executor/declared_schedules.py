@@ -31,7 +31,7 @@ def declarations(job_type: JobType[object, object], tenant_id: str) -> list[Decl
     for body in job_type.declared(tenant_id):
         where = f"schedule {body['idempotencyKey']!r} of job type {job_type.name!r}"
         try:
-            checked.append(checked_declaration(body, job_type.defaults.max_attempts, utc_now()))
+            checked.append(checked_declaration(body, job_type.defaults, utc_now()))
         except ValidationError as exc:
             raise ConfigError(f"{where}: {describe(exc)}") from None
         except ScheduleError as exc:

@@ -5,8 +5,8 @@ deleted once.
 - queued longer than QUEUED_TIMEOUT → pending: the wake-up was lost (publish or consumer failure).
 - running (or claimed, as earlier versions wrote) whose lease ran out (CLAIM_TIMEOUT after the start, extended
   by executor heartbeats) → the attempt is closed as `lost` and the job goes back to pending with attempts+1
-  and backoff, or to dlq when its budget is spent: a job that crashes every executor ends in the DLQ instead of
-  looping.
+  after its backoff (the one it was created with, as for a failure), or to dlq when its budget is spent: a job
+  that crashes every executor ends in the DLQ instead of looping.
 - finished longer than its status's retention → deleted with its attempt records (retention.py).
 - a concurrency key's start-rate times that have fallen behind the clock → forgotten (they allow what no record
   allows), so keys that no longer start take no room.
@@ -19,7 +19,6 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from services.reaper.retention import KEEP_FOREVER, Retention, delete_aged
 from shared import metrics
 from shared.config import Settings
@@ -48,22 +47,18 @@ def sweep(
     retention: timedelta = DEFAULT_RETENTION,
     jobs_kept: Retention = KEEP_FOREVER,
 ) -> SweepResult:
-    """One pass. With `job_types`, a lost attempt is retried with its type's backoff as its executors announced
-    it, and announcements older than `retention` are forgotten. Finished jobs are kept as `jobs_kept` says."""
+    """One pass. With `job_types`, announcements older than `retention` are forgotten. Finished jobs are kept as
+    `jobs_kept` says."""
     now = utc_now()
     result = SweepResult(requeued=store.release_stale_claims(now - queued_timeout))
     if result.requeued:
         metrics.REAPER_RECOVERED.labels("queued").inc(result.requeued)
         log.warning("stale queued jobs back to pending", extra={"action": "reaped_queued", "count": result.requeued})
-    expired = store.expired_attempts(now, RECOVER_BATCH)
-    backoffs: dict[str, Backoff] = {}
     if job_types is not None:
         job_types.forget(now - retention)
-        if expired:
-            backoffs = {t.name: t.defaults.backoff for t in job_types.job_types(now, now - retention)}
-    for job in expired:
+    for job in store.expired_attempts(now, RECOVER_BATCH):
         reason = f"attempt {job.next_attempt} lost: no result or heartbeat from {job.claimedBy} before its lease ended"
-        recovered = store.recover_attempt(job, reason, backoffs.get(job.jobType, DEFAULT_BACKOFF))
+        recovered = store.recover_attempt(job, reason)
         if recovered is None:
             continue  # the executor finished it after all
         result.recovered += 1

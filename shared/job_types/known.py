@@ -66,17 +66,14 @@ class KnownTypes:
         return sorted({*self._local.names(), *self._configured, *self._announced})
 
     def defaults(self, name: str) -> TypeDefaults | None:
-        """The type's registered defaults: as its executors last announced them, else this process's own."""
+        """The type's registered defaults: as its executors last announced them, else this process's own (None: a
+        type not known yet). A job created keeps what they say of its attempt budget (unless it gives its own) and
+        of its backoff (JobRequest.to_new_job)."""
         announced = self._announced.get(name)
         if announced is not None:
             return announced.defaults
         local = self._local.get(name)
         return local.defaults if local is not None else None
-
-    def max_attempts(self, name: str) -> int | None:
-        """The type's default attempt budget, for a job or template that gives none (None: the global 3)."""
-        defaults = self.defaults(name)
-        return defaults.max_attempts if defaults is not None else None
 
     async def listing(self) -> list[dict[str, Any]]:
         """GET /job-types: every accepted type with its live executors and last announcement, fresh."""

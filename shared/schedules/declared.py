@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from jobsched.schedules import DECLARED_IN_CODE, digest, digest_of_all
+from jobsched.type_defaults import TypeDefaults
 from shared.job_requests import JobRequest
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import Job, Status, format_time
@@ -103,11 +104,12 @@ class Declaration:
         return str(self.body["jobType"])
 
 
-def checked_declaration(body: dict[str, Any], default_max_attempts: int | None, now: datetime) -> Declaration:
+def checked_declaration(body: dict[str, Any], type_defaults: TypeDefaults | None, now: datetime) -> Declaration:
     """`body` checked as POST /jobs checks a template: pydantic's ValidationError or ScheduleError when it would
-    be refused. A schedule whose bounds leave it no fire time passes: it has ended (Reconciler says so)."""
+    be refused. A schedule whose bounds leave it no fire time passes: it has ended (Reconciler says so). Its
+    template is made with `type_defaults` (its type's: None, a type not known yet) as POST /jobs makes one."""
     request = JobRequest.model_validate(body)
-    build = partial(request.to_new_job, default_max_attempts=default_max_attempts)
+    build = partial(request.to_new_job, type_defaults=type_defaults)
     with contextlib.suppress(NoFireTime):
         build(now)
     return Declaration(body, build)
@@ -195,6 +197,8 @@ class Reconciler:
 
     def _update(self, stored: Job, new: NewJob, differs: list[str], wanted: str, now: datetime) -> None:
         changes = {n: transitions.UNSET if (value := getattr(new, n)) is None else value for n in differs}
+        if new.backoff != stored.backoff:  # the type's, which no declaration states: resolved anew, as maxAttempts
+            changes["backoff"] = new.backoff or transitions.UNSET
         if changes:
             self._engine.update_template(stored, {**changes, "declaration": wanted}, now)
         elif self._store.update_if_unmoved(stored, {"declaration": wanted}) is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import Backoff
 from jobsched.limits import Rate
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy, format_time
 from shared.store.claim_limits import ClaimLimits, InFlight
@@ -112,22 +112,22 @@ class Deleted:
 @dataclass(frozen=True)
 class AttemptResult:
     """How an attempt ended, whoever closes it (the executor that ran it, or the reaper's "lost"): what decides its
-    record and the job's next status (transitions.attempt_closed, attempt_result)."""
+    record and the job's next status (transitions.attempt_closed, attempt_result). When a retry is due follows from
+    this and the job alone (its backoff), so that every closer decides it alike."""
 
     outcome: Outcome  # SUCCEEDED, FAILED, TIMEOUT, CANCELLED or SNOOZED from an executor; LOST from the reaper
     startedAt: datetime | None  # None: not known to the closer (a lost attempt)
     finishedAt: datetime
     error: str | None = None  # one line: the job's lastError
     traceback: str | None = None  # where a handler raised, kept on the attempt's record
-    backoff: Backoff = DEFAULT_BACKOFF  # the job type's, for the retry's time
     result: Any = None  # JSON a store can keep (checked by the executor): on the record, and the job's
     snooze: timedelta | None = None  # SNOOZED: due again this long after the attempt ended
     final: bool = False  # FAILED or TIMEOUT without a retry: to the DLQ whatever attempts are left
     retry_after: timedelta | None = None  # FAILED: its retry no sooner than this after the end (RetryAfter)
 
     @classmethod
-    def lost(cls, reason: str | None, at: datetime, backoff: Backoff = DEFAULT_BACKOFF) -> AttemptResult:
-        return cls(Outcome.LOST, None, at, reason, backoff=backoff)
+    def lost(cls, reason: str | None, at: datetime) -> AttemptResult:
+        return cls(Outcome.LOST, None, at, reason)
 
     @property
     def duration_ms(self) -> float | None:
@@ -202,6 +202,7 @@ class NewJob(TemplatePolicy):
     payload: dict[str, Any] = field(default_factory=dict)
     priority: int = DEFAULT_PRIORITY
     maxAttempts: int = 3
+    backoff: Backoff | None = None  # its type's, unless the default (model.stored_backoff): see Job
     timeoutSeconds: float | None = None
     cron: str | None = None
     interval: str | None = None
@@ -388,9 +389,9 @@ class ExecutorStore(StoreLifecycle, Protocol):
 
     def finish_attempt(self, job: Job, result: AttemptResult) -> Job | None:
         """Record the attempt's one outcome and move the job: succeeded → completed; failed/timeout →
-        pending with attempts+1, lastError and scheduledAt = finishedAt + backoff, or dlq when the budget is
-        spent. Return the updated job, or None when the attempt's outcome was already decided (the reaper
-        closed it as lost): a late result never overwrites a newer attempt."""
+        pending with attempts+1, lastError and scheduledAt = finishedAt + the job's backoff, or dlq when the
+        budget is spent. Return the updated job, or None when the attempt's outcome was already decided (the
+        reaper closed it as lost): a late result never overwrites a newer attempt."""
 
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         """finish_attempt for many attempts in one batch of writes: per finish, in order, what finish_attempt
@@ -411,10 +412,11 @@ class ReaperStore(StoreLifecycle, Protocol):
         """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by
         extend_leases) ran out before `now`, each as of that attempt."""
 
-    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+    def recover_attempt(self, job: Job, reason: str) -> Job | None:
         """Close the job's current attempt as lost (its one outcome) and move the job to pending with
-        attempts+1 and backoff (the job type's), or to dlq when the budget is spent, so a job that kills every
-        executor ends in the DLQ. Return None when the attempt had already finished (the executor won)."""
+        attempts+1 and scheduledAt = now + the job's backoff (as for a failure), or to dlq when the budget is spent,
+        so a job that kills every executor ends in the DLQ. Return None when the attempt had already finished (the
+        executor won)."""
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of

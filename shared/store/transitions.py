@@ -96,6 +96,8 @@ def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
         "createdAt": now,
         "updatedAt": now,
     }
+    if template.backoff is not None:
+        doc["backoff"] = template.backoff
     if template.timeoutSeconds is not None:
         doc["timeoutSeconds"] = template.timeoutSeconds
     if template.concurrencyKey is not None:
@@ -178,10 +180,11 @@ def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
 
 def attempt_closed(job: Job, closing: AttemptResult) -> Fields:
     """The job fields after attempt `job.next_attempt` closed as `closing` says: completed on success (with the
-    handler's result, if any); otherwise attempts+1 and either pending again after the backoff (the job type's),
-    or dlq once the budget (since the last re-drive) is spent or the handler gave up, or cancelled when the
-    attempt was cancelled or the job's cancellation requested. A snooze is pending again after its delay, its
-    attempt not spent: attemptBase moves with attempts (attempt numbers stay unique)."""
+    handler's result, if any); otherwise attempts+1 and either pending again after the job's backoff (its type's
+    when it was created, whoever closes the attempt), or dlq once the budget (since the last re-drive) is spent or
+    the handler gave up, or cancelled when the attempt was cancelled or the job's cancellation requested. A snooze
+    is pending again after its delay, its attempt not spent: attemptBase moves with attempts (attempt numbers stay
+    unique)."""
     outcome, at = closing.outcome, closing.finishedAt
     if outcome is Outcome.SUCCEEDED:
         fields: Fields = {"status": Status.COMPLETED.value, "updatedAt": at}
@@ -208,7 +211,7 @@ def attempt_closed(job: Job, closing: AttemptResult) -> Fields:
         fields["status"] = Status.DLQ.value
     else:
         fields["status"] = Status.PENDING.value
-        fields["scheduledAt"] = at + max(retry_delay(attempts, closing.backoff), closing.retry_after or timedelta(0))
+        fields["scheduledAt"] = at + max(retry_delay(attempts, job.retry_backoff), closing.retry_after or timedelta(0))
     return fields
 
 

@@ -12,7 +12,16 @@ import pytest
 from bson import ObjectId
 
 from shared.model import TERMINAL, Job, Outcome, Status, utc_now
-from shared.store.base import AttemptResult, AttemptStart, AttemptTaken, JobStore, NewJob, StartHint, TransitionRefused
+from shared.store.base import (
+    AttemptResult,
+    AttemptStart,
+    AttemptTaken,
+    JobStore,
+    NewJob,
+    RunSpec,
+    StartHint,
+    TransitionRefused,
+)
 from tests.support import start_one
 
 T = TypeVar("T")
@@ -54,6 +63,31 @@ def start(store: JobStore, job: Job, worker: str = "w1", lease_until: datetime |
 def hint(job: Job) -> StartHint:
     """The hint a wake-up for `job` (as the scheduler claimed it) carries (SQLite has no claim tokens)."""
     return StartHint(job.claimToken or "no-claim", job.next_attempt)
+
+
+# The jobs of one_in_every_status that are not final (those that may still run an attempt, or spawn runs).
+NOT_FINAL_ONES = frozenset({"pending", "queued", "running", "template", "buffered"})
+
+
+def one_in_every_status(store: JobStore, job_type: str) -> dict[str, Job]:
+    """A job of `job_type` in each status a store keeps, by name: pending, queued, running, a template and a
+    buffered run of it, completed, dlq and cancelled."""
+    later = utc_now() + timedelta(days=1)
+    made: dict[str, Job | None] = {
+        "completed": store.finish_attempt(running(store, jobType=job_type), result(Outcome.SUCCEEDED)),
+        "dlq": store.finish_attempt(running(store, jobType=job_type, maxAttempts=1), result(Outcome.FAILED, "x")),
+        "running": running(store, jobType=job_type),
+        "queued": queued(store, jobType=job_type),
+        "pending": store.create(new(jobType=job_type, scheduledAt=later)),
+        "cancelled": store.cancel(store.create(new(jobType=job_type, scheduledAt=later)).id),
+        "template": store.create(new(jobType=job_type, cron="0 3 * * *", scheduledAt=later)),
+    }
+    template = made["template"]
+    assert template is not None
+    made["buffered"], _ = store.add_run(template, RunSpec(later, status=Status.BUFFERED))
+    jobs = {name: job for name, job in made.items() if job is not None}
+    assert len(jobs) == len(made)
+    return jobs
 
 
 def claimed_batch(store: JobStore, count: int, job_type: str = "noop") -> list[Job]:

@@ -28,11 +28,11 @@ from tests.support import backend_beside
 TENANT = "default"
 
 
-def version(*schedules: jobsched.Schedule) -> jobsched.JobType[Any, Any]:
+def version(*schedules: jobsched.Schedule, backoff: jobsched.Backoff | None = None) -> jobsched.JobType[Any, Any]:
     """A handler module's job type `digest` declaring `schedules` (one version of the code)."""
     jobs = jobsched.JobTypes()
 
-    @jobs.handler("digest", schedule=schedules)
+    @jobs.handler("digest", schedule=schedules, backoff=backoff)
     def digest(payload: dict[str, Any], ctx: jobsched.HandlerContext) -> None:
         return None
 
@@ -122,6 +122,26 @@ def test_a_changed_declaration_updates_its_template_in_place_keeping_what_it_fir
     assert updated.lastFiredAt == fired_at  # what it fired stays fired: no run is made again
     assert updated.declaration != template.declaration
     assert len(store.template_runs(template.id, None, 10)) == 1
+
+
+def test_a_declared_template_keeps_its_types_backoff_until_its_declaration_changes(store: JobStore) -> None:
+    """As its maxAttempts: resolved from the type's defaults when the template is made, and again when a changed
+    declaration updates it."""
+    slow, faster = jobsched.Backoff(base_s=30, cap_s=600), jobsched.Backoff(base_s=1, cap_s=10)
+    versions = [
+        version(jobsched.Schedule("every-minute", interval="1m"), backoff=slow),
+        version(jobsched.Schedule("every-minute", interval="1m"), backoff=faster),  # the same declaration
+        version(jobsched.Schedule("every-minute", interval="2m"), backoff=faster),
+        version(jobsched.Schedule("every-minute", interval="3m")),  # the default again
+    ]
+    kept = []
+    for n, code in enumerate(versions):
+        running = executor(store, f"exec-{n}", code)
+        assert running.announce()
+        template = templates(store)["every-minute"]
+        kept.append((template.interval, template.backoff))
+        running.withdraw()  # the next version's executor is alone
+    assert kept == [("1m", slow), ("1m", slow), ("2m", faster), ("3m", None)]
 
 
 def test_two_versions_side_by_side_change_nothing_until_the_old_one_is_gone(store: JobStore) -> None:

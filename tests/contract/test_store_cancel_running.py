@@ -77,16 +77,16 @@ def test_a_lost_attempt_of_a_cancelled_job_ends_it_cancelled(store: JobStore) ->
     assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.LOST]
 
 
-def test_the_type_backoff_spaces_the_retry(store: JobStore) -> None:
-    job = running(store, maxAttempts=5)
+def test_the_jobs_backoff_spaces_the_retry(store: JobStore) -> None:
     slow = Backoff(base_s=60, cap_s=600)
+    job = running(store, maxAttempts=5, backoff=slow)
     failed = result(Outcome.FAILED, "boom")
-    closed = store.finish_attempt(job, failed.__class__(**{**failed.__dict__, "backoff": slow}))
+    closed = store.finish_attempt(job, failed)
     assert closed is not None
     assert closed.scheduledAt == failed.finishedAt + timedelta(seconds=120)
-    lost = running(store, maxAttempts=5, lease_until=utc_now() - timedelta(seconds=1))
+    lost = running(store, maxAttempts=5, lease_until=utc_now() - timedelta(seconds=1), backoff=slow)
     before = utc_now()
-    recovered = store.recover_attempt(lost, "lost", slow)
+    recovered = store.recover_attempt(lost, "lost")
     assert recovered is not None
     assert before + timedelta(seconds=120) <= recovered.scheduledAt <= utc_now() + timedelta(seconds=120)
 
@@ -113,11 +113,10 @@ def test_cancelled_attempt_racing_the_reaper_has_one_outcome(harness: Harness) -
 def test_a_request_racing_a_failed_attempt_still_cancels_the_job(harness: Harness) -> None:
     """DELETE lands while the attempt fails with budget left: whichever comes first, the job is not retried:
     the retry's update excludes a requested job atomically."""
-    jobs = [running(harness.store, maxAttempts=5) for _ in range(20)]
+    jobs = [running(harness.store, maxAttempts=5, backoff=NO_WAIT) for _ in range(20)]
     api, executor = harness.open(), harness.open()
     step = lockstep()
-    failed = result(Outcome.FAILED, "boom")
-    retry_now = failed.__class__(**{**failed.__dict__, "backoff": NO_WAIT})
+    retry_now = result(Outcome.FAILED, "boom")
 
     def request_all() -> list[Job]:
         done = []

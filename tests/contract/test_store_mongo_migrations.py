@@ -13,33 +13,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bson import json_util
+from bson import ObjectId, json_util
 from pymongo import MongoClient
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
+from jobsched.backoff import Backoff, backoff_document
 from jobsched.limits import Limits
-from shared.model import Status
+from jobsched.type_defaults import TypeDefaults
+from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
 from shared.store.browse import JobQuery
-from shared.store.mongo import MongoDatabase, MongoJobStore
+from shared.store.mongo import MongoDatabase, MongoJobStore, schema
 from shared.store.mongo.keys import MongoKeyStore
-from shared.store.mongo.migrations import LATEST, MIGRATIONS
+from shared.store.mongo.migrations import LATEST, MIGRATIONS, backoff_on_jobs
 from shared.store.mongo.schema import VERSION_COLLECTION, VERSION_ID, ensure_schema, schema_version
-from tests.contract.store_kit import new
+from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
 from tests.support import backend_beside
 
 Document = dict[str, Any]
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "mongo-before-migrations.json"
 REPLICAS = 4
+SLOW = Backoff(base_s=30, cap_s=600)  # a type's own backoff, announced before the upgrade
+OWN = Backoff(base_s=5, cap_s=60)
 # Each released migration's name and the sha256 of its source (inspect.getsource), in MIGRATIONS' order.
 RELEASED = [
     ("unique_idempotency_per_tenant", "2897d1a662fa1d87d044561a13010401c69e263f58da142d0900039d930af5d2"),
     ("drop_global_idempotency_index", "07d45ebc335d110defcbc95a4c514817f454e95f16fab73f081445f380091504"),
     ("query_indexes", "6dbf819c24a1363fff912f8376cf6963243a439730c5492395408150cfac5861"),
     ("operator_indexes", "4c1366b2a96e7e8e6f3e2f31ca5a83d8e76bc5b3dc23e1046e378462fd964cef"),
+    ("backoff_on_jobs", "c2184efd82005c27339451a48c5e5730dcc1e67c27f2972dc0924b0d7aca08bf"),
 ]
 
 
@@ -230,3 +235,78 @@ def test_released_migrations_are_never_edited() -> None:
         f"MIGRATIONS has {len(digests)} migrations and {len(RELEASED)} are recorded as released here: add each new "
         f"one's name and digest to RELEASED as it is released, {digests[len(RELEASED) :]}"
     )
+
+
+def store_at_version(mongo_uri: str, db: Database[Document], at: int, monkeypatch: pytest.MonkeyPatch) -> MongoJobStore:
+    """A store on a database migrated up to version `at` only, as the jobsched whose last migration it was left
+    it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(schema, "MIGRATIONS", MIGRATIONS[:at])
+        patch.setattr(schema, "LATEST", at)
+        store = MongoJobStore.connect(mongo_uri, db.name)
+        store.ensure_schema()
+    assert schema_version(store.database) == at
+    return store
+
+
+def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 5 on a database of version 4 (no backoff on jobs; closers looked up the type's), run by replicas
+    starting together: the jobs that may still run an attempt, of a type whose latest announcement has a backoff
+    of its own, keep being retried with it."""
+    db = scratch("v4")
+    old = store_at_version(mongo_uri, db, 4, monkeypatch)
+    try:
+        types, t0 = backend_beside(old).job_types, utc_now()
+        # By seenAt first: an older announcement of the default does not count...
+        types.announce("exec-9", {"slow": TypeDefaults()}, t0 - timedelta(seconds=1), t0)
+        types.announce("exec-1", {"slow": TypeDefaults(backoff=SLOW), "back": TypeDefaults(backoff=SLOW)}, t0, t0)
+        # ...then by executor, as announcements.summarize takes the latest: this one, of the default, is it.
+        types.announce("exec-2", {"back": TypeDefaults()}, t0, t0)
+        slow = one_in_every_status(old, "slow")
+        claimed = running(old, jobType="slow")
+        own = old.create(new(jobType="slow"))  # as an upgraded API, started first, made it: its own stays
+        others = [*one_in_every_status(old, "back").values(), old.create(new(jobType="never-announced"))]
+    finally:
+        old.close()
+    assert all("backoff" not in doc for doc in db["jobs"].find())
+    db["jobs"].update_one({"_id": ObjectId(claimed.id)}, {"$set": {"status": "claimed"}})  # as earlier versions wrote
+    db["jobs"].update_one({"_id": ObjectId(own.id)}, {"$set": {"backoff": backoff_document(OWN)}})
+    replicas = [MongoDatabase.connect(mongo_uri, db.name) for _ in range(REPLICAS)]
+    together = threading.Barrier(REPLICAS)
+    failures: list[BaseException] = []
+
+    def start_replica(database: MongoDatabase) -> None:
+        together.wait()
+        try:
+            ensure_schema(database)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start_replica, args=(database,)) for database in replicas]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        assert schema_version(replicas[0]) == LATEST
+    finally:
+        for database in replicas:
+            database.close()
+    store = MongoJobStore.connect(mongo_uri, db.name)
+    try:
+        backoffs = {name: reload(store, job).backoff for name, job in slow.items()}
+        assert backoffs == {name: SLOW if name in NOT_FINAL_ONES else None for name in slow}
+        assert (reload(store, claimed).backoff, reload(store, own).backoff) == (SLOW, OWN)
+        assert [reload(store, job).backoff for job in others] == [None] * len(others)
+        assert {name: reload(store, job).evolve(backoff=None) for name, job in slow.items()} == slow  # nothing else
+        migrated = documents(db, "jobs")
+        backoff_on_jobs(store.database)  # again: it changes nothing
+        assert documents(db, "jobs") == migrated
+        retried = store.finish_attempt(reload(store, slow["running"]), result(Outcome.FAILED, "boom"))
+        assert retried is not None
+        assert retried.scheduledAt == retried.updatedAt + SLOW.delay(1)
+    finally:
+        store.close()

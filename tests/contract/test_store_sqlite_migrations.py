@@ -20,21 +20,24 @@ from typing import Any
 
 import pytest
 
+from jobsched.backoff import Backoff
 from jobsched.limits import Limits
-from shared.model import Outcome, Status
+from jobsched.type_defaults import TypeDefaults
+from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
 from shared.store.browse import JobQuery
 from shared.store.sqlite import SqliteJobStore, recent, schema
 from shared.store.sqlite.keys import SqliteKeyStore
-from shared.store.sqlite.migrations import LATEST, MIGRATIONS, add_missing_columns
+from shared.store.sqlite.migrations import LATEST, MIGRATIONS, add_missing_columns, backoff_on_jobs
 from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS, PARTIAL_INDEXES, RESTING
-from tests.contract.store_kit import result, start
+from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running, start
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
 from tests.support import REPO_ROOT, backend_beside
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "sqlite-before-migrations.db"
 REPLICAS = 4
+SLOW = Backoff(base_s=30, cap_s=600)  # a type's own backoff, announced before the upgrade
 # Each released migration's name and the sha256 of its source (inspect.getsource), in MIGRATIONS' order.
 RELEASED = [
     ("jobs_table", "68915f13bc8672974dac3e0fe7c16e88ef3edabfcc75dc9daf0ee5302c3a7b04"),
@@ -47,6 +50,7 @@ RELEASED = [
     ("signing_secrets_table", "7df1ec9d7f5d379fc4d7635a50ae225f668ee2fd3cb2adc1a299c9cfc02a1c9f"),
     ("credentials_table", "5bb0de1b5f260b40e4bdca889d5205016172b2a97c115529078c6a603f947ee7"),
     ("api_keys_table", "d952d0845f421960dbcdb4996540a1cb1c9941f3ef0f0e6ca3a9d8b2f71cbcce"),
+    ("backoff_on_jobs", "217cdbfef2c79a75420c26109a9b493870919f8c908b534837403405d77598a3"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
@@ -71,10 +75,22 @@ def schema_of(path: Path) -> Schema:
     return sorted(read(path, "SELECT type, name, tbl_name, sql FROM sqlite_master"))
 
 
-def rows_of(path: Path) -> dict[str, set[tuple[Any, ...]]]:
-    """Every row of every table."""
+def columns_of(path: Path) -> dict[str, list[str]]:
+    """Every table's columns, in their order."""
     tables = [name for (name,) in read(path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {table: set(read(path, f"SELECT * FROM {table}")) for table in tables}
+    return {table: [str(row[1]) for row in read(path, f"PRAGMA table_info({table})")] for table in tables}
+
+
+def rows_of(path: Path, columns: dict[str, list[str]] | None = None) -> dict[str, set[tuple[Any, ...]]]:
+    """Every row of every table (of `columns`: those tables, those of their columns; a file read before migrations
+    added some)."""
+    tables = columns if columns is not None else columns_of(path)
+    return {table: set(read(path, f"SELECT {', '.join(names)} FROM {table}")) for table, names in tables.items()}
+
+
+def added_column_is_empty(path: Path) -> bool:
+    """The column migration 11 added holds nothing: the fixture's one type has the default backoff."""
+    return read(path, "SELECT count(*) FROM jobs WHERE backoff IS NOT NULL") == [(0,)]
 
 
 def fixture_copy(tmp_path: Path) -> Path:
@@ -96,14 +112,15 @@ def migrated_empty_file(tmp_path: Path) -> Path:
 
 def test_a_file_from_before_numbered_migrations_is_migrated_and_keeps_working(tmp_path: Path) -> None:
     old = fixture_copy(tmp_path)
-    written = rows_of(old)
+    written, written_columns = rows_of(old), columns_of(old)
     assert version(old) == 0
     store = SqliteJobStore(old)
     try:
         store.ensure_schema()
         assert version(old) == LATEST
         assert schema_of(old) == schema_of(migrated_empty_file(tmp_path))
-        assert rows_of(old) == written
+        assert rows_of(old, written_columns) == written
+        assert added_column_is_empty(old)
         statuses = Counter(status for (status,) in read(old, "SELECT status FROM jobs"))
         assert statuses == {"pending": 3, "buffered": 1, "completed": 1, "dlq": 1, "cancelled": 1, "running": 1}
         assert len(read(old, "SELECT * FROM executions")) == 4
@@ -197,6 +214,7 @@ def start_replica(path: str, keys: bool) -> int:
 def test_processes_starting_together_all_migrate_the_file_to_the_latest(tmp_path: Path, start_from: str) -> None:
     shared = tmp_path / "shared.db" if start_from == "empty" else fixture_copy(tmp_path)
     written = rows_of(shared) if start_from != "empty" else {}
+    written_columns = columns_of(shared) if written else {}
     spawn = multiprocessing.get_context("spawn")
     together = spawn.Barrier(REPLICAS)
     with spawn.Pool(REPLICAS, initializer=_replica_started, initargs=(together,)) as pool:
@@ -204,7 +222,8 @@ def test_processes_starting_together_all_migrate_the_file_to_the_latest(tmp_path
     assert answers == [LATEST] * REPLICAS  # and none failed: a failure is raised here
     assert schema_of(shared) == schema_of(migrated_empty_file(tmp_path))
     if written:
-        assert rows_of(shared) == written
+        assert rows_of(shared, written_columns) == written
+        assert added_column_is_empty(shared)
 
 
 def test_a_file_of_a_later_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
@@ -270,3 +289,56 @@ def test_released_migrations_are_never_edited() -> None:
         "a helper of released migrations changed: they would no longer do what they did when released. Restore it, "
         "and give a new migration a helper of its own"
     )
+
+
+def store_at_version(path: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> SqliteJobStore:
+    """A store on a file migrated up to version `at` only, as the jobsched whose last migration it was left it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(schema, "MIGRATIONS", MIGRATIONS[:at])
+        patch.setattr(schema, "LATEST", at)
+        store = SqliteJobStore(path)
+        store.ensure_schema()
+    assert version(path) == at
+    return store
+
+
+def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 11 on a file of version 10 (no backoff on jobs; closers looked up the type's): the jobs that may
+    still run an attempt, of a type whose latest announcement has a backoff of its own, keep being retried with it."""
+    path = tmp_path / "v10.db"
+    old = store_at_version(path, 10, monkeypatch)
+    try:
+        assert "backoff" not in columns_of(path)["jobs"]
+        types, t0 = backend_beside(old).job_types, utc_now()
+        # By seenAt first: an older announcement of the default does not count...
+        types.announce("exec-9", {"slow": TypeDefaults()}, t0 - timedelta(seconds=1), t0)
+        types.announce("exec-1", {"slow": TypeDefaults(backoff=SLOW), "back": TypeDefaults(backoff=SLOW)}, t0, t0)
+        # ...then by executor, as announcements.summarize takes the latest: this one, of the default, is it.
+        types.announce("exec-2", {"back": TypeDefaults()}, t0, t0)
+        slow = one_in_every_status(old, "slow")
+        claimed = running(old, jobType="slow")
+        others = [*one_in_every_status(old, "back").values(), old.create(new(jobType="never-announced"))]
+    finally:
+        old.close()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE jobs SET status = 'claimed' WHERE id = ?", (claimed.id,))  # as earlier versions wrote
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+        assert version(path) == LATEST
+        backoffs = {name: reload(store, job).backoff for name, job in slow.items()}
+        assert backoffs == {name: SLOW if name in NOT_FINAL_ONES else None for name in slow}
+        assert reload(store, claimed).backoff == SLOW
+        assert [reload(store, job).backoff for job in others] == [None] * len(others)
+        assert {name: reload(store, job).evolve(backoff=None) for name, job in slow.items()} == slow  # nothing else
+        migrated = rows_of(path)
+        with closing(sqlite3.connect(path)) as conn, conn:
+            backoff_on_jobs(conn)  # again, as a file of version 0 gets every migration: it changes nothing
+        assert rows_of(path) == migrated
+        retried = store.finish_attempt(reload(store, slow["running"]), result(Outcome.FAILED, "boom"))
+        assert retried is not None
+        assert retried.scheduledAt == retried.updatedAt + SLOW.delay(1)
+    finally:
+        store.close()

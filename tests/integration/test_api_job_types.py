@@ -172,6 +172,52 @@ def test_a_template_of_an_announced_type_gets_the_types_budget_on_creation_and_o
     assert client.patch(f"/jobs/{created['id']}", json={"maxAttempts": None}).json()["maxAttempts"] == 6
 
 
+def test_every_way_in_stores_the_types_backoff_on_the_job_and_a_budget_patch_refreshes_it(
+    client: TestClient, types: CountingRegistry, api_store: JobStore
+) -> None:
+    """POST /jobs, its batch and a schedules file store the type's announced backoff on the job, which the body never
+    shows; a template keeps it until a PATCH sets its maxAttempts, which takes the type's of then (as its budget)."""
+    slow, faster = Backoff(base_s=30, cap_s=600), Backoff(base_s=1, cap_s=10)
+    now = utc_now()
+    types.inner.announce("exec-1", {"report": TypeDefaults(backoff=slow)}, now, now + BEAT)
+
+    def stored_backoff(job_id: str) -> Backoff | None:
+        job = api_store.get(job_id)
+        assert job is not None
+        return job.backoff
+
+    def created(key: str) -> dict[str, Any]:
+        answer = client.post("/jobs", json=body("report", key))
+        assert answer.status_code == 201, answer.text
+        return dict(answer.json())
+
+    wait_until(lambda: client.post("/jobs", json=body("report", "probe")).status_code == 201, 15, "the announced type")
+    one_off = created("one-off")
+    [in_batch] = client.post("/jobs/batch", json={"jobs": [body("report", "in-a-batch")]}).json()["results"]
+    template = body("report", "nightly", cron="0 2 * * *")
+    del template["scheduledAt"]
+    nightly = client.post("/jobs", json=template).json()
+    from_file = body("report", "from-a-file", cron="0 4 * * *", tenantId=None)
+    del from_file["scheduledAt"]
+    assert client.post("/schedules/apply", json={"tenantId": "tenant-a", "schedules": [from_file]}).status_code == 200
+    applied = client.get("/jobs", params={"tenantId": "tenant-a", "templates": "true"}).json()
+    [file_template] = [t for t in applied if t["idempotencyKey"] == "from-a-file"]
+    made = [one_off, in_batch, nightly, file_template]
+    assert [stored_backoff(job["id"]) for job in made] == [slow] * len(made)
+    assert all("backoff" not in job for job in (one_off, nightly, file_template))
+
+    later = utc_now()
+    types.inner.announce("exec-1", {"report": TypeDefaults(backoff=faster)}, later, later + BEAT)
+    wait_until(lambda: stored_backoff(created(f"after-{utc_now().timestamp()}")["id"]) == faster, 15, "the new one")
+    assert stored_backoff(one_off["id"]) == slow  # what a job was created with stays
+    assert client.patch(f"/jobs/{nightly['id']}", json={"priority": 3}).status_code == 200
+    assert stored_backoff(nightly["id"]) == slow  # a patch that leaves the budget leaves the backoff
+    patched = client.patch(f"/jobs/{nightly['id']}", json={"maxAttempts": None})
+    assert (patched.status_code, patched.json()["maxAttempts"]) == (200, 3)
+    assert "backoff" not in patched.json()
+    assert stored_backoff(nightly["id"]) == faster
+
+
 def test_the_overview_lists_the_types_the_api_accepts_for_the_consoles_filters(
     client: TestClient, types: CountingRegistry
 ) -> None:

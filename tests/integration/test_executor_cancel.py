@@ -24,6 +24,8 @@ from tests.executor_support import executor_of, running
 from tests.support import wait_until
 
 BEAT = timedelta(milliseconds=100)
+SLOW_RETRY = Backoff(base_s=100, cap_s=1000)
+RETRY_SOON = Backoff(base_s=0.05, cap_s=0.05)
 
 
 class Handlers:
@@ -57,11 +59,11 @@ class Handlers:
         async def quick_timeout(payload: Payload, ctx: HandlerContext) -> None:
             await asyncio.sleep(5)
 
-        @register("slow-retry", backoff=Backoff(base_s=100, cap_s=1000))
+        @register("slow-retry", backoff=SLOW_RETRY)
         def slow_retry(payload: Payload, ctx: HandlerContext) -> None:
             raise HandlerError("try again later")
 
-        @register("fails-once", backoff=Backoff(base_s=0.05, cap_s=0.05))
+        @register("fails-once", backoff=RETRY_SOON)
         def fails_once(payload: Payload, ctx: HandlerContext) -> None:
             self._started(ctx)
             if ctx.attempt == 1:
@@ -185,6 +187,7 @@ def test_a_template_runs_context_says_which_fire_time_it_runs_for_also_when_retr
             jobType="fails-once",
             scheduledAt=datetime(2030, 1, 1, 2, tzinfo=UTC),
             cron="0 2 * * *",
+            backoff=RETRY_SOON,  # the type's, as the API stores it on the template
         )
     )
     night = datetime(2026, 1, 1, 2, tzinfo=UTC)
@@ -214,7 +217,8 @@ def test_a_types_registered_timeout_and_backoff_apply_unless_the_job_sets_its_ow
     assert (timed_out.status, record.outcome, record.error) == (Status.DLQ, Outcome.TIMEOUT, "timed out after 0.3s")
     own = final(api_store, dispatch(api_store, bus, "quick-timeout", maxAttempts=1, timeoutSeconds=0.1))
     assert api_store.list_executions(own.id)[0].error == "timed out after 0.1s"
-    retried = final(api_store, dispatch(api_store, bus, "slow-retry", maxAttempts=3))
+    # The type's backoff, as the API stores it on the jobs it creates: the executor retries with the job's.
+    retried = final(api_store, dispatch(api_store, bus, "slow-retry", maxAttempts=3, backoff=SLOW_RETRY))
     [failed] = api_store.list_executions(retried.id)
     assert retried.status is Status.PENDING
     assert failed.finishedAt is not None

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobsched.backoff import Backoff
 from shared.model import Job, Status
 
 AT = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -57,3 +58,9 @@ def test_a_lease_shows_only_while_it_holds() -> None:
 
 def test_a_template_has_no_runs_of_its_own() -> None:
     assert "runs" not in job(Status.PENDING, cron="0 2 * * *").to_wire()
+
+
+def test_the_backoff_a_job_keeps_is_not_on_the_wire() -> None:
+    kept = job(Status.PENDING, backoff=Backoff(base_s=30, cap_s=600)).to_wire()
+    assert kept == job(Status.PENDING).to_wire()
+    assert "backoff" not in kept

@@ -7,10 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jobsched.type_defaults import BUILTIN_DEFAULTS, TypeDefaults
 from services.api.http.errors import ApiError
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.job_requests import MAX_TIMEOUT_S, JobPayload, OverlapName, Rfc3339, SchedulePolicy
-from shared.model import Job, effective_max_attempts
+from shared.model import Job, effective_max_attempts, stored_backoff
 from shared.store import transitions
 
 
@@ -74,9 +75,11 @@ class TemplatePatch(SchedulePolicy):
             raise ValueError("give at most one of cron and interval")
         return self
 
-    def changes(self, template: Job, type_max_attempts: int | None = None) -> dict[str, Any]:
-        """The stored fields this patch sets (UNSET: removed); `type_max_attempts`: the job type's default
-        budget, what a null maxAttempts means (as on creation)."""
+    def changes(self, template: Job, type_defaults: TypeDefaults | None = None) -> dict[str, Any]:
+        """The stored fields this patch sets (UNSET: removed); `type_defaults`: the job type's registered defaults
+        (None: a type not known now), whose budget is what a null maxAttempts means (as on creation). A patch
+        that sets maxAttempts decides the template's retry rule anew, as its creation did: its backoff becomes
+        the type's of now too (kept otherwise)."""
         given = {name: getattr(self, name) for name in self.model_fields_set}
         changes: dict[str, Any] = {}
         for name, value in given.items():
@@ -86,7 +89,9 @@ class TemplatePatch(SchedulePolicy):
                 raise ApiError(400, f"{name} cannot be null")
             changes[name] = transitions.UNSET if value is None else value
         if "maxAttempts" in given:  # null or not positive: the default, as on creation
-            changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"], type_max_attempts)
+            defaults = type_defaults or BUILTIN_DEFAULTS
+            changes["maxAttempts"] = effective_max_attempts(given["maxAttempts"], defaults.max_attempts)
+            changes["backoff"] = stored_backoff(defaults.backoff) or transitions.UNSET
         if self.cron is not None:  # an interval template becomes a cron one
             changes["interval"] = transitions.UNSET
             changes.setdefault("timezone", template.timezone or "UTC")

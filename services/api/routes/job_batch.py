@@ -12,7 +12,6 @@ tenant its key may not use (403, by the authentication).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, Final
 
 from starlette.concurrency import run_in_threadpool
@@ -23,7 +22,7 @@ from starlette.routing import Route
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import read_json
-from services.api.new_job import new_job, unknown_type
+from services.api.new_job import TypeDefaultsOf, new_job, unknown_type
 from shared.jsonsafe import shorten
 from shared.model import Job
 from shared.store.base import DuplicateJob, JobRefused, NewJob, StoreError, StoreUnavailable
@@ -37,7 +36,7 @@ Result = dict[str, Any]
 async def create_jobs(request: Request) -> Response:
     api = context(request)
     jobs, tenant = _envelope(await read_json(request))
-    checked = await run_in_threadpool(_validated, jobs, tenant, api.known.max_attempts)
+    checked = await run_in_threadpool(_validated, jobs, tenant, api.known.defaults)
     results: list[Result | None] = [r if isinstance(r, dict) else None for r in checked]
     news: list[tuple[int, NewJob]] = [(i, n) for i, n in enumerate(checked) if isinstance(n, NewJob)]
     accepted: dict[str, bool] = {}
@@ -89,14 +88,14 @@ def _envelope(data: Any) -> tuple[list[Any], str | None]:
     return jobs, tenant
 
 
-def _validated(jobs: list[Any], tenant: str | None, max_attempts: Callable[[str], int | None]) -> list[NewJob | Result]:
+def _validated(jobs: list[Any], tenant: str | None, type_defaults: TypeDefaultsOf) -> list[NewJob | Result]:
     """Each job as POST /jobs validates it (in the thread pool: a batch's validation takes milliseconds)."""
     checked: list[NewJob | Result] = []
     for data in jobs:
         if isinstance(data, dict) and tenant is not None and "tenantId" not in data:
             data = {**data, "tenantId": tenant}
         try:
-            checked.append(new_job(data, max_attempts))
+            checked.append(new_job(data, type_defaults))
         except ApiError as exc:
             checked.append(_refused(exc.status, exc.message))
     return checked

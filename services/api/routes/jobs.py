@@ -26,7 +26,7 @@ log = logging.getLogger("jobsched.api")
 
 async def create_job(request: Request) -> Response:
     api = context(request)
-    new = await new_job_of(await read_json(request), len(await request.body()), api.known.max_attempts)
+    new = await new_job_of(await read_json(request), len(await request.body()), api.known.defaults)
     if not await api.known.accepts(new.jobType):
         raise ApiError(400, unknown_type(new.jobType, api.known.names()))
     await api.schema.wait_ready()

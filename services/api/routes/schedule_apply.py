@@ -9,7 +9,6 @@ with the names added, changed (with each field as [stored, declared]), unchanged
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +22,7 @@ from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import checked, invalid, read_json
 from services.api.models.schedules import ApplyRequest
-from services.api.new_job import unknown_type
+from services.api.new_job import TypeDefaultsOf, unknown_type
 from shared.cron import ScheduleError
 from shared.jsonsafe import shorten
 from shared.model import utc_now
@@ -39,7 +38,7 @@ async def apply_schedules(request: Request) -> Response:
     tenant = wanted.tenantId
     if tenant is None:
         raise ApiError(400, "tenantId: the tenant whose schedules these are is required")
-    declarations = await run_in_threadpool(_declarations, wanted.schedules, tenant, api.known.max_attempts)
+    declarations = await run_in_threadpool(_declarations, wanted.schedules, tenant, api.known.defaults)
     for index, declaration in enumerate(declarations):
         if not await api.known.accepts(declaration.job_type):
             raise ApiError(400, f"schedules[{index}]: {unknown_type(declaration.job_type, api.known.names())}")
@@ -64,9 +63,7 @@ def _counts(answer: dict[str, Any]) -> dict[str, int]:
     return {k: len(v) for k, v in answer.items() if isinstance(v, list)}
 
 
-def _declarations(
-    schedules: list[dict[str, Any]], tenant: str, max_attempts: Callable[[str], int | None]
-) -> list[Declaration]:
+def _declarations(schedules: list[dict[str, Any]], tenant: str, type_defaults: TypeDefaultsOf) -> list[Declaration]:
     """Each schedule as POST /jobs validates it (a 400 names the first that is refused, by its place). One whose
     bounds leave it no fire time is taken: it has ended, and the answer says so."""
     made: list[Declaration] = []
@@ -82,7 +79,7 @@ def _declarations(
             raise ApiError(400, f"{where}: not a schedule (give cron or interval)")
         body = {**body, "tenantId": tenant}
         try:
-            declaration = checked_declaration(body, max_attempts(str(body.get("jobType"))), utc_now())
+            declaration = checked_declaration(body, type_defaults(str(body.get("jobType"))), utc_now())
         except ValidationError as exc:
             refused = invalid(exc)
             raise ApiError(refused.status, f"{where}: {refused.message}") from None

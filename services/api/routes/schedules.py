@@ -116,7 +116,7 @@ async def patch(request: Request) -> Response:
             )
         template_patch = await checked(TemplatePatch, data)
         await checked_payload(job.jobType, template_patch.payload)  # what every later run copies
-        changes = template_patch.changes(job, api.known.max_attempts(job.jobType))
+        changes = template_patch.changes(job, api.known.defaults(job.jobType))
         try:
             updated = await api.slots.write(api.schedules.update_template, job, changes, now)
         except ScheduleError as exc:

@@ -26,7 +26,6 @@ from pymongo import ReturnDocument
 from pymongo.collection import Collection as MongoCollection
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -259,7 +258,8 @@ def _repair(database: MongoDatabase, job: Job, attempt: int) -> None:
 def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
     """Successes of running attempts are closed together: one insert of their outcomes, one update of their
     jobs per worker and attempt (their records are left as inserted: the history completes them from the
-    outcomes). Failures, timeouts and anything unusual are closed one by one, as they need per-job backoff."""
+    outcomes). Failures, timeouts and anything unusual are closed one by one, as each moves its job its own way
+    (a retry at the job's backoff, the DLQ...)."""
     results: list[Job | StoreError | None] = [None] * len(finishes)
     if not finishes:
         return results
@@ -313,7 +313,7 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
         except DuplicateKeyError:
             won = False
             decided = database.outcomes.find_one({"_id": decided["_id"]}) or decided
-        doc = _apply_decision(database, job, decided, closing.backoff)
+        doc = _apply_decision(database, job, decided)
     if not won:
         return None
     # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
@@ -321,11 +321,10 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
     return job_from_document(doc) if doc else read_job(database, job.id)
 
 
-def _apply_decision(
-    database: MongoDatabase, job: Job, decided: Document, backoff: Backoff = DEFAULT_BACKOFF
-) -> Document | None:
-    """Complete the attempt's record and move the job as the decided outcome says; idempotent."""
-    closing = decided_closing(decided, backoff)
+def _apply_decision(database: MongoDatabase, job: Job, decided: Document) -> Document | None:
+    """Complete the attempt's record and move the job as the decided outcome says (a retry after the job's
+    backoff, whoever applies it); idempotent."""
+    closing = decided_closing(decided)
     outcome = closing.outcome
     record = transitions.attempt_result(closing)
     database.executions.update_one({"_id": decided["_id"]}, update_document(record))

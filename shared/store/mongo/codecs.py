@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from bson import ObjectId
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
+from jobsched.backoff import Backoff, backoff_document, backoff_from_document
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, job_from_fields
 from shared.store import transitions
 from shared.store.base import AttemptResult
@@ -21,7 +21,17 @@ def job_from_document(doc: Document) -> Job:
     values = {k: v for k, v in doc.items() if k in JOB_FIELDS}
     values["id"] = str(doc["_id"])
     values["status"] = Status(doc["status"])
+    if "backoff" in values:
+        values["backoff"] = backoff_from_document(values["backoff"])
     return job_from_fields(values)
+
+
+def job_document(fields: transitions.Fields) -> Document:
+    """A transition's fields as the job document holds them: a backoff as its subdocument (backoff_document)."""
+    backoff = fields.get("backoff")
+    if isinstance(backoff, Backoff):
+        return {**fields, "backoff": backoff_document(backoff)}
+    return fields
 
 
 def read_job(database: MongoDatabase, job_id: str) -> Job | None:
@@ -40,7 +50,7 @@ def to_execution(doc: Document) -> Execution:
 
 def update_document(fields: transitions.Fields) -> Document:
     """A transition's fields as an update document: UNSET fields are removed, the rest set."""
-    update: Document = {"$set": {k: v for k, v in fields.items() if v is not transitions.UNSET}}
+    update: Document = {"$set": {k: v for k, v in job_document(fields).items() if v is not transitions.UNSET}}
     removed = {k: "" for k, v in fields.items() if v is transitions.UNSET}
     if removed:
         update["$unset"] = removed
@@ -70,8 +80,8 @@ def decision(job: Job, closing: AttemptResult) -> Document:
     return decided
 
 
-def decided_closing(decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> AttemptResult:
-    """The closing an attempt-outcome document decided (its inverse of decision), with the type's backoff."""
+def decided_closing(decided: Document) -> AttemptResult:
+    """The closing an attempt-outcome document decided (its inverse of decision)."""
     snooze, retry_after = decided.get("snoozeSeconds"), decided.get("retryAfterSeconds")
     return AttemptResult(
         Outcome(decided["outcome"]),
@@ -79,7 +89,6 @@ def decided_closing(decided: Document, backoff: Backoff = DEFAULT_BACKOFF) -> At
         decided["at"],
         decided.get("error"),
         decided.get("traceback"),
-        backoff,
         decided.get("result"),
         timedelta(seconds=snooze) if snooze is not None else None,
         bool(decided.get("final")),

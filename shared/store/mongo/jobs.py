@@ -17,7 +17,6 @@ from bson.errors import InvalidDocument
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Execution, Job, Status, utc_now
 from shared.store import transitions
@@ -44,7 +43,14 @@ from shared.store.deadlocks import retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, claims, schema
 from shared.store.mongo.claims import MongoClaimPort
-from shared.store.mongo.codecs import decided_closing, job_from_document, read_job, to_execution, update_document
+from shared.store.mongo.codecs import (
+    decided_closing,
+    job_document,
+    job_from_document,
+    read_job,
+    to_execution,
+    update_document,
+)
 from shared.store.mongo.database import DUPLICATE_KEY, Document, MongoDatabase, caught, translate_errors
 from shared.store.transitions import (
     ATTEMPT_ACTIVE,
@@ -83,7 +89,7 @@ class MongoJobStore:
         self.database.ping()
 
     def create(self, new: NewJob) -> Job:
-        doc = transitions.new_job(new, new.createdAt or utc_now())
+        doc = job_document(transitions.new_job(new, new.createdAt or utc_now()))
         with translate_errors():
             try:
                 result = retry_deadlocks(partial(self.database.jobs.insert_one, doc))
@@ -101,7 +107,7 @@ class MongoJobStore:
         """One unordered insert_many: the server inserts every document it can and names the ones it refused.
         When the driver cannot encode one of them (nothing is sent then), the jobs go one create at a time."""
         now = utc_now()
-        docs = [transitions.new_job(new, new.createdAt or now) for new in news]
+        docs = [job_document(transitions.new_job(new, new.createdAt or now)) for new in news]
         if not docs:
             return []
         refused: dict[int, Document] = {}
@@ -253,7 +259,7 @@ class MongoJobStore:
     def add_runs(self, template: Job, runs: Sequence[RunSpec]) -> list[tuple[str, bool]]:
         now = utc_now()
         # The runs share their template's payload object: the driver encodes them in batches as it sends them.
-        docs = [dict(transitions.template_run(template, run, now)) for run in runs]
+        docs = [job_document(transitions.template_run(template, run, now)) for run in runs]
         if not docs:
             return []
         taken: set[int] = set()
@@ -473,8 +479,8 @@ class MongoJobStore:
                 for d in self.database.jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)
             ]
 
-    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
-        return attempts.close_attempt(self.database, job, AttemptResult.lost(reason, utc_now(), backoff))
+    def recover_attempt(self, job: Job, reason: str) -> Job | None:
+        return attempts.close_attempt(self.database, job, AttemptResult.lost(reason, utc_now()))
 
 
 def _runs_after(run: Job) -> Document:

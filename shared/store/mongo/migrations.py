@@ -19,7 +19,7 @@ from typing import Final
 
 from pymongo.errors import OperationFailure
 
-from shared.store.mongo.database import MongoDatabase
+from shared.store.mongo.database import Document, MongoDatabase
 
 Migration = Callable[[MongoDatabase], None]
 
@@ -111,11 +111,47 @@ def operator_indexes(database: MongoDatabase) -> None:
     database.collection("attempt_outcomes").create_index([("outcome", 1), ("at", 1)], name="recent_outcomes")
 
 
+def backoff_on_jobs(database: MongoDatabase) -> None:
+    """A job keeps its type's retry backoff from its creation (subdocument `backoff`, absent for the default 1 s
+    base, 300 s cap, no jitter), read by whoever closes one of its attempts; before, each closer looked the type's
+    backoff up. The jobs not final yet (templates included) of a type whose latest announcement (by seenAt, then
+    executor) carries another backoff get that one, so that they go on being retried as before; a job that has one
+    already keeps it, and a backoff that cannot be read counts as the default, as the announcement's readers take
+    it. Replicas running it together write the same values."""
+    latest: dict[str, Document] = {}
+    for announced in database.collection("job_type_announcements").find({}):
+        seen = latest.get(announced["jobType"])
+        if seen is None or (announced["seenAt"], announced["executor"]) > (seen["seenAt"], seen["executor"]):
+            latest[announced["jobType"]] = announced
+    for job_type, announced in latest.items():
+        try:
+            stated = announced["defaults"]["backoff"]
+            backoff = {
+                "baseSeconds": float(stated.get("baseSeconds", 1.0)),
+                "capSeconds": float(stated.get("capSeconds", 300.0)),
+                "jitter": bool(stated.get("jitter", False)),
+            }
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+        readable = backoff["baseSeconds"] > 0 and backoff["capSeconds"] >= backoff["baseSeconds"]
+        if not readable or backoff == {"baseSeconds": 1.0, "capSeconds": 300.0, "jitter": False}:
+            continue
+        database.collection("jobs").update_many(
+            {
+                "jobType": job_type,
+                "status": {"$in": ["pending", "buffered", "queued", "claimed", "running"]},
+                "backoff": {"$exists": False},
+            },
+            {"$set": {"backoff": backoff}},
+        )
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
     drop_global_idempotency_index,
     query_indexes,
     operator_indexes,
+    backoff_on_jobs,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -1,6 +1,6 @@
 """What a value is in the SQLite file and back: times (INTEGER unix milliseconds, UTC), a row as a Job or an
-Execution, a transition's values as SQL parameters (JSON text for the payload and the results), and the small
-helpers that write a statement's placeholders, chunks and SET clause."""
+Execution, a transition's values as SQL parameters (JSON text for the payload, the results and a job's backoff),
+and the small helpers that write a statement's placeholders, chunks and SET clause."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from jobsched.backoff import backoff_document, backoff_from_document
 from shared.model import Execution, Job, Outcome, Status, job_from_fields
 from shared.store import transitions
 from shared.store.sqlite.schema import BOOL_COLUMNS, JSON_COLUMNS, TIME_COLUMNS
@@ -60,6 +61,8 @@ def job_from_values(values: dict[str, Any]) -> Job:
     for key in BOOL_COLUMNS.intersection(values):
         if values[key] is not None:
             values[key] = bool(values[key])
+    if values.get("backoff") is not None:
+        values["backoff"] = backoff_from_document(json.loads(values["backoff"]))
     return job_from_fields(values)
 
 
@@ -83,6 +86,8 @@ def to_sql(key: str, value: Any) -> Any:
         return value if isinstance(value, str) else payload_text(value)  # a str: written already
     if key in JSON_COLUMNS and value is not None:
         return payload_text(value)
+    if key == "backoff" and value is not None:
+        return json.dumps(backoff_document(value), separators=(",", ":"))
     return value
 
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from bson import ObjectId
 
-from jobsched.backoff import DEFAULT_BACKOFF, Backoff
 from shared.model import Execution, Job, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -385,6 +384,6 @@ class SqliteJobStore:
             ).fetchall()
         return [to_job(r) for r in rows]
 
-    def recover_attempt(self, job: Job, reason: str, backoff: Backoff = DEFAULT_BACKOFF) -> Job | None:
+    def recover_attempt(self, job: Job, reason: str) -> Job | None:
         with self.database.write() as conn:
-            return writes.close_attempt(conn, job, AttemptResult.lost(reason, utc_now(), backoff))
+            return writes.close_attempt(conn, job, AttemptResult.lost(reason, utc_now()))

@@ -20,6 +20,7 @@ so that one number says what the whole file holds.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable
@@ -393,6 +394,41 @@ def api_keys_table(conn: sqlite3.Connection) -> None:
     )
 
 
+def backoff_on_jobs(conn: sqlite3.Connection) -> None:
+    """A job keeps its type's retry backoff from its creation (column `backoff`: JSON, NULL for the default 1 s base,
+    300 s cap, no jitter), read by whoever closes one of its attempts; before, each closer looked the type's backoff
+    up. The jobs not final yet (templates included) of a type whose latest announcement (by seenAt, then executor)
+    carries another backoff get that one, so that they go on being retried as before; a job that has one already
+    keeps it, and a backoff that cannot be read counts as the default, as the announcement's readers take it."""
+    add_missing_columns(conn, "jobs", "backoff TEXT")
+    latest = conn.execute(
+        """SELECT jobType, defaults FROM job_type_announcements AS announced WHERE NOT EXISTS (
+            SELECT 1 FROM job_type_announcements AS later WHERE later.jobType = announced.jobType AND (
+                later.seenAt > announced.seenAt
+                OR (later.seenAt = announced.seenAt AND later.executor > announced.executor)
+            )
+        )"""
+    ).fetchall()
+    for job_type, defaults in latest:
+        try:
+            announced = json.loads(defaults)["backoff"]
+            backoff = {
+                "baseSeconds": float(announced.get("baseSeconds", 1.0)),
+                "capSeconds": float(announced.get("capSeconds", 300.0)),
+                "jitter": bool(announced.get("jitter", False)),
+            }
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+        readable = backoff["baseSeconds"] > 0 and backoff["capSeconds"] >= backoff["baseSeconds"]
+        if not readable or backoff == {"baseSeconds": 1.0, "capSeconds": 300.0, "jitter": False}:
+            continue
+        conn.execute(
+            """UPDATE jobs SET backoff = ? WHERE jobType = ? AND backoff IS NULL
+                AND status IN ('pending', 'buffered', 'queued', 'claimed', 'running')""",
+            (json.dumps(backoff, separators=(",", ":")), job_type),
+        )
+
+
 def add_missing_columns(conn: sqlite3.Connection, table: str, columns: str) -> None:
     """Those of `columns` ("name TYPE, ...") that `table` does not have yet, added in their order (the rows already
     there read them as NULL). Released migrations call it: it is frozen with them (its digest is beside theirs)."""
@@ -414,5 +450,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     signing_secrets_table,
     credentials_table,
     api_keys_table,
+    backoff_on_jobs,
 )
 LATEST: Final = len(MIGRATIONS)

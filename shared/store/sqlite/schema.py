@@ -73,7 +73,8 @@ EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
     | {"result"}
 )
-# Any JSON value (None: none), as its text; the payload has its own encoding.
+# Any JSON value (None: none), as its text; the payload has its own encoding, and so has `backoff` (a job's
+# Backoff as the JSON of backoff_document, NULL for the default: codecs.to_sql).
 JSON_COLUMNS: Final = frozenset({"result", "progress"})
 TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
