@@ -4,8 +4,6 @@ there, a database of a later version is refused, and a released migration is nev
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -20,7 +18,6 @@ from pymongo.errors import DuplicateKeyError
 
 from jobsched.backoff import Backoff, backoff_document
 from jobsched.limits import Limits
-from jobsched.type_defaults import TypeDefaults
 from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
@@ -31,6 +28,7 @@ from shared.store.mongo.migrations import LATEST, MIGRATIONS, backoff_on_jobs
 from shared.store.mongo.schema import VERSION_COLLECTION, VERSION_ID, ensure_schema, schema_version
 from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
+from tests.migration_support import announce_backoffs, assert_released_unchanged
 from tests.support import backend_beside
 
 Document = dict[str, Any]
@@ -169,16 +167,10 @@ def global_keys(db: Database[Document]) -> None:
     db["jobs"].create_index("idempotencyKey", unique=True, name="idempotencyKey_unique")
 
 
-@pytest.mark.parametrize("start", ["empty", "before-migrations", "global-keys"])
-def test_replicas_starting_together_all_migrate_the_database_to_the_latest(
-    mongo_uri: str, scratch: Callable[[str], Database[Document]], start: str
-) -> None:
-    shared, fresh = scratch("shared"), scratch("fresh")
-    if start == "before-migrations":
-        load_fixture(shared)
-    elif start == "global-keys":
-        global_keys(shared)
-    replicas = [MongoDatabase.connect(mongo_uri, shared.name) for _ in range(REPLICAS)]
+def migrate_together(mongo_uri: str, name: str) -> None:
+    """REPLICAS processes' worth of connections start on database `name` at the same moment: every one migrates
+    it without an error, and it ends at the latest version."""
+    replicas = [MongoDatabase.connect(mongo_uri, name) for _ in range(REPLICAS)]
     together = threading.Barrier(REPLICAS)
     failures: list[BaseException] = []
 
@@ -197,10 +189,22 @@ def test_replicas_starting_together_all_migrate_the_database_to_the_latest(
             thread.join()
         assert failures == []
         assert schema_version(replicas[0]) == LATEST
-        assert index_specs(shared) == fresh_indexes(mongo_uri, fresh)
     finally:
         for database in replicas:
             database.close()
+
+
+@pytest.mark.parametrize("start", ["empty", "before-migrations", "global-keys"])
+def test_replicas_starting_together_all_migrate_the_database_to_the_latest(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]], start: str
+) -> None:
+    shared, fresh = scratch("shared"), scratch("fresh")
+    if start == "before-migrations":
+        load_fixture(shared)
+    elif start == "global-keys":
+        global_keys(shared)
+    migrate_together(mongo_uri, shared.name)
+    assert index_specs(shared) == fresh_indexes(mongo_uri, fresh)
 
 
 def test_a_database_of_a_later_version_is_refused_and_left_as_it_is(
@@ -224,17 +228,7 @@ def test_a_database_of_a_later_version_is_refused_and_left_as_it_is(
 
 
 def test_released_migrations_are_never_edited() -> None:
-    digests = [(m.__name__, hashlib.sha256(inspect.getsource(m).encode()).hexdigest()) for m in MIGRATIONS]
-    for number, (released, now) in enumerate(zip(RELEASED, digests, strict=False), start=1):
-        assert now == released, (
-            f"migration {number} ({released[0]}) changed after its release: databases already migrated will never "
-            "run it again. Restore it, and make the change a new migration at the end of MIGRATIONS "
-            "(shared/store/mongo/migrations.py)"
-        )
-    assert len(digests) == len(RELEASED), (
-        f"MIGRATIONS has {len(digests)} migrations and {len(RELEASED)} are recorded as released here: add each new "
-        f"one's name and digest to RELEASED as it is released, {digests[len(RELEASED) :]}"
-    )
+    assert_released_unchanged(MIGRATIONS, RELEASED, "shared/store/mongo/migrations.py")
 
 
 def store_at_version(mongo_uri: str, db: Database[Document], at: int, monkeypatch: pytest.MonkeyPatch) -> MongoJobStore:
@@ -259,11 +253,7 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
     old = store_at_version(mongo_uri, db, 4, monkeypatch)
     try:
         types, t0 = backend_beside(old).job_types, utc_now()
-        # By seenAt first: an older announcement of the default does not count...
-        types.announce("exec-9", {"slow": TypeDefaults()}, t0 - timedelta(seconds=1), t0)
-        types.announce("exec-1", {"slow": TypeDefaults(backoff=SLOW), "back": TypeDefaults(backoff=SLOW)}, t0, t0)
-        # ...then by executor, as announcements.summarize takes the latest: this one, of the default, is it.
-        types.announce("exec-2", {"back": TypeDefaults()}, t0, t0)
+        announce_backoffs(types, t0, SLOW)
         slow = one_in_every_status(old, "slow")
         claimed = running(old, jobType="slow")
         own = old.create(new(jobType="slow"))  # as an upgraded API, started first, made it: its own stays
@@ -273,28 +263,7 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
     assert all("backoff" not in doc for doc in db["jobs"].find())
     db["jobs"].update_one({"_id": ObjectId(claimed.id)}, {"$set": {"status": "claimed"}})  # as earlier versions wrote
     db["jobs"].update_one({"_id": ObjectId(own.id)}, {"$set": {"backoff": backoff_document(OWN)}})
-    replicas = [MongoDatabase.connect(mongo_uri, db.name) for _ in range(REPLICAS)]
-    together = threading.Barrier(REPLICAS)
-    failures: list[BaseException] = []
-
-    def start_replica(database: MongoDatabase) -> None:
-        together.wait()
-        try:
-            ensure_schema(database)
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=start_replica, args=(database,)) for database in replicas]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert failures == []
-        assert schema_version(replicas[0]) == LATEST
-    finally:
-        for database in replicas:
-            database.close()
+    migrate_together(mongo_uri, db.name)
     store = MongoJobStore.connect(mongo_uri, db.name)
     try:
         backoffs = {name: reload(store, job).backoff for name, job in slow.items()}

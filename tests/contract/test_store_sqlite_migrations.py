@@ -5,8 +5,6 @@ a released migration is never edited."""
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import logging
 import multiprocessing
 import re
@@ -22,7 +20,6 @@ import pytest
 
 from jobsched.backoff import Backoff
 from jobsched.limits import Limits
-from jobsched.type_defaults import TypeDefaults
 from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
@@ -33,6 +30,7 @@ from shared.store.sqlite.migrations import LATEST, MIGRATIONS, add_missing_colum
 from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS, PARTIAL_INDEXES, RESTING
 from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running, start
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
+from tests.migration_support import announce_backoffs, assert_released_unchanged, digests
 from tests.support import REPO_ROOT, backend_beside
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "sqlite-before-migrations.db"
@@ -273,18 +271,8 @@ def test_a_migrated_file_has_what_the_queries_expect(tmp_path: Path) -> None:
 
 
 def test_released_migrations_are_never_edited() -> None:
-    digests = [(m.__name__, hashlib.sha256(inspect.getsource(m).encode()).hexdigest()) for m in MIGRATIONS]
-    for number, (released, now) in enumerate(zip(RELEASED, digests, strict=False), start=1):
-        assert now == released, (
-            f"migration {number} ({released[0]}) changed after its release: files already migrated will never "
-            "run it again. Restore it, and make the change a new migration at the end of MIGRATIONS "
-            "(shared/store/sqlite/migrations.py)"
-        )
-    assert len(digests) == len(RELEASED), (
-        f"MIGRATIONS has {len(digests)} migrations and {len(RELEASED)} are recorded as released here: add each new "
-        f"one's name and digest to RELEASED as it is released, {digests[len(RELEASED) :]}"
-    )
-    helpers = [(f.__name__, hashlib.sha256(inspect.getsource(f).encode()).hexdigest()) for f in (add_missing_columns,)]
+    assert_released_unchanged(MIGRATIONS, RELEASED, "shared/store/sqlite/migrations.py")
+    helpers = digests([add_missing_columns])
     assert helpers == RELEASED_HELPERS, (
         "a helper of released migrations changed: they would no longer do what they did when released. Restore it, "
         "and give a new migration a helper of its own"
@@ -312,11 +300,7 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
     try:
         assert "backoff" not in columns_of(path)["jobs"]
         types, t0 = backend_beside(old).job_types, utc_now()
-        # By seenAt first: an older announcement of the default does not count...
-        types.announce("exec-9", {"slow": TypeDefaults()}, t0 - timedelta(seconds=1), t0)
-        types.announce("exec-1", {"slow": TypeDefaults(backoff=SLOW), "back": TypeDefaults(backoff=SLOW)}, t0, t0)
-        # ...then by executor, as announcements.summarize takes the latest: this one, of the default, is it.
-        types.announce("exec-2", {"back": TypeDefaults()}, t0, t0)
+        announce_backoffs(types, t0, SLOW)
         slow = one_in_every_status(old, "slow")
         claimed = running(old, jobType="slow")
         others = [*one_in_every_status(old, "back").values(), old.create(new(jobType="never-announced"))]
