@@ -2,18 +2,19 @@
 # PostgreSQL 15 with Microsoft's DocumentDB extension on loopback: the storage engine under FerretDB 2
 # (ferretdb.sh starts it; it is no use on its own).
 #
-#   documentdb.sh install   apt-get the PostgreSQL 15 server and the build's libraries, build DocumentDB (and
-#                           pg_cron, pgvector, which it requires and Debian 12 lacks in usable versions) from
-#                           the tarballs in ./vendor (sha256-checked) and install them into PostgreSQL 15
+#   documentdb.sh install   apt-get the PostgreSQL 15 server and the build's tools, build DocumentDB as its own
+#                           scripts do (against libbson 1.28.0, static; with RUM, pg_cron and pgvector, which it
+#                           requires) from the tarballs in ./vendor (sha256-checked) and install them into
+#                           PostgreSQL 15
 #   documentdb.sh start     install if needed, initdb on first start, start, CREATE EXTENSION documentdb
 #   documentdb.sh stop|status|clean|env
 #
 # Environment: POSTGRES_PORT (default 15432: every fixed port of the project lies below Linux's ephemeral
-# range 32768-60999, where any outgoing connection may hold a port for a moment), JOBSCHED_CACHE /
-# JOBSCHED_RUN_DIR (lib.sh). The built source trees are cached at $JOBSCHED_CACHE/documentdb/<key>/, the key a
-# hash of the tarballs, the recipe below and the PostgreSQL major version; a stamp in PostgreSQL's extension
-# dir says which key is installed, so a later run installs nothing. Data lives under
-# $JOBSCHED_RUN_DIR/documentdb/.
+# range 32768-60999, where any outgoing connection may hold a port for a moment), RUM_VERSION (1.3.15, the
+# default, or 1.3.14), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh). The built source trees are cached at
+# $JOBSCHED_CACHE/documentdb/<key>/, the key a hash of the tarballs, the recipe below and the PostgreSQL major
+# version; a stamp in PostgreSQL's extension dir says which key is installed, so a later run installs nothing.
+# Data lives under $JOBSCHED_RUN_DIR/documentdb/.
 # shellcheck disable=SC2034 # SERVER_NAME is read by log/die in lib.sh
 SERVER_NAME=documentdb
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -27,24 +28,48 @@ PG_NAME=documentdb   # start_bg/stop_bg name of the server (pid file, log)
 LEGACY_PG_NAME=postgres   # FerretDB 1.x's PostgreSQL, as earlier versions of ferretdb.sh started it
 DOCDB_RUN="$JOBSCHED_RUN_DIR/documentdb"
 VENDOR="$LOCAL_DIR/vendor"
-# tarball, its sha256, the directory it unpacks to (vendor/README.md: upstream refs and licenses)
+# tarball, its sha256, the directory it unpacks to (vendor/README.md: upstream refs and licenses). libbson is
+# the version DocumentDB's scripts/setup_versions.sh pins (the tarball holds libbson's part of the C driver).
+LIBBSON_DIR=mongo-c-driver-1.28.0
 SOURCES=(
+  "mongo-c-driver-1.28.0-libbson.tar.gz 6b81eeb297247beac69f1dd4b21b63d6a78557138ae367f563f4ba8a63774d2d mongo-c-driver-1.28.0"
   "pg_cron-1.6.3.tar.gz 3580f4034021e62e459f9f7ab1f625774bfc534a9256844545da85d6f99c2f5b pg_cron-1.6.3"
   "pgvector-0.8.0.tar.gz 93df40ccdaaaa267d1275c1e6e773004a0e5ff8e14227934a4ec7e8205d0f608 pgvector-0.8.0"
   "documentdb-microsoft-b2e220c4.tar.gz 65bc74c46a3ad178d2119fc2daecde36aaf8feda352af34fccd60b0d6e28e8f6 documentdb-b2e220c4"
 )
-# Debian 12's packages for the server, DocumentDB's other required extensions (postgis, rum) and the build.
-APT_PACKAGES=(
-  "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" "postgresql-$PG_MAJOR-postgis-3" "postgresql-$PG_MAJOR-rum"
-  libbson-dev libpcre2-dev libintelrdfpmath-dev libkrb5-dev gcc make pkg-config
+# RUM, the index access method under DocumentDB's indexes. 1.3.15 is the first release with upstream 78c348b
+# ("Fix corruption when entry->buffer changed to nonleaf while unlocked": a crash when a concurrent insert
+# splits a page during a scan, a plausible cause, not proven, of the crashes and the corrupted RUM index seen
+# here); DocumentDB pins 1.3.14, which RUM_VERSION=1.3.14 builds instead, to compare the two.
+RUM_VERSION="${RUM_VERSION:-1.3.15}"
+RUM_SOURCES=(
+  "rum-1.3.14.tar.gz 7bdd441d67151448b83dbed4afd794839baaadd72cc3fb4f226847386399860c rum-1.3.14"
+  "rum-1.3.15.tar.gz 674d7f8b969b98e89a9c36d93e62cff2b321184c740b897e687574a96274c858 rum-1.3.15"
 )
-# Each build's make arguments; part of the cache key. with_llvm=no: no clang bitcode (not installed, and it
-# would ignore COPT). Debian's libbson 1.23 lacks BSON_SUBTYPE_SENSITIVE, which DocumentDB names in one switch.
-# pgvector's OPTFLAGS="" leaves out -march=native, so the build runs on any x86-64.
+RUM_DIR=""
+for rum_entry in "${RUM_SOURCES[@]}"; do
+  if [ "${rum_entry%% *}" = "rum-$RUM_VERSION.tar.gz" ]; then SOURCES+=("$rum_entry"); RUM_DIR="rum-$RUM_VERSION"; fi
+done
+[ -n "$RUM_DIR" ] || die "RUM_VERSION=$RUM_VERSION: vendored are 1.3.15 (the default) and 1.3.14"
+# Debian 12's packages for the server, DocumentDB's other required extension (postgis) and the build.
+# systemtap-sdt-dev: Debian's PostgreSQL is built with DTrace probes, and RUM's sources include their header
+# (sys/sdt.h).
+APT_PACKAGES=(
+  "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" "postgresql-$PG_MAJOR-postgis-3"
+  libpcre2-dev libintelrdfpmath-dev libkrb5-dev systemtap-sdt-dev gcc make cmake pkg-config
+)
+# Each build's arguments; part of the cache key. libbson's are DocumentDB's (scripts/install_setup_libbson.sh:
+# -fPIC -g, Release) for libbson alone (the tarball has no libmongoc) and its static library only: DocumentDB
+# links libbson-static-1.0, so a shared one would be built for nothing. with_llvm=no: no clang bitcode (clang is
+# not installed). RUM's USE_PGXS=1 is how DocumentDB's scripts/install_setup_rum_oss.sh builds it. pgvector's
+# OPTFLAGS="" leaves out -march=native, so the build runs on any x86-64.
+CMAKE_LIBBSON=(-DENABLE_MONGOC=OFF -DENABLE_TESTS=OFF -DENABLE_EXAMPLES=OFF -DENABLE_SHARED=OFF
+  "-DCMAKE_C_FLAGS=-fPIC -g" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_LIBDIR=lib)
 MAKE_PG_CRON=(with_llvm=no)
 MAKE_PGVECTOR=(with_llvm=no OPTFLAGS=)
+MAKE_RUM=(USE_PGXS=1 with_llvm=no)
 MAKE_DOCDB_CORE=(with_llvm=no)
-MAKE_DOCDB=(with_llvm=no "COPT=-DBSON_SUBTYPE_SENSITIVE=0x08 -Wno-error=switch")
+MAKE_DOCDB=(with_llvm=no)
 # FerretDB 2's own server settings for DocumentDB (its packaging's preload script), plus cron's database.
 DOCDB_SETTINGS=(
   shared_preload_libraries=pg_cron,pg_documentdb_core,pg_documentdb cron.database_name=postgres
@@ -64,8 +89,8 @@ now_ms() { date +%s%3N; }
 # ---------------------------------------------------------------------------------------------- build
 build_key() {
   {
-    printf '%s\n' "${SOURCES[@]}" "$PG_MAJOR" "${MAKE_PG_CRON[*]}" "${MAKE_PGVECTOR[*]}" "${MAKE_DOCDB_CORE[*]}" \
-      "${MAKE_DOCDB[*]}"
+    printf '%s\n' "${SOURCES[@]}" "$PG_MAJOR" "${CMAKE_LIBBSON[*]}" "${MAKE_PG_CRON[*]}" "${MAKE_PGVECTOR[*]}" \
+      "${MAKE_RUM[*]}" "${MAKE_DOCDB_CORE[*]}" "${MAKE_DOCDB[*]}"
   } | sha256sum | cut -c1-16
 }
 
@@ -98,28 +123,49 @@ make_install() {
     { tail -n 30 "$BUILD_LOG" >&2; die "make install in $dir failed (log: $BUILD_LOG)"; }
 }
 
-# install_trees ROOT: build (when not built yet) and install the four trees; DocumentDB's own build reads the
-# core extension's installed headers, so each tree is installed before the next is built.
+# build_libbson ROOT: build libbson and install it into ROOT/libbson, a prefix of its own inside the cached tree
+# (not /usr, where Debian's libbson may be), niced, two jobs; output to $BUILD_LOG. Only DocumentDB's build
+# reads it: the extensions link it statically.
+build_libbson() {
+  local src="$1/$LIBBSON_DIR" prefix="$1/libbson"
+  { nice cmake -S "$src" -B "$src/_build" -DCMAKE_INSTALL_PREFIX="$prefix" "${CMAKE_LIBBSON[@]}" &&
+    nice cmake --build "$src/_build" -j 2 && cmake --install "$src/_build"; } >>"$BUILD_LOG" 2>&1 ||
+    { tail -n 30 "$BUILD_LOG" >&2; die "building libbson in $src failed (log: $BUILD_LOG)"; }
+  # The tree is built in a temporary directory and then moved into the cache: a prefix relative to the .pc
+  # file's own place stays right after the move (for a later install from the cache).
+  sed -i "s|^prefix=.*|prefix=\${pcfiledir}/../..|" "$prefix/lib/pkgconfig/libbson-static-1.0.pc"
+}
+
+# install_trees ROOT: build (when not built yet) and install the PGXS trees; DocumentDB loads RUM at run time
+# and its own build reads the core extension's installed headers, so each tree is installed before the next is
+# built. DocumentDB's Makefile.cflags asks pkg-config for libbson-static-1.0 (ROOT's own build), the Intel
+# decimal library and PCRE2.
 install_trees() {
   local root="$1" docdb="$1/documentdb-b2e220c4"
-  export PKG_CONFIG_PATH="$root/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export PKG_CONFIG_PATH="$root/libbson/lib/pkgconfig:$root/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   BUILD_LOG="$root/build.log"
   make_install "$root/pg_cron-1.6.3" "${MAKE_PG_CRON[@]}"
   make_install "$root/pgvector-0.8.0" "${MAKE_PGVECTOR[@]}"
+  make_install "$root/$RUM_DIR" "${MAKE_RUM[@]}"
   make_install "$docdb/pg_documentdb_core" "${MAKE_DOCDB_CORE[@]}"
   make_install "$docdb/pg_documentdb" "${MAKE_DOCDB[@]}"
+}
+
+# remove_debian_package PKG WHY: apt-get remove PKG when installed (it owns files of the same names as a build).
+remove_debian_package() {
+  dpkg -s "$1" >/dev/null 2>&1 || return 0
+  log "removing Debian's $1 ($2)"
+  apt-get -o DPkg::Lock::Timeout=300 -y -q remove "$1" >/dev/null
 }
 
 cmd_install() {
   if ! installed; then apt_install "${APT_PACKAGES[@]}"; fi
   installed && return 0
   [ "$(id -u)" -eq 0 ] || die "need root to install the extensions into PostgreSQL $PG_MAJOR ($(ext_dir))"
-  # Debian's pg_cron 1.4.2 cannot be created with DocumentDB ("invalid schedule: 2 seconds") and owns the files
-  # the 1.6.3 build installs.
-  if dpkg -s "postgresql-$PG_MAJOR-cron" >/dev/null 2>&1; then
-    log "removing Debian's postgresql-$PG_MAJOR-cron (DocumentDB fails with its pg_cron; 1.6.3 is built instead)"
-    apt-get -o DPkg::Lock::Timeout=300 -y -q remove "postgresql-$PG_MAJOR-cron" >/dev/null
-  fi
+  # Debian's pg_cron 1.4.2 cannot be created with DocumentDB ("invalid schedule: 2 seconds"), and its RUM is
+  # 1.3.13; both own the files the builds install.
+  remove_debian_package "postgresql-$PG_MAJOR-cron" "DocumentDB fails with its pg_cron; 1.6.3 is built instead"
+  remove_debian_package "postgresql-$PG_MAJOR-rum" "its RUM is 1.3.13; $RUM_DIR is built instead"
   local key cache tree
   key="$(build_key)"
   cache="$JOBSCHED_CACHE/documentdb"
@@ -135,7 +181,7 @@ cmd_install() {
       local tmp entry file sum dir
       tmp="$(mktemp -d "$cache/build.XXXXXX")"
       trap 'rm -rf "$tmp"' EXIT
-      log "building DocumentDB, pg_cron and pgvector for PostgreSQL $PG_MAJOR -> $tree"
+      log "building libbson, DocumentDB, $RUM_DIR, pg_cron and pgvector for PostgreSQL $PG_MAJOR -> $tree"
       for entry in "${SOURCES[@]}"; do
         read -r file sum dir <<<"$entry"
         echo "$sum  $VENDOR/$file" | sha256sum -c --quiet - || die "checksum mismatch: $VENDOR/$file"
@@ -143,6 +189,8 @@ cmd_install() {
         [ -d "$tmp/$dir" ] || die "$file did not unpack to $dir"
       done
       write_intelmathlib_pc "$tmp/pkgconfig"
+      BUILD_LOG="$tmp/build.log"
+      build_libbson "$tmp"
       install_trees "$tmp"
       touch "$tmp/.built"
       rm -rf "$tree"

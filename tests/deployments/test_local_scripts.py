@@ -109,16 +109,34 @@ def test_fixed_ports_lie_outside_the_ephemeral_range() -> None:
 
 
 def test_every_vendored_source_is_the_one_its_checksum_names() -> None:
-    """documentdb.sh builds only tarballs whose sha256 it names, and vendor/README.md records the same."""
+    """documentdb.sh builds only tarballs whose sha256 it names (SOURCES, and RUM_SOURCES, of which RUM_VERSION
+    picks one), and vendor/README.md records the same."""
     script = (LOCAL_DIR / "documentdb.sh").read_text()
     sources = re.findall(r'^  "(\S+\.tar\.gz) ([0-9a-f]{64}) \S+"$', script, re.MULTILINE)
     readme = (LOCAL_DIR / "vendor" / "README.md").read_text()
-    assert len(sources) == 3, sources
+    assert {name for name, _ in sources} == {
+        "mongo-c-driver-1.28.0-libbson.tar.gz",
+        "pg_cron-1.6.3.tar.gz",
+        "pgvector-0.8.0.tar.gz",
+        "documentdb-microsoft-b2e220c4.tar.gz",
+        "rum-1.3.14.tar.gz",
+        "rum-1.3.15.tar.gz",
+    }, sources
     for name, digest in sources:
         assert hashlib.sha256((LOCAL_DIR / "vendor" / name).read_bytes()).hexdigest() == digest, name
         assert re.search(rf"^\| {re.escape(name)} \|.*\| {digest} \|$", readme, re.MULTILINE), name
     shipped = {p.name for p in (LOCAL_DIR / "vendor").glob("*.tar.gz")}
     assert shipped == {name for name, _ in sources}
+
+
+def test_rum_is_1_3_15_unless_rum_version_names_another_vendored_one(tmp_path: Path) -> None:
+    script = (LOCAL_DIR / "documentdb.sh").read_text()
+    assert 'RUM_VERSION="${RUM_VERSION:-1.3.15}"' in script
+    refused = run("documentdb.sh", "env", RUM_VERSION="1.3.13", JOBSCHED_RUN_DIR=str(tmp_path / "run"))
+    assert refused.returncode == 1
+    assert "RUM_VERSION=1.3.13" in refused.stderr, refused.stderr
+    chosen = run("documentdb.sh", "env", RUM_VERSION="1.3.14", JOBSCHED_RUN_DIR=str(tmp_path / "run"))
+    assert chosen.returncode == 0, chosen.stderr
 
 
 SHELL_SCRIPTS = (*sorted(LOCAL_DIR.glob("*.sh")), REPO_ROOT / ".ci" / "run")
