@@ -42,6 +42,7 @@ from loadtest.scenarios import (
     progress,
     retention_soak,
     scale,
+    soak,
 )
 from shared.cli import one_line_errors
 
@@ -68,6 +69,7 @@ SCENARIOS: dict[str, Scenario] = {
         fairness.SCENARIO,
         limits.SCENARIO,
         progress.SCENARIO,
+        soak.SCENARIO,
     )
 }
 

@@ -1,5 +1,6 @@
 """Product processes for the benchmarks: start `python -m services.<name>` with an environment, read its
-Prometheus metrics, stop it, and the scheduler + noop-executor pipeline on a MongoDB database.
+Prometheus metrics, stop it; the scheduler + noop-executor pipeline on a MongoDB database, and the whole
+distributed stack (API, schedulers, executors, reaper).
 
 Each process logs to a file under a temporary folder (kept when the process died early, so its tail can be
 shown); the benchmark keeps the Popen handle and stops only what it started.
@@ -17,8 +18,10 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -192,3 +195,60 @@ def run_pipeline(
         done, elapsed = count_until(pipe.completed, count, started, time_box_s)
         cpu_per_job = cpu.per_job(done, pipe.cpu_seconds())
     return Run(setting_label(env), done, elapsed, cpu_per_job)
+
+
+@dataclass
+class Stack:
+    """The processes of a distributed stack, and where its API answers."""
+
+    base_url: str
+    services: list[Service]
+
+    def named(self, prefix: str) -> list[Service]:
+        return [s for s in self.services if s.name.startswith(prefix)]
+
+    def metric_total(self, prefix: str, name: str) -> float:
+        """`name` summed over the live processes whose name starts with `prefix` (one that does not answer: 0)."""
+        return sum(s.metric(name) or 0.0 for s in self.named(prefix) if s.process.poll() is None)
+
+    def api_ready(self) -> bool:
+        for api in self.named("api"):
+            api.check_alive()
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:  # refused, timed out, or an HTTP error status (503 while the store is not ready)
+            return False
+
+
+@contextmanager
+def distributed_stack(
+    env: dict[str, str], *, schedulers: int = 1, executors: Sequence[str] = ("noop",), reaper: bool = False
+) -> Iterator[Stack]:
+    """An API, `schedulers` schedulers (each nudged by the API over UDP, as deployments/docker wires them), one
+    executor per entry of `executors` (its job type) and, with `reaper`, a reaper, as processes on `env`
+    (pipeline_env); yielded once a scheduler leads and the API is ready, stopped on exit."""
+    api_port = free_port()
+    nudge_ports = [free_port() for _ in range(schedulers)]
+    makers: list[Callable[[], Service]] = [
+        partial(
+            Service,
+            "scheduler",
+            {**env, "NODE_ID": f"scheduler-{n}", "NUDGE_LISTEN": f"127.0.0.1:{port}"},
+            name=f"scheduler-{n}",
+        )
+        for n, port in enumerate(nudge_ports)
+    ]
+    makers += [
+        partial(Service, "executor", env, "--type", t, name=f"executor-{t}-{n}") for n, t in enumerate(executors)
+    ]
+    if reaper:
+        makers.append(partial(Service, "reaper", env))
+    targets = ",".join(f"127.0.0.1:{port}" for port in nudge_ports)
+    makers.append(partial(Service, "api", {**env, "API_PORT": str(api_port), "NUDGE_TARGETS": targets}))
+    with running(*makers) as services:
+        stack = Stack(f"http://127.0.0.1:{api_port}", services)
+        leading = stack.named("scheduler")
+        wait_until(lambda: any(s.metric("scheduler_is_leader") == 1 for s in leading), 120, "a scheduler to lead")
+        wait_until(stack.api_ready, 120, "the API to answer /readyz")
+        yield stack

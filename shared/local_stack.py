@@ -17,12 +17,16 @@ from pathlib import Path
 API_URL_VARIABLE = "JOBSCHED_API_URL"  # written by stack.sh beside the settings: where its API listens
 
 
+def run_dir(environ: Mapping[str, str]) -> Path:
+    """Where deployments/local/lib.sh keeps the local servers' state and logs (`<server>.log`)."""
+    cache = Path(environ.get("JOBSCHED_CACHE") or Path.home() / ".cache" / "jobsched")
+    return Path(environ.get("JOBSCHED_RUN_DIR") or cache / "run")
+
+
 def env_file(environ: Mapping[str, str]) -> Path:
     if environ.get("STACK_DIR"):
         return Path(environ["STACK_DIR"]) / "env"
-    cache = Path(environ.get("JOBSCHED_CACHE") or Path.home() / ".cache" / "jobsched")
-    run_dir = Path(environ.get("JOBSCHED_RUN_DIR") or cache / "run")
-    return run_dir / "stack" / "env"
+    return run_dir(environ) / "stack" / "env"
 
 
 def read_env_file(path: Path) -> dict[str, str]:

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from loadtest.__main__ import figures
 from loadtest.__main__ import run as open_loop
 from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
 from loadtest.celery_peer import add_celery_arguments, measure_celery_timed
-from loadtest.procs import Service, free_port, pipeline_env, running, wait_until
+from loadtest.procs import Service, distributed_stack, free_port, pipeline_env, running, wait_until
 from shared.model import format_time, utc_now
 
 TARGET_P50_MS = 20.0
@@ -47,33 +48,40 @@ def embedded_api(folder: str) -> Iterator[str]:
 
 @contextmanager
 def distributed_api(uri: str, brokers: str) -> Iterator[str]:
-    port, nudge_port = free_port(), free_port()
-    with scratch_database(uri) as database:
-        env = pipeline_env(uri, brokers, database, {})
-        with running(
-            lambda: Service("scheduler", {**env, "NUDGE_LISTEN": f"127.0.0.1:{nudge_port}"}),
-            lambda: Service("executor", env, "--type", "noop", name="executor-noop"),
-            lambda: Service("api", {**env, "API_PORT": str(port), "NUDGE_TARGETS": f"127.0.0.1:{nudge_port}"}),
-        ) as [scheduler, _, _]:
-            wait_until(lambda: scheduler.metric("scheduler_is_leader") == 1, 120, "the scheduler to lead")
-            yield f"http://127.0.0.1:{port}"
+    with scratch_database(uri) as database, distributed_stack(pipeline_env(uri, brokers, database, {})) as stack:
+        yield stack.base_url
+
+
+def warm_up(base_url: str, job_type: str = "noop", timeout_s: float = 120) -> None:
+    """One job through every part (imports, connections, the executor's partitions assigned). A 400 is sent
+    again: the API learns a plug-in's type only once its executor has announced it."""
+    body = {
+        "idempotencyKey": f"warm-up-{uuid.uuid4().hex[:8]}",
+        "tenantId": "warm-up",
+        "jobType": job_type,
+        "scheduledAt": format_time(utc_now()),
+    }
+    created: list[str] = []
+
+    def create() -> bool:
+        response = httpx.post(f"{base_url}/jobs", json=body, timeout=10)
+        if response.status_code == 201:
+            created.append(response.json()["id"])
+        elif response.status_code != 400:
+            raise RuntimeError(f"the warm-up job was refused: {response.status_code} {response.text[:300]}")
+        return bool(created)
+
+    wait_until(create, timeout_s, f"the API to take a {job_type} job", interval_s=0.5)
+    wait_until(
+        lambda: httpx.get(f"{base_url}/jobs/{created[0]}", timeout=10).json()["status"] == "completed",
+        timeout_s,
+        "the warm-up job to complete",
+    )
 
 
 def measure_due_now(base_url: str, rate: float, duration_s: float, settle_s: float) -> dict[str, Any]:
     wait_until(answers(f"{base_url}/readyz"), 120, "the API to be ready")
-    # warm-up: one job through every part (imports, connections, the executor's partitions assigned)
-    body = {
-        "idempotencyKey": "warm-up",
-        "tenantId": "warm-up",
-        "jobType": "noop",
-        "scheduledAt": format_time(utc_now()),
-    }
-    job_id = httpx.post(f"{base_url}/jobs", json=body, timeout=10).json()["id"]
-    wait_until(
-        lambda: httpx.get(f"{base_url}/jobs/{job_id}", timeout=10).json()["status"] == "completed",
-        120,
-        "the warm-up job to complete",
-    )
+    warm_up(base_url)
     result = figures(asyncio.run(open_loop(base_url, rate, duration_s, "noop", settle_s)), rate, duration_s)
     return {**result, "setting": "defaults"}
 

@@ -77,3 +77,11 @@ def api_headers(auth_mode: str, api_keys: KeyStore) -> dict[str, str]:
 def api(make_app: MakeApp, api_headers: dict[str, str]) -> Iterator[TestClient]:
     with TestClient(make_app(), raise_server_exceptions=False, headers=api_headers, base_url=LOCAL) as client:
         yield client
+
+
+@pytest.fixture
+def servers(mongo_uri: str, kafka_brokers: str, etcd_endpoints: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The servers in the environment, as `python -m loadtest.bench` reads them."""
+    monkeypatch.setenv("MONGO_URI", mongo_uri)
+    monkeypatch.setenv("KAFKA_BROKERS", kafka_brokers)
+    monkeypatch.setenv("ETCD_ENDPOINTS", etcd_endpoints)
