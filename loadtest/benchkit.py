@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 import platform
+import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from shared.backends import open_backend, sqlite_url
 from shared.model import Status, utc_now
@@ -238,10 +240,20 @@ def unique_name(prefix: str = "bench") -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
+DROP_TIMEOUT_S = 120
+
+
 def drop_database(uri: str, name: str) -> None:
-    client: MongoClient[dict[str, Any]] = MongoClient(uri)
+    """Drop `name`, waiting DROP_TIMEOUT_S at most: a drop waits for the locks of every operation on the database,
+    and one that never ends (a scan looping in an index) would hold the benchmark forever after its figures were
+    taken. A drop that fails is said, and the database left behind."""
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        uri, serverSelectionTimeoutMS=10_000, socketTimeoutMS=DROP_TIMEOUT_S * 1000
+    )
     try:
         client.drop_database(name)
+    except PyMongoError as exc:
+        print(f"database {name} left behind: dropping it failed: {exc}", file=sys.stderr, flush=True)
     finally:
         client.close()
 

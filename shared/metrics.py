@@ -98,6 +98,7 @@ EXECUTOR_DEAD_LETTERED = Counter("executor_dead_lettered_total", "Jobs moved to 
 
 # reaper
 REAPER_RECOVERED = Counter("reaper_recovered_jobs_total", "Jobs returned by the reaper", ["sweep"])
+REAPER_SWEEP_ERRORS = Counter("reaper_sweep_errors_total", "Sweeps that failed (retried on the next interval)")
 RETENTION_DELETED = Counter(
     "retention_deleted_jobs_total", "Finished jobs (with their attempt records) deleted by age", ["status"]
 )

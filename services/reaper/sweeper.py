@@ -88,10 +88,16 @@ def run(
     retention: timedelta = DEFAULT_RETENTION,
     jobs_kept: Retention = KEEP_FOREVER,
 ) -> None:
-    """Sweep every `interval` until `stop`; a failed sweep (store down) is retried on the next interval."""
+    """Sweep every `interval` until `stop`; a failed sweep is retried on the next interval. Nothing a sweep meets
+    ends the loop: a reaper that exits leaves every stuck job stuck, and its next sweep redoes what this one did
+    not finish (each step is idempotent)."""
     while not stop.is_set():
         try:
             sweep(store, queued_timeout=queued_timeout, job_types=job_types, retention=retention, jobs_kept=jobs_kept)
-        except StoreError as exc:
+        except StoreError as exc:  # the store down: expected, said in one line
+            metrics.REAPER_SWEEP_ERRORS.inc()
             log.warning("sweep failed, retrying next interval", extra={"action": "sweep_failed", "error": str(exc)})
+        except Exception:  # an error the store did not translate (a write refused), or a bug: with its traceback
+            metrics.REAPER_SWEEP_ERRORS.inc()
+            log.exception("sweep failed, retrying next interval", extra={"action": "sweep_failed"})
         stop.wait(interval.total_seconds())
