@@ -43,6 +43,7 @@ from loadtest.scenarios import (
     retention_soak,
     scale,
     soak,
+    store_work,
 )
 from shared.cli import one_line_errors
 
@@ -70,6 +71,7 @@ SCENARIOS: dict[str, Scenario] = {
         limits.SCENARIO,
         progress.SCENARIO,
         soak.SCENARIO,
+        store_work.SCENARIO,
     )
 }
 

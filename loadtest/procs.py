@@ -32,6 +32,8 @@ from loadtest.cpu import CpuWindow, process_cpu_s
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOG_DIR = Path(tempfile.gettempdir()) / "jobsched-bench"
 PROFILE_ENV = "JOBSCHED_BENCH_PROFILE"  # a folder: run every product process under loadtest.profiled
+# In a stack's env, a folder: run each process under loadtest.store_work.recorded (its store commands written down)
+STORE_WORK_ENV = "JOBSCHED_BENCH_STORE_WORK"
 
 
 _handed_out: set[int] = set()
@@ -74,6 +76,9 @@ class Service:
             command = ["-m", "loadtest.reference", module, *args]
         if profile_dir := os.environ.get(PROFILE_ENV):
             command = ["-m", "loadtest.profiled", str(Path(profile_dir) / f"{self.log_path.stem}.prof"), *command[1:]]
+        elif record_dir := env.pop(STORE_WORK_ENV, None):
+            out = str(Path(record_dir) / f"{self.log_path.stem}.jsonl")
+            command = ["-m", "loadtest.store_work.recorded", out, *command[1:]]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, *command],

@@ -35,6 +35,7 @@ TINY: dict[str, list[str]] = {
     "fairness": ["--backlog", "10000", "--repeat", "3", "--timeout", "60"],
     "limits": ["--noop", "2000", "--slow", "100", "--repeat", "1"],
     "progress": ["--items", "400000"],  # long enough (a few seconds) for a heartbeat or two to write a report
+    "store-work": ["--jobs", "2", "--runs", "2", "--drain", "40"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -79,6 +80,14 @@ HEADLINES: dict[str, list[str]] = {
     "scale": ["jobsched.drain.jobs_per_s", "baseline.drain.jobs_per_s", "jobsched.reads_ms.overview.p99"],
     "fairness": ["jobsched.created_to_start_ms.max", "baseline.created_to_start_ms.max", "jobsched.backlog_left"],
     "progress": ["jobsched.handler_s", "baseline.handler_s", "jobsched.reports_seen", "jobsched.us_per_item"],
+    "store-work": [
+        "jobsched.one-off.write_commands",
+        "jobsched.one-off.index_entries_documentdb",
+        "jobsched.fails once.documents_written",
+        "jobsched.template run.write_commands",
+        "jobsched.drain.write_commands",
+        "baseline.drain.write_commands",
+    ],
     "limits": [
         "jobsched.noop_jobs_per_s",
         "baseline.noop_jobs_per_s",
