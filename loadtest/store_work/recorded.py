@@ -45,6 +45,17 @@ def doc_job_ids(docs: Iterable[dict[str, Any]]) -> set[str]:
     return {str(d[f]) for d in docs for f in ID_FIELDS if f in d}
 
 
+def written_by(name: str, command: dict[str, Any], reply: dict[str, Any]) -> tuple[list[dict[str, Any] | None], int]:
+    """An update's or findAndModify's queries naming what it wrote, and how many documents it wrote."""
+    if name == "update":
+        written = int(reply.get("nModified", 0)) + len(reply.get("upserted", []))
+        return [u.get("q") for u in command.get("updates", [])], written
+    # findAndModify: its answer names the document when the query did not (a claim in claim order)
+    found = reply.get("value")
+    written = int(reply.get("lastErrorObject", {}).get("n", 0)) if not command.get("remove") else 0
+    return [command.get("query") if found is None else {"_id": found["_id"]}], written
+
+
 class Recorder(monitoring.CommandListener):
     def __init__(self, out: str, role: str, uri: str, database: str) -> None:
         self._out = open(out, "a", buffering=1)  # noqa: SIM115 - open for the process's life, closed at exit
@@ -96,12 +107,7 @@ class Recorder(monitoring.CommandListener):
             named = [filter_ids(d.get("q")) for d in command.get("deletes", [])]
             ids = {str(i) for by_field in named for ids in by_field.values() for i in ids}
             return {"n": int(reply.get("n", 0)), "ids": sorted(ids), "images": []}
-        if name == "update":
-            queries = [u.get("q") for u in command.get("updates", [])]
-            written = int(reply.get("nModified", 0)) + len(reply.get("upserted", []))
-        else:  # findAndModify
-            queries = [command.get("query")]
-            written = int(reply.get("lastErrorObject", {}).get("n", 0)) if not command.get("remove") else 0
+        queries, written = written_by(name, command, reply)
         images = self._read_back(collection, queries) if written else []
         return {"n": written, "ids": sorted(doc_job_ids(images)), "images": images}
 

@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.store_work.accounting import Phase, account
 from loadtest.store_work.indexes import Index, entries_written, matches, values_at
-from loadtest.store_work.recorded import filter_ids, role_of
+from loadtest.store_work.recorded import filter_ids, role_of, written_by
 
 pytestmark = pytest.mark.unit
 
@@ -92,3 +92,12 @@ def test_a_filter_names_its_jobs_by_id_or_by_in() -> None:
 def test_a_process_is_named_by_its_module_and_job_type() -> None:
     assert role_of("services.executor", ["--type", "soak"]) == "executor:soak"
     assert role_of("services.scheduler", []) == "scheduler"
+
+
+def test_a_find_and_modify_that_chose_its_document_is_read_back_by_the_id_it_answered() -> None:
+    claim = {"query": {"status": "pending"}, "sort": {"priority": -1}, "update": {"$set": {"status": "queued"}}}
+    answered = {"value": {"_id": "j7", "status": "pending"}, "lastErrorObject": {"n": 1, "updatedExisting": True}}
+    assert written_by("findAndModify", claim, answered) == ([{"_id": "j7"}], 1)
+    assert written_by("findAndModify", claim, {"value": None, "lastErrorObject": {"n": 0}}) == ([claim["query"]], 0)
+    update = {"updates": [{"q": {"_id": {"$in": ["a", "b"]}}, "u": {}}]}
+    assert written_by("update", update, {"n": 2, "nModified": 1}) == ([{"_id": {"$in": ["a", "b"]}}], 1)
