@@ -8,10 +8,14 @@
 #                           PostgreSQL 15
 #   documentdb.sh start     install if needed, initdb on first start, start, CREATE EXTENSION documentdb
 #   documentdb.sh stop|status|clean|env
+#   documentdb.sh settings  DocumentDB's server settings as postgresql.conf lines (for the production image)
+#   documentdb.sh create-sql  the CREATE EXTENSION statements a new cluster needs (for the production image)
 #
 # Environment: POSTGRES_PORT (default 15432: every fixed port of the project lies below Linux's ephemeral
 # range 32768-60999, where any outgoing connection may hold a port for a moment), RUM_VERSION (1.3.15, the
-# default, or 1.3.14), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh). The built source trees are cached at
+# default, or 1.3.14), DOCUMENTDB_RUM (below), POSTGRES_DURABLE (1: fsync and synchronous_commit on, as in
+# production), POSTGRES_BIN (another PostgreSQL 15's bin directory, e.g. a copy made to run two builds side by
+# side; default Debian's), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh). The built source trees are cached at
 # $JOBSCHED_CACHE/documentdb/<key>/, the key a hash of the tarballs, the recipe below and the PostgreSQL major
 # version; a stamp in PostgreSQL's extension dir says which key is installed, so a later run installs nothing.
 # Data lives under $JOBSCHED_RUN_DIR/documentdb/.
@@ -21,7 +25,7 @@ SERVER_NAME=documentdb
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PG_MAJOR=15
-PG_BIN="/usr/lib/postgresql/$PG_MAJOR/bin"
+PG_BIN="${POSTGRES_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}"
 PG_CONFIG="$PG_BIN/pg_config"
 PG_PORT="${POSTGRES_PORT:-15432}"
 PG_NAME=documentdb   # start_bg/stop_bg name of the server (pid file, log)
@@ -70,7 +74,9 @@ MAKE_PGVECTOR=(with_llvm=no OPTFLAGS=)
 MAKE_RUM=(USE_PGXS=1 with_llvm=no)
 MAKE_DOCDB_CORE=(with_llvm=no)
 MAKE_DOCDB=(with_llvm=no)
+MAKE_DOCDB_RUM=(with_llvm=no)
 # FerretDB 2's own server settings for DocumentDB (its packaging's preload script), plus cron's database.
+# shellcheck disable=SC2054 # the commas are inside one setting's value
 DOCDB_SETTINGS=(
   shared_preload_libraries=pg_cron,pg_documentdb_core,pg_documentdb cron.database_name=postgres
   documentdb.enableCompact=true documentdb.enableLetAndCollationForQueryMatch=true
@@ -78,9 +84,30 @@ DOCDB_SETTINGS=(
   documentdb.enableSchemaValidation=true documentdb.enableBypassDocumentValidation=true
   documentdb.enableUserCrud=true documentdb.maxUserLimit=100
 )
+# Which RUM code serves DocumentDB's indexes. `extended` (the default): DocumentDB's own fork of RUM
+# (internal/pg_documentdb_extended_rum, built and installed by its Makefile beside the other two; same pages on
+# disk), whose scan finds the leaf again when a concurrent insert has split the page it was reading. Upstream
+# RUM gets that race wrong in both releases: 1.3.14 reads the split page as a leaf (the crashes and the
+# corrupted index seen on Debian's 1.3.13), 1.3.15 returns without moving on and its callers spin forever
+# (docs/ferretdb.md, "The soak"). `upstream`: RUM $RUM_VERSION, as FerretDB's packages load it.
+DOCUMENTDB_RUM="${DOCUMENTDB_RUM:-extended}"
+case "$DOCUMENTDB_RUM" in
+  extended) DOCDB_SETTINGS+=(documentdb.rum_library_load_option=require_documentdb_extended_rum) ;;
+  upstream) ;;
+  *) die "DOCUMENTDB_RUM=$DOCUMENTDB_RUM: extended (the default) or upstream" ;;
+esac
+
+# create_extensions_sql: what a new cluster needs created in `postgres`. With DocumentDB's RUM loaded, its
+# extension too: DocumentDB looks its access method up on every query and, when it is missing, logs a warning
+# each time (700,000 lines an hour under a soak) without caching the miss.
+create_extensions_sql() {
+  echo "CREATE EXTENSION IF NOT EXISTS documentdb CASCADE;"
+  [ "$DOCUMENTDB_RUM" = extended ] && echo "CREATE EXTENSION IF NOT EXISTS documentdb_extended_rum;"
+  return 0
+}
 
 usage() {
-  echo "usage: $0 install|start|stop|status|clean|env" >&2
+  echo "usage: $0 install|start|stop|status|clean|env|settings|create-sql" >&2
   exit 2
 }
 
@@ -90,7 +117,7 @@ now_ms() { date +%s%3N; }
 build_key() {
   {
     printf '%s\n' "${SOURCES[@]}" "$PG_MAJOR" "${CMAKE_LIBBSON[*]}" "${MAKE_PG_CRON[*]}" "${MAKE_PGVECTOR[*]}" \
-      "${MAKE_RUM[*]}" "${MAKE_DOCDB_CORE[*]}" "${MAKE_DOCDB[*]}"
+      "${MAKE_RUM[*]}" "${MAKE_DOCDB_CORE[*]}" "${MAKE_DOCDB[*]}" "${MAKE_DOCDB_RUM[*]}"
   } | sha256sum | cut -c1-16
 }
 
@@ -149,6 +176,7 @@ install_trees() {
   make_install "$root/$RUM_DIR" "${MAKE_RUM[@]}"
   make_install "$docdb/pg_documentdb_core" "${MAKE_DOCDB_CORE[@]}"
   make_install "$docdb/pg_documentdb" "${MAKE_DOCDB[@]}"
+  make_install "$docdb/internal/pg_documentdb_extended_rum" "${MAKE_DOCDB_RUM[@]}"
 }
 
 # remove_debian_package PKG WHY: apt-get remove PKG when installed (it owns files of the same names as a build).
@@ -258,13 +286,15 @@ cmd_start() {
     die "cluster in $PG_DATA is PostgreSQL $(cat "$PG_DATA/PG_VERSION"), not $PG_MAJOR: run '$0 clean'"
   local settings=() s
   for s in "${DOCDB_SETTINGS[@]}"; do settings+=(-c "$s"); done
-  # Test server: fsync/synchronous_commit/full_page_writes off trade crash safety for speed (docs/ferretdb.md
-  # says what a production server keeps on). TCP on loopback only.
+  # Test server: fsync/synchronous_commit/full_page_writes off trade crash safety for speed; POSTGRES_DURABLE=1
+  # keeps PostgreSQL's defaults, as production does (docs/ferretdb.md says what they cost). TCP on loopback only.
+  local speed_ups=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
+  [ "${POSTGRES_DURABLE:-0}" = 1 ] && speed_ups=()
   (cd / && start_bg "$PG_NAME" runuser -u postgres -- "$PG_BIN/postgres" -D "$PG_DATA" -p "$PG_PORT" \
     -c listen_addresses=127.0.0.1 -c unix_socket_directories= \
-    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 "${settings[@]}")
+    "${speed_ups[@]}" -c max_connections=300 "${settings[@]}")
   wait_ready "$PG_NAME" 60 pg_ready
-  pg_psql -d postgres -c "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS documentdb CASCADE"
+  pg_psql -d postgres -c "SET client_min_messages = warning; $(create_extensions_sql)"
   log "ready in $(( $(now_ms) - t0 )) ms (pid $(cat "$(pid_file "$PG_NAME")"), 127.0.0.1:$PG_PORT, data $PG_DATA)"
 }
 
@@ -275,14 +305,34 @@ stop_legacy() {
   stop_bg "$LEGACY_PG_NAME"
 }
 
+pg_ctl_stop() { (cd / && runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m "$1" -w -t "$2" >/dev/null 2>&1); }
+
+# kill_leftover_backends PID...: SIGKILL those of PIDS that are still PostgreSQL processes. Backends run in
+# sessions of their own, so stop_bg's kill of the server's process group misses them; one that never reads its
+# signals (a scan looping inside an index) would outlive the server, spinning and holding its locks.
+kill_leftover_backends() {
+  local pid
+  for pid in "$@"; do
+    [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = postgres ] || continue
+    log "killing PostgreSQL process $pid, still running after the server stopped"
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+
+# A fast shutdown ends every session; when one does not end in 30 s, an immediate one (SIGQUIT, which a
+# backend obeys at once: crash recovery at the next start), then whatever is left is killed.
 cmd_stop() {
   stop_legacy
   [ -f "$(pid_file "$PG_NAME")" ] || return 0
+  local backends=()
   if is_running "$PG_NAME"; then
     pg_resolve_data
-    (cd / && runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DATA" stop -m fast -w -t 30 >/dev/null 2>&1) || true
+    local postmaster; postmaster="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)"
+    [ -n "$postmaster" ] && mapfile -t backends < <(pgrep -P "$postmaster" || true)
+    pg_ctl_stop fast 30 || pg_ctl_stop immediate 10 || true
   fi
   stop_bg "$PG_NAME"
+  kill_leftover_backends "${backends[@]}"
 }
 
 cmd_status() {
@@ -308,4 +358,15 @@ cmd_clean() {
 
 cmd_env() { echo "export POSTGRES_URL=postgres://postgres@127.0.0.1:$PG_PORT/postgres"; }
 
-run_command "$@"
+# settings: the server settings above (FerretDB's and the RUM choice) as postgresql.conf lines: the production
+# image (deployments/docker/documentdb.Dockerfile) appends them to the configuration every new cluster starts from.
+cmd_settings() {
+  local s
+  for s in "${DOCDB_SETTINGS[@]}"; do printf "%s = '%s'\n" "${s%%=*}" "${s#*=}"; done
+}
+
+case "${1:-}" in
+  settings) cmd_settings ;;
+  create-sql) create_extensions_sql ;;
+  *) run_command "$@" ;;
+esac

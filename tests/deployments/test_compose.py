@@ -228,11 +228,9 @@ def test_bind_mounts_and_build_context_exist() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- Dockerfile
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
-    text = re.sub(
-        r"\\\n", " ", "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.startswith("#"))
-    )
+def dockerfile_instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile at `path` in order, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", "\n".join(line for line in path.read_text().splitlines() if not line.startswith("#")))
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.splitlines() if line.strip()]
 
 
