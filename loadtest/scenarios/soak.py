@@ -187,6 +187,7 @@ class SoakRun:
             "not_due_at_end": len(self.tracker.open) - outstanding,
             "vanished_before_final": {"count": self.tracker.vanished.count, "samples": self.tracker.vanished.samples},
             "vanished_unverified": {"count": self.tracker.unverified.count, "samples": self.tracker.unverified.samples},
+            "missed_by_a_read": {"count": self.tracker.missed.count, "samples": self.tracker.missed.samples},
             "unexpected_outcomes": {"count": self.tracker.unexpected.count, "samples": self.tracker.unexpected.samples},
             "start_missing": self.tracker.start_missing,
         }
@@ -270,6 +271,8 @@ def soak_targets(
     targets["no_stuck_operation"] = target(
         f"no operation on the soak's database running {STUCK_OP_S}s or longer", stuck, stuck == 0
     )
+    missed = tracker.missed.count
+    targets["no_missed_read"] = target("no job left out of the answer to a read of its id", missed, missed == 0)
     unexpected = tracker.unexpected.count
     targets["outcomes_as_expected"] = target(
         "every job ended as its kind must (completed, dead-lettered, cancelled)", unexpected, unexpected == 0
@@ -398,7 +401,7 @@ def print_summary(result: dict[str, Any]) -> None:
         print(f"    stuck operation {opid}: {what}")
     for kind, answer in result["api_error_samples"].items():
         print(f"    {kind}: {answer}")
-    for kind in ("vanished_before_final", "vanished_unverified", "unexpected_outcomes"):
+    for kind in ("vanished_before_final", "vanished_unverified", "missed_by_a_read", "unexpected_outcomes"):
         for sample in lost[kind]["samples"]:
             print(f"    {kind}: {sample}")
     for category in ("crashes", "corruption", "ferretdb_errors"):

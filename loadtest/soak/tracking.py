@@ -68,6 +68,11 @@ class StoreReads:
                 found[str(doc["_id"])] = doc["status"]
         return found
 
+    def statuses_each(self, ids: Sequence[str]) -> dict[str, str]:
+        """The jobs read one by one: whether those a `statuses` read did not return are really gone."""
+        found = (self._db["jobs"].find_one({"_id": ObjectId(i)}, {"status": 1}) for i in ids)
+        return {str(doc["_id"]): doc["status"] for doc in found if doc is not None}
+
     def first_starts(self, ids: Sequence[str]) -> dict[str, datetime]:
         found: dict[str, datetime] = {}
         for chunk in _chunks(ids):
@@ -116,6 +121,7 @@ class Tracker:
     vanished: Finding = field(default_factory=Finding)  # gone, surely before they were final: lost
     unverified: Finding = field(default_factory=Finding)  # gone, last seen not final too long before to be sure
     unexpected: Finding = field(default_factory=Finding)  # final, but not in the status their kind must reach
+    missed: Finding = field(default_factory=Finding)  # there, but left out of the answer to a read of many ids
     start_missing: int = 0  # completed or dead-lettered without a first attempt's record
     template_id: str | None = None
     runs_after: datetime | None = None
@@ -203,6 +209,11 @@ async def poll(store: StoreReads, tracker: Tracker, limit: int | None = MAX_READ
         read_at = utc_now()
         asked = tracker.due(read_at, limit)
         statuses = await asyncio.to_thread(store.statuses, asked)
+        if absent := [i for i in asked if i not in statuses and i in tracker.open]:
+            again = await asyncio.to_thread(store.statuses_each, absent)
+            for job_id, status in again.items():
+                tracker.missed.add(f"{job_id} ({status}): not in the answer to a read of {len(asked)} ids, there alone")
+            statuses.update(again)
         to_read = tracker.apply_statuses(asked, statuses, read_at, utc_now())
         starts = await asyncio.to_thread(store.first_starts, list(to_read))
         tracker.apply_starts(to_read, starts, statuses)

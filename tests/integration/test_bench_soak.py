@@ -21,6 +21,7 @@ TARGETS = {
     "no_lost_job",
     "no_stuck_operation",
     "outcomes_as_expected",
+    "no_missed_read",
     "create_ms_no_drift",
     "lateness_ms_no_drift",
     "rate_sustained",
@@ -46,6 +47,7 @@ def test_the_soak_follows_every_job_to_its_end_and_reports_each_window(tmp_path:
     assert lost["vanished_before_final"]["count"] == 0, lost
     assert lost["vanished_unverified"]["count"] == 0, lost
     assert lost["unexpected_outcomes"]["count"] == 0, lost
+    assert lost["missed_by_a_read"]["count"] == 0, lost  # a read by ids that left out a job that was there
     assert jobs["lost"] == 0
     assert result["targets"]["no_lost_job"]["met"]
     # every kind of the mix ended as it must, among them the template's runs; and retention deleted meanwhile
