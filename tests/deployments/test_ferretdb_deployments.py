@@ -49,10 +49,6 @@ def merged_env(service: str) -> dict[str, str]:
     return {name: interpolated(str(value)) for name, value in env.items()}
 
 
-def documentdb_settings(**env: str) -> str:
-    return documentdb_sql("settings", **env)
-
-
 def documentdb_sql(command: str, **env: str) -> str:
     """What `documentdb.sh COMMAND` prints (settings, create-sql) with `env`."""
     result = subprocess.run(
@@ -128,12 +124,12 @@ def test_a_new_cluster_gets_documentdbs_rum_extension_with_its_rum_loaded() -> N
 
 
 def test_the_servers_settings_load_documentdbs_rum_and_keep_postgresqls_durability() -> None:
-    settings = documentdb_settings()
+    settings = documentdb_sql("settings")
     lines = dict(line.split(" = ", 1) for line in settings.splitlines())
     assert lines["shared_preload_libraries"] == "'pg_cron,pg_documentdb_core,pg_documentdb'"
     assert lines["documentdb.rum_library_load_option"] == "'require_documentdb_extended_rum'"
     assert not {"fsync", "synchronous_commit", "full_page_writes"} & set(lines), "the test server's speed-ups"
-    assert "rum_library_load_option" not in documentdb_settings(DOCUMENTDB_RUM="upstream")
+    assert "rum_library_load_option" not in documentdb_sql("settings", DOCUMENTDB_RUM="upstream")
 
 
 # ------------------------------------------------------------------------------------------------ Kubernetes
