@@ -39,7 +39,7 @@ from shared.store.base import (
 )
 from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
-from shared.store.deadlocks import retry_deadlocks
+from shared.store.deadlocks import is_deadlock, is_deadlock_answer, one_create_per_key, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, claims, schema
 from shared.store.mongo.claims import MongoClaimPort
@@ -90,18 +90,34 @@ class MongoJobStore:
 
     def create(self, new: NewJob) -> Job:
         doc = job_document(transitions.new_job(new, new.createdAt or utc_now()))
-        with translate_errors():
+        with translate_errors(), one_create_per_key(new.tenantId, new.idempotencyKey):
             try:
-                result = retry_deadlocks(partial(self.database.jobs.insert_one, doc))
-            except DuplicateKeyError as exc:
-                holder = self.database.jobs.find_one(
-                    {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
+                result = retry_deadlocks(
+                    partial(self.database.jobs.insert_one, doc), before_retry=partial(self._refuse_if_held, new)
                 )
-                raise DuplicateJob(new.idempotencyKey, str(holder["_id"]) if holder else None) from exc
-            except (WriteError, InvalidDocument, OverflowError) as exc:
+            except DuplicateKeyError as exc:
+                raise DuplicateJob(new.idempotencyKey, self._holder(new)) from exc
+            except WriteError as exc:
+                if is_deadlock(exc):
+                    raise StoreUnavailable(f"the job store stayed deadlocked: {exc}") from exc
+                raise JobRefused(_refusal(exc)) from exc
+            except (InvalidDocument, OverflowError) as exc:
                 raise JobRefused(_refusal(exc)) from exc
         doc["_id"] = result.inserted_id
         return job_from_document(doc)
+
+    def _holder(self, new: NewJob) -> str | None:
+        """The id of the job that holds this job's (tenant, key)."""
+        holder = self.database.jobs.find_one(
+            {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
+        )
+        return str(holder["_id"]) if holder else None
+
+    def _refuse_if_held(self, new: NewJob) -> None:
+        """DuplicateJob when another create took this job's key while this one was a deadlock's victim."""
+        holder = self._holder(new)
+        if holder is not None:
+            raise DuplicateJob(new.idempotencyKey, holder)
 
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
         """One unordered insert_many: the server inserts every document it can and names the ones it refused.
@@ -126,6 +142,8 @@ class MongoJobStore:
                 answers.append(job_from_document(doc))
             elif error.get("code") == DUPLICATE_KEY:
                 answers.append(DuplicateJob(new.idempotencyKey, holders.get((new.tenantId, new.idempotencyKey))))
+            elif is_deadlock_answer(error.get("code"), error.get("errmsg")):
+                answers.append(caught(self.create, new))  # one create at a time, retried (store/deadlocks.py)
             else:
                 answers.append(JobRefused(shorten(str(error.get("errmsg", "refused by the server")), 200)))
         return answers
