@@ -43,6 +43,7 @@ RELEASED = [
     ("query_indexes", "6dbf819c24a1363fff912f8376cf6963243a439730c5492395408150cfac5861"),
     ("operator_indexes", "4c1366b2a96e7e8e6f3e2f31ca5a83d8e76bc5b3dc23e1046e378462fd964cef"),
     ("backoff_on_jobs", "c2184efd82005c27339451a48c5e5730dcc1e67c27f2972dc0924b0d7aca08bf"),
+    ("leaner_job_indexes", "69c8b0d994a4099d659fc95e08f19fbf298a54711b78e061c8004f019d2c743a"),
 ]
 
 
@@ -277,5 +278,37 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
         retried = store.finish_attempt(reload(store, slow["running"]), result(Outcome.FAILED, "boom"))
         assert retried is not None
         assert retried.scheduledAt == retried.updatedAt + SLOW.delay(1)
+    finally:
+        store.close()
+
+
+def test_an_upgrade_to_partial_job_indexes_keeps_every_job_findable(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 6 on a database of version 5 holding a job in every status, run by replicas starting together:
+    the database ends with a new database's indexes (none of those it replaced), and what the scheduler, the
+    reaper, retention and the operator look for is found through the partial ones, each job where it was."""
+    old, fresh = scratch("old"), scratch("fresh")
+    store = store_at_version(mongo_uri, old, 5, monkeypatch)
+    try:
+        jobs = one_in_every_status(store, "upgraded")
+        expired = running(store, jobType="upgraded", lease_until=utc_now() - timedelta(seconds=1))
+        due = store.create(new(jobType="upgraded"))
+        assert {"claim_order", "finished_age", "expired_attempts"} <= set(old["jobs"].index_information())
+
+        migrate_together(mongo_uri, old.name)
+        assert schema_version(store.database) == LATEST
+        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
+
+        assert [j.id for j in store.expired_attempts(utc_now(), 10)] == [expired.id]
+        [claimed] = store.claim_due_jobs(utc_now(), 10, {"upgraded"})
+        assert claimed.id == due.id
+        assert [j.id for j in store.buffered_runs(10)] == [jobs["buffered"].id]
+        assert [j.id for j in store.due_templates(utc_now() + timedelta(days=2), 10)] == [jobs["template"].id]
+        assert store.release_stale_claims(utc_now() + timedelta(minutes=1)) == 2  # the queued one and the claim
+        for status in (Status.COMPLETED, Status.DLQ, Status.CANCELLED):
+            assert store.delete_finished(status, utc_now() + timedelta(days=2), 10) == 1, status
+            assert store.get(jobs[status.value].id) is None
+        assert reload(store, jobs["running"]).status is Status.RUNNING
     finally:
         store.close()

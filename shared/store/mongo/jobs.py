@@ -490,12 +490,15 @@ class MongoJobStore:
         return len(gone)
 
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
-        query = {"status": {"$in": list(ATTEMPT_ACTIVE)}, "leaseExpiresAt": {"$lt": now}}
+        """One read per attempt status, each served by that status's partial index of leases (claimed_leases,
+        running_leases), merged in lease order."""
+        expired: list[Job] = []
         with translate_errors():
-            return [
-                job_from_document(d)
-                for d in self.database.jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)
-            ]
+            for status in sorted(ATTEMPT_ACTIVE):
+                query = {"status": status, "leaseExpiresAt": {"$lt": now}}
+                cursor = self.database.jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)
+                expired.extend(job_from_document(d) for d in cursor)
+        return sorted(expired, key=lambda job: (job.leaseExpiresAt or now, job.id))[: max(limit, 0)]
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         return attempts.close_attempt(self.database, job, AttemptResult.lost(reason, utc_now()))

@@ -146,6 +146,54 @@ def backoff_on_jobs(database: MongoDatabase) -> None:
         )
 
 
+def leaner_job_indexes(database: MongoDatabase) -> None:
+    """Fewer index entries per job (issue 49). DocumentDB writes an entry into every index of a collection at each
+    update (a document is one column, every index is over it); MongoDB into each index whose key changed, and the
+    dropped ones all held the status. So the indexes that serve the scheduler's, the reaper's and retention's
+    queries hold only the jobs those queries look for: partial ones, filtered by equality (DocumentDB refuses
+    $in in a partial filter), which a job enters once or twice in its life. Kept whole: the unique key, the
+    operator's listings and the counts by type. claim_order served no query since the claim reads lanes;
+    tenant_listing becomes tenant_newest, whose _id orders a page's ties. The new ones come first, so that every
+    query has an index at each moment of the upgrade; a drop accepts an index dropped meanwhile."""
+    jobs = database.collection("jobs")
+    jobs.create_index(
+        [("jobType", 1), ("tenantId", 1), ("priority", -1), ("scheduledAt", 1), ("_id", 1)],
+        name="pending_runs",
+        partialFilterExpression={"status": "pending", "kind": "run"},
+    )
+    jobs.create_index(
+        [("status", 1), ("scheduledAt", 1)], name="template_times", partialFilterExpression={"kind": "template"}
+    )
+    jobs.create_index(
+        [("plannedAt", 1), ("_id", 1)], name="buffered_runs", partialFilterExpression={"status": "buffered"}
+    )
+    jobs.create_index(
+        [("templateId", 1), ("plannedAt", -1)],
+        name="template_runs_by_plan",
+        partialFilterExpression={"templateId": {"$exists": True}},
+    )
+    jobs.create_index([("tenantId", 1), ("createdAt", -1), ("_id", -1)], name="tenant_newest")
+    jobs.create_index([("queuedAt", 1)], name="queued_age", partialFilterExpression={"status": "queued"})
+    jobs.create_index([("leaseExpiresAt", 1)], name="claimed_leases", partialFilterExpression={"status": "claimed"})
+    jobs.create_index([("leaseExpiresAt", 1)], name="running_leases", partialFilterExpression={"status": "running"})
+    jobs.create_index([("updatedAt", 1)], name="cancelled_age", partialFilterExpression={"status": "cancelled"})
+    jobs.create_index([("updatedAt", 1)], name="dead_letter_age", partialFilterExpression={"status": "dlq"})
+    for name in (
+        "claim_order",
+        "due_lanes",
+        "due_templates",
+        "template_runs_planned",
+        "tenant_listing",
+        "expired_attempts",
+        "finished_age",
+    ):
+        try:
+            jobs.drop_index(name)
+        except OperationFailure as exc:
+            if exc.code != 27:  # IndexNotFound: another replica dropped it first
+                raise
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -153,5 +201,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     query_indexes,
     operator_indexes,
     backoff_on_jobs,
+    leaner_job_indexes,
 )
 LATEST: Final = len(MIGRATIONS)
