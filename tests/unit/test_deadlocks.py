@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
 from pymongo.errors import OperationFailure
 
-from shared.store import deadlocks
 from shared.store.deadlocks import MAX_PAUSE_S, TRIES, key_lock, one_create_per_key, retry_deadlocks
 
 DEADLOCK = OperationFailure("deadlock detected", code=1, details={"errmsg": "deadlock detected", "code": 1})
@@ -17,7 +17,7 @@ DEADLOCK = OperationFailure("deadlock detected", code=1, details={"errmsg": "dea
 def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The pauses between tries, recorded instead of slept."""
     taken: list[float] = []
-    monkeypatch.setattr(deadlocks.time, "sleep", taken.append)
+    monkeypatch.setattr(time, "sleep", taken.append)
     return taken
 
 
