@@ -24,6 +24,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from shared.backends import open_backend, sqlite_url
+from shared.config import ConfigError
 from shared.model import Status, utc_now
 from shared.store.base import NewJob
 from shared.store.transitions import KIND_RUN
@@ -77,6 +78,18 @@ class Run:
         return figures
 
 
+def server_setting(name: str) -> str:
+    """A server's address the benchmarks read from the environment (MONGO_URI, KAFKA_BROKERS, ETCD_ENDPOINTS),
+    or ConfigError naming how to get it: a one-line error instead of a KeyError's traceback."""
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(
+            f"{name} is not set: start the local servers (bash deployments/local/servers.sh start), then "
+            f'eval "$(bash deployments/local/servers.sh env)" and export MONGO_URI KAFKA_BROKERS ETCD_ENDPOINTS'
+        )
+    return value
+
+
 def ratio(better_when_higher: bool, ours: float, baseline: float) -> float:
     """jobsched ÷ baseline for a rate, baseline ÷ jobsched for a latency: > 1 means jobsched is better."""
     top, bottom = (ours, baseline) if better_when_higher else (baseline, ours)
@@ -123,7 +136,7 @@ def report(
         ours.figures(),
         reference.figures(),
         value,
-        store or store_kind(os.environ["MONGO_URI"]),
+        store or store_kind(server_setting("MONGO_URI")),
         backlog=args.jobs,
     )
 

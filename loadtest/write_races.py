@@ -19,7 +19,6 @@ server error by code and message. FerretDB 2 answers some concurrent commands wi
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from datetime import timedelta
 
 from pymongo.errors import OperationFailure
 
-from loadtest.benchkit import drop_database, scratch_database, seed_due_jobs, unique_name
+from loadtest.benchkit import drop_database, scratch_database, seed_due_jobs, server_setting, unique_name
 from loadtest.reference import MongoClaimNext
 from shared.model import Job, Outcome, utc_now
 from shared.store.base import AttemptResult, AttemptStart, AttemptTaken, StartHint, TransitionRefused, only_answer
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=8, help="concurrent claimers or replicas (default 8)")
     parser.add_argument("--trials", type=int, default=10, help="schema-upgrade: fresh databases (default 10)")
     args = parser.parse_args(argv)
-    uri = os.environ["MONGO_URI"]
+    uri = server_setting("MONGO_URI")
     race(
         "store",
         uri,

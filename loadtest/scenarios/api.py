@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,7 +22,7 @@ import httpx2 as httpx
 
 from loadtest.__main__ import Sample, figures, send_one
 from loadtest.__main__ import run as open_loop
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.stats import summary
 
@@ -124,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri = os.environ["MONGO_URI"]
+    uri = server_setting("MONGO_URI")
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     with scratch_database(uri) as database:

@@ -18,7 +18,17 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, seed_jobs, seed_sqlite, store_kind
+from loadtest.benchkit import (
+    Figures,
+    Scenario,
+    envelope,
+    ratio,
+    scratch_database,
+    seed_jobs,
+    seed_sqlite,
+    server_setting,
+    store_kind,
+)
 from loadtest.reference import ClaimNext, MongoClaimNext, store_claim_next
 from shared.backends import open_backend, sqlite_url
 from shared.model import utc_now
@@ -155,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri = os.environ["MONGO_URI"]
+    uri = server_setting("MONGO_URI")
     store = store_kind(uri)
     results, plan = mongo_sweep(uri, args)
     ours: Figures = {

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import tempfile
 import time
 import uuid
@@ -25,7 +24,7 @@ from typing import Any
 import httpx2 as httpx
 
 from loadtest.__main__ import Sample
-from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.api import creating, dev_node, is_ready, saturate
 from shared.model import format_time, utc_now
@@ -91,7 +90,7 @@ def server(store: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="jobsched-bulk-") as folder, dev_node(Path(folder) / "dev.db") as node:
             yield node[0]
         return
-    uri, port = os.environ["MONGO_URI"], free_port()
+    uri, port = server_setting("MONGO_URI"), free_port()
     base_url = f"http://127.0.0.1:{port}"
     with scratch_database(uri) as database:
         env = {"MONGO_URI": uri, "MONGO_DB": database, "API_PORT": str(port)}
@@ -124,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     print(f"load of {loaded['jobs']} jobs through batches: {loaded['seconds']} s ({loaded['jobs_per_s']} jobs/s)")
     print(f"ratio (batch / single jobs/s): {value:.1f}x (target >= {TARGET_RATIO:g}x)")
-    store = "sqlite" if args.store == "sqlite" else store_kind(os.environ["MONGO_URI"])
+    store = "sqlite" if args.store == "sqlite" else store_kind(server_setting("MONGO_URI"))
     targets = {"batch_ge_10x_single": target("batch jobs/s >= 10x single creates", value, value >= TARGET_RATIO)}
     ours = {**batched, "endpoint": "POST /jobs/batch", "load": loaded}
     return envelope("bulk", ours, {**single, "endpoint": "POST /jobs"}, value, store, targets=targets)

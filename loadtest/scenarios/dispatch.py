@@ -5,7 +5,6 @@ process), batched claims (CLAIM_BATCH, default 500) vs the reference (one findOn
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ from loadtest.benchkit import (
     report,
     scratch_database,
     seed_due_jobs,
+    server_setting,
 )
 from loadtest.procs import count_until
 from loadtest.reference import MongoClaimNext, ReferenceDispatcher
@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     ours = measure_dispatch(uri, brokers, args.jobs, reference=False, batch=args.batch, tick_s=0.5, time_box_s=None)
     reference = measure_dispatch(
         uri,

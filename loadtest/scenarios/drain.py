@@ -5,10 +5,9 @@ reference time-boxed."""
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from loadtest.benchkit import REFERENCE_ENV, Run, Scenario, report, scratch_database, seed_due_jobs
+from loadtest.benchkit import REFERENCE_ENV, Run, Scenario, report, scratch_database, seed_due_jobs, server_setting
 from loadtest.procs import run_pipeline
 
 
@@ -26,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     ours = measure_drain(uri, brokers, args.jobs, {"CLAIM_BATCH": str(args.batch)}, None)
     reference = measure_drain(uri, brokers, args.jobs, REFERENCE_ENV, args.reference_seconds)
     return report("drain", args, ours, reference)

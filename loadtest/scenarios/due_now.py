@@ -19,7 +19,7 @@ import httpx2 as httpx
 
 from loadtest.__main__ import figures
 from loadtest.__main__ import run as open_loop
-from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.celery_peer import add_celery_arguments, measure_celery_timed
 from loadtest.procs import Service, distributed_stack, free_port, pipeline_env, running, wait_until
 from shared.model import format_time, utc_now
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ours = measure_due_now(url, args.rate, args.duration, args.settle)
         store = "sqlite"
     else:
-        uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+        uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
         with distributed_api(uri, brokers) as url:
             ours = measure_due_now(url, args.rate, args.duration, args.settle)
         store = store_kind(uri)

@@ -7,7 +7,6 @@ TTL (the worst case of a leader that does not resign) and the targets kill -9 <=
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import time
 from contextlib import ExitStack
@@ -15,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.type_defaults import TypeDefaults
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.procs import Service, pipeline_env, wait_until
 from loadtest.stats import percentile
 from shared.backends import open_backend
@@ -107,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     times = measure_failover(uri, brokers, args.repeat, args.lease_ttl)
     ours: Figures = {f"{mode}_s": spread(values) for mode, values in times.items()}
     ours["lease_ttl_s"] = args.lease_ttl

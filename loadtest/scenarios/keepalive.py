@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import tempfile
 import time
 import uuid
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.procs import Service, free_port, running, wait_until
 from loadtest.scenarios.due_now import answers, embedded_api
 from loadtest.stats import summary
@@ -101,7 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ours, baseline = measure(base_url, args.requests)
         store = "sqlite"
     else:
-        uri = os.environ["MONGO_URI"]
+        uri = server_setting("MONGO_URI")
         with api_alone(uri) as base_url:
             ours, baseline = measure(base_url, args.requests)
         store = store_kind(uri)

@@ -8,7 +8,6 @@ time) counts with its lateness so far, a lower bound. Target: p99 <= 250 ms at 2
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from loadtest.benchkit import (
     scratch_database,
     seed_due_jobs,
     seed_jobs,
+    server_setting,
     setting_label,
     store_kind,
     target,
@@ -144,7 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     ours_env = {"SCHEDULER_TICK": args.tick} if args.tick else {}
     ours = measure_lateness(uri, brokers, args.rate, args.window, args.settle, ours_env)
     reference = measure_lateness(uri, brokers, args.rate, args.window, args.settle, REFERENCE_ENV)

@@ -25,7 +25,7 @@ from apscheduler.jobstores.mongodb import MongoDBJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from pymongo import MongoClient
 
-from loadtest.benchkit import Run, Scenario, drop_database, report, unique_name
+from loadtest.benchkit import Run, Scenario, drop_database, report, server_setting, unique_name
 from loadtest.cpu import CpuWindow, process_cpu_s
 from loadtest.procs import count_until
 from loadtest.scenarios.drain import measure_drain
@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     ours = measure_drain(uri, brokers, args.jobs, {"CLAIM_BATCH": str(args.batch)}, None)
     peer, times = measure_apscheduler(uri, args.jobs, args.peer_seconds)
     print(

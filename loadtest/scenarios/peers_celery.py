@@ -12,10 +12,9 @@ Targets: jobsched's own CPU per job <= 0.6 ms at the drain; lateness p99 <= 25 m
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from loadtest.benchkit import Scenario, envelope, ratio, store_kind, target
+from loadtest.benchkit import Scenario, envelope, ratio, server_setting, store_kind, target
 from loadtest.celery_peer import add_celery_arguments, measure_celery_drain, measure_celery_timed
 from loadtest.scenarios.drain import measure_drain
 from loadtest.scenarios.lateness import measure_lateness
@@ -39,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:

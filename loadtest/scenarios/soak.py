@@ -40,7 +40,7 @@ from typing import Any
 import httpx2 as httpx
 from pymongo.errors import PyMongoError
 
-from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, store_kind, target
+from loadtest.benchkit import Figures, Scenario, envelope, ratio, scratch_database, server_setting, store_kind, target
 from loadtest.cpu import process_rss_mb
 from loadtest.procs import Stack, distributed_stack, pipeline_env
 from loadtest.scenarios.due_now import warm_up
@@ -324,7 +324,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     logs = ServerLogs(Path(args.server_logs))  # from here on: the stack's start is part of the soak
     store_name = store_kind(uri)
     retain = f"{args.retain_seconds:g}s"

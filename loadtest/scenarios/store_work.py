@@ -16,7 +16,6 @@ that touched no job of a phase (idle ticks, heartbeats, announcements) are backg
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 import uuid
@@ -29,7 +28,7 @@ from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from loadtest.benchkit import REFERENCE_ENV, Scenario, envelope, ratio, scratch_database, store_kind
+from loadtest.benchkit import REFERENCE_ENV, Scenario, envelope, ratio, scratch_database, server_setting, store_kind
 from loadtest.procs import STORE_WORK_ENV, distributed_stack, pipeline_env, wait_until
 from loadtest.scenarios.due_now import warm_up
 from loadtest.soak.handlers import FAIL_ATTEMPTS, SOAK_TYPE
@@ -151,13 +150,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print("the reference design (one findOneAndUpdate per job claims it), same run:")
     print_table(baseline)
     drained, reference = ours["drain"]["write_commands"], baseline["drain"]["write_commands"]
-    store = store_kind(os.environ["MONGO_URI"])
+    store = store_kind(server_setting("MONGO_URI"))
     return envelope("store-work", ours, baseline, ratio(False, drained, reference), store)
 
 
 def measured(args: argparse.Namespace, setting: dict[str, str], label: str, *, full: bool) -> dict[str, dict[str, Any]]:
     """The phases on a stack of `setting` (only the drain unless `full`): figures per job, by phase."""
-    uri, brokers = os.environ["MONGO_URI"], os.environ["KAFKA_BROKERS"]
+    uri, brokers = server_setting("MONGO_URI"), server_setting("KAFKA_BROKERS")
     with tempfile.TemporaryDirectory(prefix="store-work-") as scratch, scratch_database(uri) as database:
         folder = Path(args.records, label) if args.records else Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)

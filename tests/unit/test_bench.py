@@ -4,11 +4,14 @@ import math
 import os
 from datetime import UTC, datetime, timedelta
 
-from loadtest.benchkit import Run, ratio
+import pytest
+
+from loadtest.benchkit import Run, ratio, server_setting
 from loadtest.cpu import CpuWindow, machine_busy_s, process_cpu_s
 from loadtest.scenarios.backlog import growth, series, verdict
 from loadtest.scenarios.failover import spread
 from loadtest.scenarios.lateness import gaps_ms, lateness_ms
+from shared.config import ConfigError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -76,3 +79,11 @@ def test_backlog_growth_and_verdict() -> None:
     assert growth({"1000": 50.0, "100000": 400.0}) == 8.0
     assert "GROWS" in verdict("ferretdb-v2.7.0", "claim_due", {"1000": 50.0, "100000": 400.0})
     assert "does not grow" in verdict("sqlite", "claim_due", {"1000": 1.0, "100000": 1.2})
+
+
+def test_a_server_address_not_set_is_a_one_line_error_that_says_how_to_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKA_BROKERS", raising=False)
+    with pytest.raises(ConfigError, match=r"KAFKA_BROKERS is not set: .*servers.sh env"):
+        server_setting("KAFKA_BROKERS")
+    monkeypatch.setenv("KAFKA_BROKERS", "127.0.0.1:19092")
+    assert server_setting("KAFKA_BROKERS") == "127.0.0.1:19092"
