@@ -36,8 +36,9 @@ RATE_CLAIM_AHEAD_S = 1.0
 
 @dataclass(frozen=True)
 class ClaimLimits:
-    """`queued`: at most this many runs claimed and not yet started (a claim beyond it would only lengthen the line
-    in front of a job claimed later); `active`, `per_tenant`, `per_key`: at most this many claimed, queued or running
+    """`queued`: at most this many runs claimed, due and not yet started (a claim beyond it would only lengthen the
+    line in front of a job claimed later; a run claimed ahead of its time waits for it in its executor, in no one's
+    line, so it counts once due); `active`, `per_tenant`, `per_key`: at most this many claimed, queued or running
     at once, in all, of one tenant, of one (tenant, concurrencyKey); `rate`: starts per period; `key_rate`: starts
     per period of one (tenant, concurrencyKey)."""
 
@@ -84,7 +85,7 @@ def rated_types(job_types: Collection[str], limits: Mapping[str, ClaimLimits]) -
     return {t: rate for t in job_types if t in limits and (rate := limits[t].rate) is not None}
 
 
-# One in-flight count as the stores read it: (jobType, tenantId, concurrencyKey, queued?, how many).
+# One in-flight count as the stores read it: (jobType, tenantId, concurrencyKey, queued and due?, how many).
 InFlightRow = tuple[str, str, "str | None", bool, int]
 
 

@@ -42,8 +42,8 @@ R = TypeVar("R", bound=KeyedRun)  # a due run as the store reads it: its id and 
 class ClaimReads(Protocol[R]):
     """What a claim reads of a store."""
 
-    def in_flight(self, job_types: Collection[str]) -> InFlight:
-        """The runs of these types claimed and not finished, counted."""
+    def in_flight(self, job_types: Collection[str], now: datetime) -> InFlight:
+        """The runs of these types claimed and not finished, counted; queued ones in the line once due by `now`."""
         ...
 
     def reserved_starts(self, rated: Mapping[str, Rate]) -> Mapping[str, float]:
@@ -112,7 +112,7 @@ class _Sizing:
 
     @classmethod
     def read(cls, reads: ClaimReads[R], ask: _Ask) -> _Sizing:
-        in_flight = reads.in_flight(sorted(t for t in ask.job_types if t in ask.limits))
+        in_flight = reads.in_flight(sorted(t for t in ask.job_types if t in ask.limits), ask.now)
         ask.turns.in_flight(in_flight.by_tenant)
         rooms = in_flight.rooms(ask.job_types, ask.limits)
         rated = rated_types(ask.job_types, ask.limits)

@@ -92,6 +92,28 @@ def test_a_type_gets_no_more_than_its_room_and_says_it_held_runs_back(store: Job
     assert again.held == {"limited"}
 
 
+def test_runs_claimed_ahead_of_their_time_join_the_line_only_once_due(store: JobStore) -> None:
+    """A claim takes runs due within its lookahead; their executor holds them until their time, in no one's line,
+    so the line bounds only what is due and waiting (at 200 jobs/s, runs 1 s ahead filled a line of 64 and the
+    claims fell behind by a minute)."""
+    now = utc_now()
+    soon = now + timedelta(milliseconds=500)
+    for n in range(6):
+        store.create(new(f"ahead-{n}", jobType="ahead", scheduledAt=soon))
+    limits = {"ahead": ClaimLimits(queued=4)}
+    lookahead = now + timedelta(seconds=1)
+    first = store.claim_due_jobs(now, 100, {"ahead"}, due_by=lookahead, limits=limits)
+    assert len(first) == 4
+    second = store.claim_due_jobs(now, 100, {"ahead"}, due_by=lookahead, limits=limits)
+    assert len(second) == 2  # the four claimed are not due yet: the line is empty
+    later = soon + timedelta(milliseconds=1)
+    for n in range(3):
+        store.create(new(f"then-{n}", jobType="ahead", scheduledAt=later))
+    held = store.claim_due_jobs(later, 100, {"ahead"}, limits=limits)
+    assert held == []  # now due and not started, the six claimed fill the line
+    assert held.held == {"ahead"}
+
+
 def test_an_active_limit_counts_queued_and_running_runs_until_they_end(store: JobStore) -> None:
     now = utc_now()
     backlog(store, "a", 3, jobType="capped")

@@ -233,7 +233,7 @@ class MongoJobStore:
 
     def in_flight_beside(self, job: Job) -> InFlight:
         with translate_errors():
-            return claims.counted_in_flight(self.database, [job.jobType])
+            return claims.counted_in_flight(self.database, [job.jobType], utc_now())
 
     def due_job_types(self, now: datetime) -> set[str]:
         query = {"status": Status.PENDING.value, "kind": KIND_RUN, "scheduledAt": {"$lte": now}}

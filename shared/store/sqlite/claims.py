@@ -72,8 +72,8 @@ class SqliteClaims:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def in_flight(self, job_types: Collection[str]) -> InFlight:
-        return in_flight(self._conn, job_types)
+    def in_flight(self, job_types: Collection[str], now: datetime) -> InFlight:
+        return in_flight(self._conn, job_types, now)
 
     def reserved_starts(self, rated: Mapping[str, Rate]) -> dict[str, float]:
         return reserved_starts(self._conn, rated)
@@ -104,17 +104,18 @@ class SqliteClaims:
         reserve_key_starts(self._conn, by_key)
 
 
-def in_flight(conn: sqlite3.Connection, job_types: Collection[str]) -> InFlight:
-    """The runs of these types claimed and not finished (few: what is queued or running now), counted."""
+def in_flight(conn: sqlite3.Connection, job_types: Collection[str], now: datetime) -> InFlight:
+    """The runs of these types claimed and not finished (few: what is queued or running now), counted; queued
+    ones in the line once due by `now` (ClaimLimits.queued)."""
     types = sorted(job_types)
     if not types:
         return InFlight(())
     rows = conn.execute(
-        f"""SELECT jobType, tenantId, concurrencyKey, status = '{Status.QUEUED.value}', count(*)
+        f"""SELECT jobType, tenantId, concurrencyKey, status = '{Status.QUEUED.value}' AND scheduledAt <= ?, count(*)
             FROM jobs INDEXED BY due_order
             WHERE {IN_FLIGHT_SQL} AND kind = '{KIND_RUN}' AND jobType IN ({marks(types)})
             GROUP BY 1, 2, 3, 4""",
-        types,
+        [to_ms(now), *types],
     )
     return InFlight((str(r[0]), str(r[1]), r[2], bool(r[3]), int(r[4])) for r in rows)
 

@@ -303,7 +303,7 @@ class SqliteJobStore:
 
     def in_flight_beside(self, job: Job) -> InFlight:
         with self.database.read() as conn:
-            return claims.in_flight(conn, [job.jobType])
+            return claims.in_flight(conn, [job.jobType], utc_now())
 
     def list_executions(self, job_id: str) -> list[Execution]:
         with self.database.read() as conn:
