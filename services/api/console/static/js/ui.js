@@ -156,12 +156,16 @@ export function confirmAction(text, confirmLabel, { danger = false, input = null
   ok.textContent = confirmLabel;
   ok.className = danger ? "danger" : "";
   dialog.returnValue = "";
+  // showModal focuses the dialog's autofocus element, else its first button (Cancel): named here, so that no
+  // later focus step of the browser can move a keyboard user's Enter from Confirm (or the field) to Cancel.
+  const first = input ? box : ok;
+  for (const element of [ok, box]) element.autofocus = element === first;
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? (input ? box.value.trim() : "") : null), {
       once: true,
     });
     dialog.showModal();
-    (input ? box : ok).focus();
+    first.focus();
   });
 }
 
