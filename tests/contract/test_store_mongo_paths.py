@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from bson import ObjectId
+from pymongo import MongoClient, monitoring
 from pymongo.database import Database
 
 from shared.model import JOB_FIELDS, Outcome, Status, utc_now
 from shared.store.base import AttemptStart
-from shared.store.mongo import MongoJobStore
+from shared.store.mongo import MongoDatabase, MongoJobStore
 from shared.store.transitions import stored_time
 from tests.contract.store_kit import LEASE, claim_one, hint, new, reload, result
 from tests.support import start_one
@@ -90,3 +91,60 @@ def test_a_run_rescheduled_between_the_claims_read_and_its_update_is_not_claimed
         assert (reload(store, moved).status, reload(store, moved).scheduledAt) == (Status.PENDING, stored_time(later))
     finally:
         store.close()
+
+
+class Finds(monitoring.CommandListener):
+    """The filters of the finds on jobs that a store sends."""
+
+    def __init__(self) -> None:
+        self.filters: list[dict[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find" and event.command["find"] == "jobs":
+            self.filters.append(dict(event.command.get("filter", {})))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def test_retention_reads_the_deleted_jobs_again_only_when_one_stayed(
+    mongo_uri: str, mongo_db: Database[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delete_finished learns from the delete's count that every job found went, so it sends no read of their ids
+    (FerretDB 2 was seen to leave a job out of such a read under load: its records would then go with it); a job
+    re-driven between the find and the delete stays, read again, with its records."""
+    finds = Finds()
+    client: MongoClient[dict[str, Any]] = MongoClient(mongo_uri, tz_aware=True, event_listeners=[finds])
+    store = MongoJobStore(MongoDatabase(client, mongo_db.name))
+    try:
+        store.ensure_schema()
+        for n in range(3):
+            done = claim_one(store, store.create(new(f"done-{n}", jobType="aged")))
+            store.finish_attempt(
+                start_one(store, AttemptStart(done.id, "aged", "w1", utc_now() + LEASE)), result(Outcome.SUCCEEDED)
+            )
+        finds.filters.clear()
+        assert store.delete_finished(Status.COMPLETED, utc_now() + timedelta(seconds=1), 10) == 3
+        assert not [f for f in finds.filters if "_id" in f]
+
+        kept = claim_one(store, store.create(new("kept", jobType="aged", maxAttempts=1)))
+        dead = store.finish_attempt(
+            start_one(store, AttemptStart(kept.id, "aged", "w1", utc_now() + LEASE)), result(Outcome.FAILED, "x")
+        )
+        assert dead is not None
+        delete_many = store.database.jobs.delete_many
+
+        def redrive_first(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(store.database.jobs, "delete_many", delete_many)
+            store.redrive(kept.id)
+            return delete_many(*args, **kwargs)
+
+        monkeypatch.setattr(store.database.jobs, "delete_many", redrive_first)
+        assert store.delete_finished(Status.DLQ, utc_now() + timedelta(seconds=1), 10) == 0
+        assert reload(store, kept).status is Status.PENDING
+        assert len(store.list_executions(kept.id)) == 1
+    finally:
+        client.close()

@@ -431,12 +431,13 @@ class MongoJobStore:
                 found = list(self.database.jobs.find({"templateId": job.id}, {"status": 1}))
                 transitions.check_runs_ended(job, (d["status"] for d in found))
                 runs = [d["_id"] for d in found]
+                deleted = 0
                 for start in range(0, len(runs), DELETE_CHUNK):
-                    self.database.jobs.delete_many(
+                    deleted += self.database.jobs.delete_many(
                         {"_id": {"$in": runs[start : start + DELETE_CHUNK]}, "status": finished}
-                    )
+                    ).deleted_count
                 # A run re-driven meanwhile is not finished and stays, with its records.
-                kept = {d["_id"] for d in self.database.jobs.find({"_id": {"$in": runs}}, {"_id": 1})}
+                kept = self._kept(runs, deleted)
                 runs = [r for r in runs if r not in kept]
             if self.database.jobs.delete_one({"_id": ObjectId(job.id), "status": finished}).deleted_count == 0:
                 raise TransitionRefused(self.get(job_id) or job, "delete")
@@ -448,6 +449,14 @@ class MongoJobStore:
                 self.database.outcomes.delete_many({"jobId": {"$in": chunk}})
                 self.database.cancel_requests.delete_many({"_id": {"$in": chunk}})
         return Deleted(job, len(runs))
+
+    def _kept(self, ids: Sequence[ObjectId], deleted: int) -> set[ObjectId]:
+        """Which of the jobs a guarded delete_many was sent for are still there, after it deleted `deleted` of
+        them: none when it deleted them all, so the common case needs no read (and a read of many ids that left
+        one out, which FerretDB 2 was seen to do under load, cannot make its job's records look orphaned)."""
+        if deleted >= len(ids):
+            return set()
+        return {d["_id"] for d in self.database.jobs.find({"_id": {"$in": list(ids)}}, {"_id": 1})}
 
     # --- reaper -----------------------------------------------------------------------------------------
 
@@ -481,8 +490,8 @@ class MongoJobStore:
             ]
             if not found:
                 return 0
-            self.database.jobs.delete_many({"_id": {"$in": found}, **aged})
-            kept = {d["_id"] for d in self.database.jobs.find({"_id": {"$in": found}}, {"_id": 1})}
+            deleted = self.database.jobs.delete_many({"_id": {"$in": found}, **aged}).deleted_count
+            kept = self._kept(found, deleted)
             gone = [str(i) for i in found if i not in kept]
             self.database.executions.delete_many({"jobId": {"$in": gone}})
             self.database.outcomes.delete_many({"jobId": {"$in": gone}})
