@@ -12,7 +12,7 @@ Where jobsched meets it:
   writes its entry, then waits for every other uncommitted entry of the key, so N concurrent inserts wait for each
   other and PostgreSQL breaks the cycles one victim per second (32 at once took 20 s to 3 min here, and victims
   that inserted again at once formed new cycles). So a process sends one create of a key at a time
-  (`one_create_per_key`: the others then meet a committed entry, a duplicate at once), and a victim, after a
+  (`key_lock`: the others then meet a committed entry, a duplicate at once), and a victim, after a
   pause that grows, first looks whether the key has found its holder before it inserts again.
 The other job writes never send the concurrent sorted findAndModify calls that deadlock there.
 """
@@ -22,8 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 from pymongo.errors import OperationFailure
@@ -65,12 +64,5 @@ def retry_deadlocks(step: Callable[[], T], before_retry: Callable[[], None] | No
 
 
 def key_lock(tenant_id: str, idempotency_key: str) -> threading.Lock:
-    """The lock that creates of this (tenant, key) take in this process."""
+    """The lock that creates of this (tenant, key) hold in this process, so that they go one at a time."""
     return _stripes[hash((tenant_id, idempotency_key)) % KEY_STRIPES]
-
-
-@contextmanager
-def one_create_per_key(tenant_id: str, idempotency_key: str) -> Iterator[None]:
-    """Creates of one (tenant, key) from this process go one at a time (see the module's docstring)."""
-    with key_lock(tenant_id, idempotency_key):
-        yield

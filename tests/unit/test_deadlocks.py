@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from pymongo.errors import OperationFailure
 
-from shared.store.deadlocks import MAX_PAUSE_S, TRIES, key_lock, one_create_per_key, retry_deadlocks
+from shared.store.deadlocks import MAX_PAUSE_S, TRIES, key_lock, retry_deadlocks
 
 DEADLOCK = OperationFailure("deadlock detected", code=1, details={"errmsg": "deadlock detected", "code": 1})
 
@@ -78,7 +78,7 @@ def test_the_check_before_a_retry_can_end_the_retries() -> None:
 def test_creates_of_one_key_hold_one_lock_while_they_run() -> None:
     lock = key_lock("acme", "invoice-7")
     assert key_lock("acme", "invoice-7") is lock
-    with one_create_per_key("acme", "invoice-7"):
+    with key_lock("acme", "invoice-7"):
         assert lock.locked()
     assert not lock.locked()
     # Locks are shared between keys only by chance (1 in KEY_STRIPES for two keys).

@@ -39,7 +39,7 @@ from shared.store.base import (
 )
 from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
-from shared.store.deadlocks import is_deadlock, is_deadlock_answer, one_create_per_key, retry_deadlocks
+from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, claims, schema
 from shared.store.mongo.claims import MongoClaimPort
@@ -90,7 +90,7 @@ class MongoJobStore:
 
     def create(self, new: NewJob) -> Job:
         doc = job_document(transitions.new_job(new, new.createdAt or utc_now()))
-        with translate_errors(), one_create_per_key(new.tenantId, new.idempotencyKey):
+        with translate_errors(), key_lock(new.tenantId, new.idempotencyKey):
             try:
                 result = retry_deadlocks(
                     partial(self.database.jobs.insert_one, doc), before_retry=partial(self._refuse_if_held, new)
@@ -108,10 +108,7 @@ class MongoJobStore:
 
     def _holder(self, new: NewJob) -> str | None:
         """The id of the job that holds this job's (tenant, key)."""
-        holder = self.database.jobs.find_one(
-            {"tenantId": new.tenantId, "idempotencyKey": new.idempotencyKey}, {"_id": 1}
-        )
-        return str(holder["_id"]) if holder else None
+        return self._ids_by_key(new.tenantId, [new.idempotencyKey]).get(new.idempotencyKey)
 
     def _refuse_if_held(self, new: NewJob) -> None:
         """DuplicateJob when another create took this job's key while this one was a deadlock's victim."""
