@@ -164,11 +164,27 @@ def store_kind(uri: str) -> str:
     return f"mongodb-{info.get('version', 'unknown')}"
 
 
-def job_document(key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop") -> dict[str, Any]:
-    """A pending one-off noop job as the MongoDB store keeps it (what the API would have inserted)."""
+def first_starts(jobs: Any, query: dict[str, Any]) -> dict[str, datetime]:
+    """By job id, when the first attempt of each job matching `query` started, for those that started one: from
+    its history (an ended first attempt), else from the job itself while that attempt is open."""
+    found: dict[str, datetime] = {}
+    for doc in jobs.find(query, {"history": 1, "status": 1, "attempts": 1, "claimedAt": 1}):
+        first = next((e for e in doc.get("history") or [] if e.get("attempt") == 1), None)
+        if first is not None and first.get("startedAt") is not None:
+            found[str(doc["_id"])] = first["startedAt"]
+        elif doc.get("attempts", 0) == 0 and doc.get("status") == Status.RUNNING.value and doc.get("claimedAt"):
+            found[str(doc["_id"])] = doc["claimedAt"]
+    return found
+
+
+def job_document(
+    key: str, n: int, scheduled_at: datetime, now: datetime, job_type: str = "noop", tenants: int = 7
+) -> dict[str, Any]:
+    """A pending one-off noop job as the MongoDB store keeps it (what the API would have inserted), of one of
+    `tenants` tenants."""
     return {
         "idempotencyKey": key,
-        "tenantId": f"tenant-{n % 7}",
+        "tenantId": f"tenant-{n % tenants}",
         "jobType": job_type,
         "payload": {},
         "priority": n % 5,
@@ -192,6 +208,7 @@ def seed_jobs(
     job_type: str = "noop",
     chunk: int = 1000,
     before_chunk: Callable[[datetime], None] | None = None,
+    tenants: int = 7,
 ) -> None:
     """Insert `count` pending jobs, job n scheduled at `scheduled_at(n)`, in chunks of `chunk` (in n order).
     `before_chunk(first scheduledAt of the chunk)` runs before each chunk is inserted."""
@@ -203,7 +220,7 @@ def seed_jobs(
             if before_chunk is not None:
                 before_chunk(scheduled_at(start))
             docs = [
-                job_document(f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type)
+                job_document(f"{key_prefix}-{i}", i, scheduled_at(i), now, job_type, tenants)
                 for i in range(start, min(start + chunk, count))
             ]
             jobs.insert_many(docs, ordered=False)

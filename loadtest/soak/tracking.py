@@ -27,10 +27,10 @@ from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from loadtest.benchkit import first_starts
 from loadtest.server_logs import Finding
 from loadtest.soak.windows import Windows
 from shared.model import TERMINAL, Status, utc_now
-from shared.store.transitions import attempt_record_id
 
 POLL_S = 2.0
 MAX_READ_PER_POLL = 2000
@@ -76,10 +76,7 @@ class StoreReads:
     def first_starts(self, ids: Sequence[str]) -> dict[str, datetime]:
         found: dict[str, datetime] = {}
         for chunk in _chunks(ids):
-            records = {"_id": {"$in": [attempt_record_id(i, 1) for i in chunk]}}
-            for doc in self._db["executions"].find(records, {"jobId": 1, "startedAt": 1}):
-                if doc.get("startedAt") is not None:
-                    found[doc["jobId"]] = doc["startedAt"]
+            found.update(first_starts(self._db["jobs"], {"_id": {"$in": [ObjectId(i) for i in chunk]}}))
         return found
 
     def template_runs(self, template_id: str, after: datetime | None) -> list[tuple[str, datetime, datetime]]:

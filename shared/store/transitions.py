@@ -28,10 +28,9 @@ KIND_BUFFERED: Final = "buffered"
 
 # The statuses of a job whose current attempt is in an executor's hands (heartbeats, reaper, results).
 ATTEMPT_ACTIVE: Final = (Status.CLAIMED.value, Status.RUNNING.value)
-# The statuses from which closing an attempt may move the job: the active ones, plus queued/pending for an
-# attempt whose record exists but whose claim never reached (or was overwritten in) the job document.
-ATTEMPT_CLOSABLE: Final = (Status.PENDING.value, Status.QUEUED.value, *ATTEMPT_ACTIVE)
 CANCELLABLE_VALUES: Final = tuple(sorted(s.value for s in CANCELLABLE))
+# The attempts a job's history lists: its last ones (a job retried without end stays a bounded record).
+HISTORY_KEPT: Final = 20
 
 
 class _Unset:
@@ -290,9 +289,9 @@ def attempt_started(job_id: str, attempt: int, worker: str, now: datetime) -> Fi
     }
 
 
-def attempt_cancelled(job: Job, now: datetime) -> Fields:
-    """The record a cancellation inserts so that no executor can start attempt `job.next_attempt`."""
-    return {"jobId": job.id, "attempt": job.next_attempt, "outcome": Outcome.CANCELLED.value, "finishedAt": now}
+def attempt_cancelled(now: datetime) -> Fields:
+    """The record of the attempt a cancellation took from the executors (`job.next_attempt`, never to run)."""
+    return {"outcome": Outcome.CANCELLED.value, "finishedAt": now}
 
 
 def attempt_result(closing: AttemptResult) -> Fields:

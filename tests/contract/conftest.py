@@ -61,8 +61,8 @@ class Harness:
         raise NotImplementedError
 
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> AbstractContextManager[None]:
-        """While active, the store's next conditional write to a job fails as if the database went away:
-        the write that moves the job after its attempt's ownership (record or outcome) was decided."""
+        """While active, the store's next conditional write to a job fails as if the database went away: the
+        write that starts or closes an attempt."""
         raise NotImplementedError
 
     def unreachable(self) -> JobStore:
@@ -122,7 +122,7 @@ class MongoHarness(Harness):
 
         class FailingJobs:
             """The jobs collection, except that the first conditional write (find_one_and_update, or update_many
-            for the store's batched writes) loses the connection."""
+            and bulk_write for the store's batched writes) loses the connection."""
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(jobs, name)
@@ -138,6 +138,9 @@ class MongoHarness(Harness):
 
             def update_many(self, *args: Any, **kwargs: Any) -> Any:
                 return self._fail_first(jobs.update_many, *args, **kwargs)
+
+            def bulk_write(self, *args: Any, **kwargs: Any) -> Any:
+                return self._fail_first(jobs.bulk_write, *args, **kwargs)
 
         with monkeypatch.context() as patch:
             patch.setattr(store.database, "jobs", FailingJobs())

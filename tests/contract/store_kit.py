@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-import pytest
 from bson import ObjectId
 
 from shared.model import TERMINAL, Job, Outcome, Status, utc_now
@@ -160,17 +159,6 @@ def drive_to_the_end(store: JobStore, job: Job, rounds: int = 4) -> Job:
                 continue
             store.finish_attempt(began, result(Outcome.SUCCEEDED))
     return reload(store, job)
-
-
-def assert_next_start_closes_it_as_lost(store: JobStore, job: Job) -> None:
-    """The next delivery finds the attempt taken and its lease run out: the attempt is closed as lost, the job
-    pends for its next attempt and runs to the end."""
-    with pytest.raises(AttemptTaken):
-        start(store, job, "w2")
-    closed = reload(store, job)
-    assert (closed.status, closed.attempts) == (Status.PENDING, 1)
-    assert [e.outcome for e in store.list_executions(job.id)] == [Outcome.LOST]
-    assert drive_to_the_end(store, job).status is Status.COMPLETED
 
 
 def executor_or_reaper(

@@ -18,6 +18,7 @@ from shared.store.base import (
     JobStore,
     TransitionRefused,
 )
+from shared.store.transitions import HISTORY_KEPT
 from tests.contract.conftest import Harness
 from tests.contract.store_kit import (
     LEASE,
@@ -249,3 +250,17 @@ def test_redrive_refuses_anything_but_a_dead_lettered_run(store: JobStore) -> No
         store.redrive(template.id)
     assert refused.value.job.status is Status.DLQ
     assert reload(store, template).status is Status.DLQ
+
+
+def test_a_job_lists_its_last_attempts_only(store: JobStore) -> None:
+    """A job keeps its last HISTORY_KEPT attempts: one retried more often lists its newest, and the first listed
+    number says how many went before."""
+    job = store.create(new(maxAttempts=HISTORY_KEPT + 10))
+    failures = HISTORY_KEPT + 5
+    for _ in range(failures):
+        [claimed] = store.claim_due_jobs(utc_now() + timedelta(days=1), 1, {job.jobType})
+        assert store.finish_attempt(start(store, claimed), result(Outcome.FAILED, "boom")) is not None
+    listed = store.list_executions(job.id)
+    assert [e.attempt for e in listed] == list(range(failures - HISTORY_KEPT + 1, failures + 1))
+    assert {(e.outcome, e.error) for e in listed} == {(Outcome.FAILED, "boom")}
+    assert reload(store, job).attempts == failures

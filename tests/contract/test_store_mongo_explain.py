@@ -29,8 +29,9 @@ from shared.store.mongo.migrations import backoff_on_jobs
 from tests.contract.store_kit import claim_one, new, result, running
 
 READS = ("find", "aggregate", "count", "distinct")
-# Collections read whole by design: the announcements (one document per executor and type: job_types.py).
-READ_WHOLE = frozenset({"job_type_announcements"})
+# Collections read whole by design: the announcements (one document per executor and type: job_types.py), and the
+# attempt records that migration attempt_history_in_jobs copies into the jobs once.
+READ_WHOLE = frozenset({"job_type_announcements", "executions"})
 # Filler documents, so that a server with statistics prefers an index to reading the collection.
 FILLER = 3000
 

@@ -24,15 +24,17 @@ from shared.store.base import SchemaTooNew
 from shared.store.browse import JobQuery
 from shared.store.mongo import MongoDatabase, MongoJobStore, schema
 from shared.store.mongo.keys import MongoKeyStore
-from shared.store.mongo.migrations import LATEST, MIGRATIONS, backoff_on_jobs
+from shared.store.mongo.migrations import LATEST, MIGRATIONS, attempt_history_in_jobs, backoff_on_jobs
 from shared.store.mongo.schema import VERSION_COLLECTION, VERSION_ID, ensure_schema, schema_version
-from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running
+from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running, start
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
 from tests.migration_support import announce_backoffs, assert_released_unchanged
 from tests.support import backend_beside
 
 Document = dict[str, Any]
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "databases" / "mongo-before-migrations.json"
+# Written by the last version that kept attempts in executions and attempt_outcomes (schema version 6).
+ATTEMPT_RECORDS = FIXTURE.with_name("mongo-attempt-records.json")
 REPLICAS = 4
 SLOW = Backoff(base_s=30, cap_s=600)  # a type's own backoff, announced before the upgrade
 OWN = Backoff(base_s=5, cap_s=60)
@@ -44,6 +46,7 @@ RELEASED = [
     ("operator_indexes", "4c1366b2a96e7e8e6f3e2f31ca5a83d8e76bc5b3dc23e1046e378462fd964cef"),
     ("backoff_on_jobs", "c2184efd82005c27339451a48c5e5730dcc1e67c27f2972dc0924b0d7aca08bf"),
     ("leaner_job_indexes", "69c8b0d994a4099d659fc95e08f19fbf298a54711b78e061c8004f019d2c743a"),
+    ("attempt_history_in_jobs", "2b96b315d56173d08416ca8ba8efb93bb476a0b963e9ae099b881ef1dc517bb2"),
 ]
 
 
@@ -61,10 +64,10 @@ def scratch(mongo_client: MongoClient[Document], test_id: str) -> Iterator[Calla
         mongo_client.drop_database(name)
 
 
-def load_fixture(db: Database[Document]) -> dict[str, list[Document]]:
-    """The database as the version before numbered migrations left it: every collection's documents, and its
-    indexes made from their dumped specs. Returns the documents by collection."""
-    dumped = json_util.loads(FIXTURE.read_text())
+def load_fixture(db: Database[Document], fixture: Path = FIXTURE) -> dict[str, list[Document]]:
+    """The database as a version left it (by default the one before numbered migrations): every collection's
+    documents, and its indexes made from their dumped specs. Returns the documents by collection."""
+    dumped = json_util.loads(fixture.read_text())
     for name, collection in dumped.items():
         db.create_collection(name)
         if collection["documents"]:
@@ -88,6 +91,10 @@ def index_specs(db: Database[Document]) -> dict[str, dict[str, Document]]:
         if found:
             specs[name] = found
     return specs
+
+
+def without_history(db: Database[Document], collection: str) -> str:
+    return canonical(list(db[collection].find({}, {"history": 0}).sort("_id")))
 
 
 def documents(db: Database[Document], collection: str) -> str:
@@ -119,8 +126,8 @@ def test_a_database_from_before_numbered_migrations_is_migrated_and_keeps_workin
         store.ensure_schema()
         assert schema_version(store.database) == LATEST
         assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
-        for collection, docs in written.items():
-            assert documents(old, collection) == canonical(docs), collection
+        for collection, docs in written.items():  # as they were, the jobs' attempts copied into them (migration 7)
+            assert without_history(old, collection) == canonical(docs), collection
 
         backend = backend_beside(store, Keyring(FIXTURE_KEY))
         waiting = store.job_by_key("acme", "waits")
@@ -310,5 +317,59 @@ def test_an_upgrade_to_partial_job_indexes_keeps_every_job_findable(
             assert store.delete_finished(status, utc_now() + timedelta(days=2), 10) == 1, status
             assert store.get(jobs[status.value].id) is None
         assert reload(store, jobs["running"]).status is Status.RUNNING
+    finally:
+        store.close()
+
+
+def test_an_upgrade_moves_every_attempt_record_into_its_job(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]]
+) -> None:
+    """Migration 7 on a database written by the version that kept attempts in `executions` and `attempt_outcomes`,
+    run by replicas starting together: every job lists the attempts it listed before (a batched success completed
+    from its outcome, a cancelled one, a failed one, an open one), a failed attempt of the last hour is counted
+    once, and the jobs go on (an open attempt finishes, a retried job runs again) with their history."""
+    db = scratch("v6")
+    written = load_fixture(db, ATTEMPT_RECORDS)
+    retried = next(d for d in written["jobs"] if d["idempotencyKey"] == "retried")
+    recently = utc_now() - timedelta(minutes=10)
+    db["attempt_outcomes"].update_one({"_id": f"{retried['_id']}:1"}, {"$set": {"at": recently}})
+    migrate_together(mongo_uri, db.name)
+    store = MongoJobStore.connect(mongo_uri, db.name)
+    try:
+        by_key = {key: store.job_by_key("acme", key) for key in ("done", "failing", "cancelled", "retried")}
+        by_key.update({key: store.job_by_key("acme", key) for key in ("running", "plain-1", "plain-2")})
+        listed = {
+            key: [(e.attempt, e.outcome, e.error, e.result, e.durationMs) for e in store.list_executions(job.id)]
+            for key, job in by_key.items()
+            if job is not None
+        }
+        assert listed == {
+            "done": [(1, Outcome.SUCCEEDED, None, {"sent": True}, 0.0)],
+            "failing": [(1, Outcome.FAILED, "SMTP 550", None, 0.0)],
+            "cancelled": [(1, Outcome.CANCELLED, None, None, None)],
+            "retried": [(1, Outcome.FAILED, "timeout at the gateway", None, 0.0)],
+            "running": [(1, Outcome.RUNNING, None, None, None)],
+            "plain-1": [(1, Outcome.SUCCEEDED, None, None, 1000.0)],
+            "plain-2": [(1, Outcome.SUCCEEDED, None, None, 2000.0)],
+        }
+        failures = list(db["attempt_failures"].find())
+        assert [(f["_id"], f["jobType"], f["tenantId"]) for f in failures] == [(f"{retried['_id']}:1", "sms", "acme")]
+        migrated = documents(db, "jobs")
+        attempt_history_in_jobs(store.database)  # again: it changes nothing
+        assert documents(db, "jobs") == migrated
+
+        running_job = by_key["running"]
+        assert running_job is not None
+        assert store.finish_attempt(running_job, result(Outcome.SUCCEEDED)) is not None
+        [again] = store.claim_due_jobs(utc_now(), 10, {"sms"})
+        assert again.idempotencyKey == "retried"
+        second = store.finish_attempt(start(store, again, "w2"), result(Outcome.SUCCEEDED))
+        assert second is not None
+        assert second.status is Status.COMPLETED
+        assert [(e.attempt, e.outcome) for e in store.list_executions(again.id)] == [
+            (1, Outcome.FAILED),
+            (2, Outcome.SUCCEEDED),
+        ]
+        assert [e.outcome for e in store.list_executions(running_job.id)] == [Outcome.SUCCEEDED]
     finally:
         store.close()

@@ -160,6 +160,23 @@ def test_a_result_after_the_reaper_closed_the_attempt_changes_nothing_in_a_batch
     assert all(isinstance(f, Job) and f.status is Status.COMPLETED for f in finished[1:]), finished
 
 
+def test_one_batch_of_successes_leaves_an_attempt_closed_before_it_as_it_was(store: JobStore) -> None:
+    """The successes of one finish_attempts call, one of whose attempts the reaper closed as lost first: that one
+    answers None and stays lost; the others complete, each with its attempt in its history."""
+    jobs = claimed_batch(store, 3)
+    runs = [start_one(store, AttemptStart(j.id, "noop", "w1", utc_now() + LEASE, hint(j))) for j in jobs]
+    assert store.recover_attempt(runs[1], "executor lost") is not None
+    finished = store.finish_attempts([AttemptFinish(run, result(Outcome.SUCCEEDED)) for run in runs])
+    assert finished[1] is None
+    assert [f.status if isinstance(f, Job) else f for f in (finished[0], finished[2])] == [Status.COMPLETED] * 2
+    assert reload(store, runs[1]).status is Status.PENDING
+    assert [[e.outcome for e in store.list_executions(run.id)] for run in runs] == [
+        [Outcome.SUCCEEDED],
+        [Outcome.LOST],
+        [Outcome.SUCCEEDED],
+    ]
+
+
 def test_start_attempts_answers_each_start_in_order_as_it_would_alone(store: JobStore) -> None:
     """One batch of an executor's poll: hinted and unhinted starts, an unknown job, one not due, one of another
     type and the same wake-up twice. Each start gets its own answer, in order; none spoils the others."""

@@ -64,16 +64,22 @@ def job_mix(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return docs
 
 
+def attempts_ended(db: Database[dict[str, object]], jobs: dict[str, object] | None = None) -> list[dict[str, Any]]:
+    """Every ended attempt of the jobs matching `jobs` (all by default): its job's history entry, with its jobId."""
+    return [
+        {**entry, "jobId": str(doc["_id"])}
+        for doc in db["jobs"].find(jobs or {}, {"history": 1})
+        for entry in doc.get("history") or []  # type: ignore[attr-defined]
+    ]
+
+
 def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
     """Jobs with two attempts that both ran to an end (not closed as lost) and overlapped in time."""
     by_job: dict[str, list[tuple[datetime, datetime]]] = {}
-    ran = [Outcome.SUCCEEDED.value, Outcome.FAILED.value, Outcome.TIMEOUT.value]
-    # A record keeps its start; how and when the attempt ended is its decided outcome (a batched success does
-    # not rewrite its record).
-    started = {d["_id"]: d["startedAt"] for d in db["executions"].find({}, {"startedAt": 1})}
-    for outcome in db["attempt_outcomes"].find({"outcome": {"$in": ran}}):
-        span = (started[outcome["_id"]], outcome["at"])
-        by_job.setdefault(str(outcome["jobId"]), []).append(span)  # type: ignore[arg-type]
+    ran = {Outcome.SUCCEEDED.value, Outcome.FAILED.value, Outcome.TIMEOUT.value}
+    for entry in attempts_ended(db):
+        if entry["outcome"] in ran:
+            by_job.setdefault(entry["jobId"], []).append((entry["startedAt"], entry["finishedAt"]))
     bad = []
     for job_id, spans in by_job.items():
         spans.sort()
@@ -85,12 +91,10 @@ def overlapping_attempts(db: Database[dict[str, object]]) -> list[str]:
 def attempt_spans(db: Database[dict[str, object]], job_type: str) -> list[tuple[datetime, datetime]]:
     """Every attempt of the type's jobs, from its start to its decided end (lost ones: to when the reaper closed
     them, which is also when their slot came back)."""
-    ids = {str(d["_id"]) for d in db["jobs"].find({"jobType": job_type}, {"_id": 1})}
-    ended = {d["_id"]: d["at"] for d in db["attempt_outcomes"].find({}, {"at": 1})}
     return [
-        (d["startedAt"], ended[d["_id"]])  # type: ignore[misc]
-        for d in db["executions"].find({"startedAt": {"$ne": None}}, {"jobId": 1, "startedAt": 1})
-        if str(d["jobId"]) in ids and d["_id"] in ended
+        (entry["startedAt"], entry["finishedAt"])
+        for entry in attempts_ended(db, {"jobType": job_type})
+        if entry.get("startedAt") is not None
     ]
 
 
@@ -170,21 +174,14 @@ def test_nothing_is_lost_when_everything_crashes(
     drain_s = time.monotonic() - started
 
     statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({}, {"status": 1}))
-    outcomes = Counter(str(d["outcome"]) for d in mongo_db["attempt_outcomes"].find({}, {"outcome": 1}))
+    ended = attempts_ended(mongo_db)
+    outcomes = Counter(str(entry["outcome"]) for entry in ended)
     # Every job finished; with flaky's odds a run may dead-letter none (the Counter then has no "dlq" key).
     assert set(statuses) <= {"completed", "dlq"}, statuses
     assert sum(statuses.values()) == JOBS
     assert overlapping_attempts(mongo_db) == []
-    completed_twice = [
-        d["_id"]
-        for d in mongo_db["attempt_outcomes"].aggregate(
-            [
-                {"$match": {"outcome": Outcome.SUCCEEDED.value}},
-                {"$group": {"_id": "$jobId", "n": {"$sum": 1}}},
-                {"$match": {"n": {"$gt": 1}}},
-            ]
-        )
-    ]
+    successes = Counter(entry["jobId"] for entry in ended if entry["outcome"] == Outcome.SUCCEEDED.value)
+    completed_twice = [job_id for job_id, n in successes.items() if n > 1]
     assert completed_twice == []
     slow_at_once = most_at_once(attempt_spans(mongo_db, "slow"))
     flaky_busiest = most_starts_in_a_second(attempt_spans(mongo_db, "flaky"))

@@ -1,17 +1,19 @@
 """The executor's starts and finishes of attempts (MongoJobStore's start_attempt(s), finish_attempt(s) and the
 reaper's recover_attempt call these).
 
-An attempt's record in `executions` is inserted when the attempt starts: its insert decides which executor runs
-it. Its outcome document in `attempt_outcomes` is inserted when the attempt ends: its insert decides the
-attempt's one outcome (the executor's result or the reaper's "lost"). Conditional updates then move the job. A
-change of two documents (record + job, outcome + job) is no transaction, so each is ordered such that a crash
-between its writes leaves a state the next visitor completes: the reaper closes attempts whose lease ran out,
-every closer re-applies the decided outcome, and a start that finds its attempt's record taken repairs the job
-from the records (_repair).
+Ownership is decided on the job document alone, by conditional updates that the server applies atomically to one
+document: starting attempt n moves the job queued → running only while it is queued with n-1 attempts made (one
+findAndModify, or one update of a batch's jobs), and an attempt's outcome moves it on only while it is still in
+attempt n (claimed or running with n-1 attempts made), so the first closer (the executor's result or the reaper's
+"lost") decides and every later one changes nothing. The same update appends the attempt's entry to the job's
+`history` (codecs.history_entry): a job costs the store one write to start and one to finish, with no other
+collection to keep in step and no crash between two writes to repair.
+
+A failed attempt (failed, timed out, lost) also leaves an event in `attempt_failures`, which the console's "failed
+in the last hour" counts; it is written after the job moved, so a crash in between leaves that count one short.
 
 An executor makes its store calls from one thread per delivery; concurrent starts and finishes become bulk
-writes (group commit), which saves round trips under load. A success does not rewrite its record: the history
-reads the attempt's end from its outcome.
+writes (group commit), which saves round trips under load.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import datetime
 
 from bson import ObjectId
-from pymongo import ReturnDocument
-from pymongo.collection import Collection as MongoCollection
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
+from pymongo import ReturnDocument, UpdateOne
+from pymongo.errors import ConnectionFailure, DuplicateKeyError
 
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store import transitions
@@ -39,56 +41,53 @@ from shared.store.base import (
 )
 from shared.store.claim_limits import KeyOwner
 from shared.store.mongo.claims import counted_starts, key_rate_id
-from shared.store.mongo.codecs import decided_closing, decision, job_from_document, read_job, update_document
-from shared.store.mongo.database import DUPLICATE_KEY, Document, MongoDatabase, caught, translate_errors
-from shared.store.transitions import ATTEMPT_ACTIVE, ATTEMPT_CLOSABLE, CANCELLABLE_VALUES, attempt_record_id
+from shared.store.mongo.codecs import (
+    WITHOUT_HISTORY,
+    closing_update,
+    history_entry,
+    job_from_document,
+    read_job,
+    update_document,
+)
+from shared.store.mongo.database import Document, MongoDatabase, caught, translate_errors
+from shared.store.transitions import ATTEMPT_ACTIVE, attempt_record_id
+
+FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMEOUT, Outcome.LOST})
 
 
 def start_one(database: MongoDatabase, job_id: str, job_type: str, worker: str, lease_until: datetime) -> Job:
-    """start_attempt without batching: read the job, insert its next attempt's record, move it to running."""
+    """start_attempt without batching: read the job, then move it queued → running if it still is."""
     job = read_job(database, job_id)
     if job is None:
         raise JobNotFound(job_id)
     transitions.check_startable(job, job_type)
-    attempt = job.next_attempt
-    record = _record(job.id, attempt, worker, utc_now(), lease_until)
     with translate_errors():
-        try:
-            database.executions.insert_one(record)
-        except DuplicateKeyError as exc:
-            _repair(database, job, attempt)
-            raise AttemptTaken(f"attempt {attempt} of job {job.id} is already taken") from exc
         try:
             doc = database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "attempts": job.attempts, "status": Status.QUEUED.value},
                 update_document(
-                    {
-                        **transitions.started(worker, record["startedAt"], lease_until),
-                        "startToken": transitions.UNSET,
-                    }
+                    {**transitions.started(worker, utc_now(), lease_until), "startToken": transitions.UNSET}
                 ),
+                projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )
         except ConnectionFailure:
-            started = _settle_interrupted_start(database, job.id, attempt, worker)
+            started = _settle_interrupted_start(database, job.id, job.next_attempt, worker)
             if started is None:
                 raise
             return started
-        if doc is None:
-            # The job moved on (cancelled, re-pended, finished) before the start: the attempt never ran,
-            # so give it back for a delivery that matches the job's real state.
-            give_back(database, record["_id"])
     if doc is None:
-        raise AttemptTaken(f"job {job.id} is no longer queued for attempt {attempt}")
+        # Started by another delivery, cancelled, re-pended or finished between the read and the move.
+        raise AttemptTaken(f"job {job.id} is no longer queued for attempt {job.next_attempt}")
     return job_from_document(doc)
 
 
 def start_attempts(database: MongoDatabase, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
-    """The hinted starts at once: one insert of their attempt records (ownership, as in start_one), one
-    guarded update per (claim, attempt, job type, worker) moving the won jobs queued → running under this
-    batch's token, and one read of the jobs that carry it (a group of one job is moved and read by one
-    findAndModify). A job that is not where its hint says (released, claimed again, cancelled, of another
-    type), and a start without a hint, take the one-by-one path, which names the exact reason."""
+    """The hinted starts at once: one guarded update per (claim, attempt, job type, worker) moving the jobs still
+    queued for that attempt to running under this batch's token, and one read of the jobs that carry it (a group
+    of one job is moved and read by one findAndModify). A job that is not where its hint says (released, claimed
+    again, cancelled, of another type), and a start without a hint, take the one-by-one path, which names the
+    exact reason."""
     now = utc_now()
     token = uuid.uuid4().hex
     results: list[Job | StoreError | None] = [None] * len(starts)
@@ -99,20 +98,13 @@ def start_attempts(database: MongoDatabase, starts: Sequence[AttemptStart]) -> l
         for i, s in enumerate(starts)
         if s.hint is not None and ObjectId.is_valid(s.job_id) and results[i] is None
     }
-    records = {
-        i: _record(starts[i].job_id, h.attempt, starts[i].worker, now, starts[i].lease_until) for i, h in hinted.items()
-    }
     with translate_errors():
-        order = list(records)
-        taken = {order[k] for k in _insert_new(database.executions, list(records.values()))}
-        won = [i for i in order if i not in taken]
         try:
             groups: dict[tuple[str, int, str, str], list[int]] = defaultdict(list)
             started: dict[str, Job] = {}
             moved: list[str] = []  # moved by update_many: read back by the batch's token
-            for i in won:
-                r, h = starts[i], hinted[i]
-                groups[(h.claim, h.attempt, r.job_type, r.worker)].append(i)
+            for i, h in hinted.items():
+                groups[(h.claim, h.attempt, starts[i].job_type, starts[i].worker)].append(i)
             for (claim, attempt, job_type, worker), members in groups.items():
                 ids = [starts[i].job_id for i in members]
                 guard = {
@@ -129,25 +121,23 @@ def start_attempts(database: MongoDatabase, starts: Sequence[AttemptStart]) -> l
                     moved.extend(ids)
                     continue
                 # A group of one (a lone delivery): one command moves the job and returns it.
-                doc = database.jobs.find_one_and_update(guard, update, return_document=ReturnDocument.AFTER)
+                doc = database.jobs.find_one_and_update(
+                    guard, update, projection=WITHOUT_HISTORY, return_document=ReturnDocument.AFTER
+                )
                 if doc is not None:
                     started[ids[0]] = job_from_document(doc)
             started.update(_read_started(database, token, moved))
-            for i in won:
-                job = started.get(starts[i].job_id)
-                if job is not None:
-                    results[i] = job
-                    continue
-                give_back(database, records[i]["_id"])
         except ConnectionFailure as exc:  # see _settle_interrupted_start
             unavailable = StoreUnavailable(f"MongoDB unavailable: {exc}")
-            for i in won:
+            for i, h in hinted.items():
                 r = starts[i]
-                results[i] = _settle_interrupted_start(database, r.job_id, hinted[i].attempt, r.worker) or unavailable
+                results[i] = _settle_interrupted_start(database, r.job_id, h.attempt, r.worker) or unavailable
             return [r if r is not None else unavailable for r in results]
-        for i, r in enumerate(starts):  # taken, unhinted or not started above: the one-by-one path
-            if results[i] is None:
-                results[i] = caught(start_one, database, r.job_id, r.job_type, r.worker, r.lease_until)
+    for i in hinted:  # a job started once, by the first of its starts (a second is a duplicate delivery)
+        results[i] = started.pop(starts[i].job_id, None)
+    for i, r in enumerate(starts):  # unhinted, or not started above: the one-by-one path
+        if results[i] is None:
+            results[i] = caught(start_one, database, r.job_id, r.job_type, r.worker, r.lease_until)
     return [r for r in results if r is not None]
 
 
@@ -204,65 +194,28 @@ def _read_started(database: MongoDatabase, token: str, ids: Sequence[str]) -> di
     """The jobs of `ids` that this start batch moved: those that carry its token."""
     if not ids:
         return {}
-    docs = database.jobs.find({"_id": {"$in": [ObjectId(job_id) for job_id in ids]}, "startToken": token})
-    return {str(d["_id"]): job_from_document(d) for d in docs}
+    query = {"_id": {"$in": [ObjectId(job_id) for job_id in ids]}, "startToken": token}
+    return {str(d["_id"]): job_from_document(d) for d in database.jobs.find(query, WITHOUT_HISTORY)}
 
 
 def _settle_interrupted_start(database: MongoDatabase, job_id: str, attempt: int, worker: str) -> Job | None:
-    """A start that lost the connection after its attempt's record was inserted: the started job when its
-    move to running landed after all; otherwise, with the job still queued for this attempt, the attempt
-    is given back, so that the executor's retry starts it again instead of finding it taken (and leaving it
-    to the reaper, which would spend the attempt as lost). Best effort: while the database stays away the
-    record keeps its first lease, after which the reaper closes it."""
+    """A start that lost the connection: the started job when its move to running landed after all, else None
+    (the executor's retry then finds the job as it is). Best effort: while the database stays away, a move that
+    landed unseen leaves a running job no one runs, which the reaper closes once its lease has run out."""
     try:
-        doc = database.jobs.find_one({"_id": ObjectId(job_id)})
-        job = job_from_document(doc) if doc else None
-        if job is None or job.attempts != attempt - 1:
-            return None
-        if job.status is Status.RUNNING and job.claimedBy == worker:
-            return job
-        if job.status is Status.QUEUED:
-            give_back(database, attempt_record_id(job_id, attempt))
-    except ConnectionFailure:
-        pass
+        job = read_job(database, job_id)
+    except StoreUnavailable:
+        return None
+    if job is not None and job.attempts == attempt - 1 and job.status is Status.RUNNING and job.claimedBy == worker:
+        return job
     return None
 
 
-def give_back(database: MongoDatabase, record_id: str) -> None:
-    """Undo the start of an attempt that never ran."""
-    database.executions.delete_one({"_id": record_id, "outcome": Outcome.RUNNING.value})
-
-
-def _repair(database: MongoDatabase, job: Job, attempt: int) -> None:
-    """The attempt's record exists, yet the job was read as queued for it: finish what the record's writer
-    did not (it stopped between two writes). A cancelled attempt makes the job cancelled again, a decided
-    one has its outcome re-applied, and one whose start never reached the job is closed as lost once the
-    record's lease has run out (before that, its executor may still be writing)."""
-    record_id = attempt_record_id(job.id, attempt)
-    record = database.executions.find_one({"_id": record_id})
-    if record is None:
-        return
-    now = utc_now()
-    if record.get("outcome") == Outcome.CANCELLED.value:
-        database.jobs.update_one(
-            {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
-            update_document(transitions.cancelled(now)),
-        )
-    elif database.outcomes.find_one({"_id": record_id}) is not None:
-        close_attempt(database, job, AttemptResult.lost(None, now))  # re-applies the decided outcome
-    elif record.get("leaseExpiresAt", now) < now:
-        reason = f"attempt {attempt} lost: its executor stopped before the job was started"
-        close_attempt(database, job, AttemptResult.lost(reason, now))
-
-
 def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
-    """Successes of running attempts are closed together: one insert of their outcomes, one update of their
-    jobs per worker and attempt (their records are left as inserted: the history completes them from the
-    outcomes). Failures, timeouts and anything unusual are closed one by one, as each moves its job its own way
-    (a retry at the job's backoff, the DLQ...)."""
+    """Successes of running attempts are closed together: one bulk write of a guarded update per job (each moves
+    its job to completed and appends the attempt to its history). Failures, timeouts and anything unusual are
+    closed one by one, as each moves its job its own way (a retry at the job's backoff, the DLQ...)."""
     results: list[Job | StoreError | None] = [None] * len(finishes)
-    if not finishes:
-        return results
     bulk: list[int] = []
     for i, r in enumerate(finishes):
         res = r.result
@@ -271,104 +224,79 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
             bulk.append(i)
         else:
             results[i] = caught(close_attempt, database, r.job, res)
-    done = {i: finishes[i].result for i in bulk}
-    decisions = {
-        i: decision(finishes[i].job, AttemptResult(r.outcome, r.startedAt, r.finishedAt)) for i, r in done.items()
-    }
+    if not bulk:
+        return results
+    updates: list[UpdateOne] = []
+    fields: dict[int, transitions.Fields] = {}
+    for i in bulk:
+        job, closing = finishes[i].job, finishes[i].result
+        fields[i] = transitions.attempt_closed(job, closing)
+        guard: Document = {"_id": ObjectId(job.id), "status": job.status.value, "claimedBy": job.claimedBy}
+        guard["attempts"] = job.attempts
+        updates.append(UpdateOne(guard, closing_update(fields[i], history_entry(job, closing))))
     with translate_errors():
-        taken = {bulk[k] for k in _insert_new(database.outcomes, [decisions[i] for i in bulk])}
-        # The same for all: a plain success.
-        fields = transitions.attempt_closed(finishes[0].job, AttemptResult(Outcome.SUCCEEDED, None, utc_now()))
-        groups: dict[tuple[str, str | None, int], list[int]] = defaultdict(list)
-        for i in bulk:
-            if i in taken:  # decided before (the reaper closed it as lost): re-apply that outcome
-                close_attempt(database, finishes[i].job, AttemptResult(Outcome.SUCCEEDED, None, decisions[i]["at"]))
-                continue
-            job = finishes[i].job
-            groups[(job.status.value, job.claimedBy, job.attempts)].append(i)
-        for (status, worker, attempts), members in groups.items():
-            jobs = [finishes[i].job for i in members]
-            guard: Document = {"_id": {"$in": [ObjectId(j.id) for j in jobs]}, "status": status}
-            guard.update(claimedBy=worker, attempts=attempts)
-            moved = database.jobs.update_many(guard, update_document(fields)).modified_count == len(members)
-            for i, job in zip(members, jobs, strict=True):
-                if moved:
-                    results[i] = transitions.applied(job, fields)
-                else:  # some did not move (their job changed meanwhile): apply one by one, idempotently
-                    doc = _apply_decision(database, job, decisions[i])
-                    results[i] = job_from_document(doc) if doc else read_job(database, job.id)
+        moved = database.jobs.bulk_write(updates, ordered=False).modified_count
+        if moved < len(bulk):  # some were closed meanwhile (the reaper's "lost"): which ones, from the jobs
+            closed = _closed_by(database, [finishes[i] for i in bulk])
+    for k, i in enumerate(bulk):
+        results[i] = transitions.applied(finishes[i].job, fields[i]) if moved == len(bulk) else closed[k]
     return results
 
 
+def _closed_by(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> list[Job | None]:
+    """After a bulk close that moved fewer jobs than it was sent for: per finish, its job as it is now when this
+    attempt's entry is the one its history ends with and the job completed (this close moved it), else None (another
+    closer decided the attempt)."""
+    ids = [ObjectId(f.job.id) for f in finishes]
+    docs = {str(d["_id"]): d for d in database.jobs.find({"_id": {"$in": ids}}, {"history": {"$slice": -1}})}
+    closed: list[Job | None] = []
+    for finish in finishes:
+        doc = docs.get(finish.job.id)
+        last = (doc or {}).get("history") or [{}]
+        ours = last[-1].get("attempt") == finish.job.next_attempt and last[-1].get("worker") == finish.job.claimedBy
+        won = doc is not None and ours and doc["status"] == Status.COMPLETED.value
+        closed.append(job_from_document({k: v for k, v in doc.items() if k != "history"}) if won and doc else None)
+    return closed
+
+
 def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> Job | None:
-    """Decide the attempt's one outcome (first insert wins: the executor's result or the reaper's "lost"),
-    then complete its record and move the job. Those two writes are repeated by every later closer with
-    the decided outcome, so a failure between the writes is healed by the next sweep instead of stranding
-    the job. Returns the moved job only to the closer that decided."""
-    decided = decision(job, closing)
+    """Decide attempt `job.next_attempt`'s one outcome and move the job as it says, in one guarded update: only
+    while the job is still in that attempt, so the first closer decides. Returns the moved job to the closer that
+    decided, None to any later one."""
+    entry = history_entry(job, closing)
+    guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}}
+    doc = None
     with translate_errors():
-        try:
-            database.outcomes.insert_one(decided)
-            won = True
-        except DuplicateKeyError:
-            won = False
-            decided = database.outcomes.find_one({"_id": decided["_id"]}) or decided
-        doc = _apply_decision(database, job, decided)
-    if not won:
-        return None
-    # A racing closer may have applied this outcome first (it re-applies the decided one): the job moved
-    # all the same, and this closer, which decided it, gets the job as it is now.
-    return job_from_document(doc) if doc else read_job(database, job.id)
-
-
-def _apply_decision(database: MongoDatabase, job: Job, decided: Document) -> Document | None:
-    """Complete the attempt's record and move the job as the decided outcome says (a retry after the job's
-    backoff, whoever applies it); idempotent."""
-    closing = decided_closing(decided)
-    outcome = closing.outcome
-    record = transitions.attempt_result(closing)
-    database.executions.update_one({"_id": decided["_id"]}, update_document(record))
-    guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_CLOSABLE)}}
-    if outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
-        # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
-        doc = database.jobs.find_one_and_update(
-            {**guard, "cancelRequested": {"$ne": True}},
-            update_document(transitions.attempt_closed(job, closing)),
-            return_document=ReturnDocument.AFTER,
-        )
+        if closing.outcome is not Outcome.SUCCEEDED and not job.cancelRequested:
+            # A cancellation asked for after `job` was read wins over a retry: the retry's update excludes it.
+            doc = database.jobs.find_one_and_update(
+                {**guard, "cancelRequested": {"$ne": True}},
+                closing_update(transitions.attempt_closed(job, closing), entry),
+                projection=WITHOUT_HISTORY,
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                job = job.evolve(cancelRequested=True)
+                guard["cancelRequested"] = True
+        if closing.outcome is Outcome.SUCCEEDED or job.cancelRequested:
+            doc = database.jobs.find_one_and_update(
+                guard,
+                closing_update(transitions.attempt_closed(job, closing), entry),
+                projection=WITHOUT_HISTORY,
+                return_document=ReturnDocument.AFTER,
+            )
         if doc is None:
-            job = job.evolve(cancelRequested=True)
-            guard["cancelRequested"] = True
-    if outcome is Outcome.SUCCEEDED or job.cancelRequested:
-        doc = database.jobs.find_one_and_update(
-            guard,
-            update_document(transitions.attempt_closed(job, closing)),
-            return_document=ReturnDocument.AFTER,
-        )
-    if job.cancelRequested or (doc is not None and doc.get("cancelRequested")):  # also a success that won
-        database.cancel_requests.delete_one({"_id": job.id})
-    return doc
+            return None
+        if doc.get("cancelRequested"):  # also a success that won over the request
+            database.cancel_requests.delete_one({"_id": job.id})
+        if closing.outcome in FAILED_OUTCOMES:
+            _count_failure(database, doc, entry)
+    return job_from_document(doc)
 
 
-def _insert_new(collection: MongoCollection[Document], docs: Sequence[Document]) -> set[int]:
-    """Insert documents keyed by unique ids in one call; return the positions that already existed."""
-    if not docs:
-        return set()
-    try:
-        collection.insert_many(docs, ordered=False)
-    except BulkWriteError as exc:
-        errors = exc.details.get("writeErrors", [])
-        if any(e.get("code") != DUPLICATE_KEY for e in errors) or not errors:
-            raise
-        return {int(e["index"]) for e in errors}
-    return set()
-
-
-def _record(job_id: str, attempt: int, worker: str, now: datetime, lease_until: datetime) -> Document:
-    """An attempt's execution record, with the attempt's first lease, which only _repair reads (the job's lease is
-    the one the reaper reads and extend_leases extends)."""
-    return {
-        "_id": attempt_record_id(job_id, attempt),
-        **transitions.attempt_started(job_id, attempt, worker, now),
-        "leaseExpiresAt": lease_until,
-    }
+def _count_failure(database: MongoDatabase, doc: Document, entry: Document) -> None:
+    """The failed attempt's event for the console's last hour, keyed by the attempt (written once)."""
+    event = {"_id": attempt_record_id(str(doc["_id"]), int(entry["attempt"])), "at": entry["finishedAt"]}
+    event.update(tenantId=doc["tenantId"], jobType=doc["jobType"], outcome=entry["outcome"])
+    with suppress(DuplicateKeyError):  # a migrated database's event of the same attempt
+        database.failures.insert_one(event)

@@ -1,11 +1,12 @@
-"""JobBrowser on the MongoDB database's jobs and attempt outcomes, over the job store's client.
+"""JobBrowser on the MongoDB database's jobs and failed attempts' events, over the job store's client.
 
 The indexes these queries use are made by the database's migrations (migrations.py, `operator_indexes`):
 tenant_status_listing and tenant_type_listing for filtered pages, type_counts so the counts read index
 entries only, tenant_templates and template_runs for templates and their runs, recent_completions
 and dead_letters / tenant_dead_letters (partial: only completed or dead-lettered jobs enter them) for the last
-hour and the DLQ (of every tenant, of one), and recent_outcomes on the attempt outcomes. The pipelines use only
-`$match`, `$sort` and `$group` with `$sum`, which every Mongo-compatible server answers.
+hour and the DLQ (of every tenant, of one), and failure_age / tenant_failures (attempt_history_in_jobs) on the failed
+attempts' events. The pipelines use only `$match`, `$sort` and `$group` with `$sum`, which every Mongo-compatible
+server answers.
 """
 
 from __future__ import annotations
@@ -16,21 +17,17 @@ from datetime import datetime
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 
-from shared.model import Job, Outcome, Status
+from shared.model import Job, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
-from shared.store.mongo.codecs import job_from_document
+from shared.store.mongo.codecs import WITHOUT_HISTORY, job_from_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_BUFFERED, KIND_RUN, KIND_TEMPLATE
-
-FAILED_OUTCOMES = [Outcome.FAILED.value, Outcome.TIMEOUT.value, Outcome.LOST.value]
-# The job types of the last hour's failed attempts are looked up by job id, this many ids a query.
-LOOKUP_CHUNK = 1000
 
 
 class MongoBrowser:
     def __init__(self, database: MongoDatabase) -> None:
         self._jobs = database.jobs
-        self._outcomes = database.outcomes
+        self._failures = database.failures
 
     def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
         if query.limit <= 0:
@@ -52,7 +49,11 @@ class MongoBrowser:
             match["$or"] = _beyond(query.after.createdAt, query.after.id, "$gt")
             direction = ASCENDING  # walk up from the cursor, then list the page newest first like every page
         with translate_errors():
-            docs = self._jobs.find(match).sort([("createdAt", direction), ("_id", direction)]).limit(query.limit)
+            docs = (
+                self._jobs.find(match, WITHOUT_HISTORY)
+                .sort([("createdAt", direction), ("_id", direction)])
+                .limit(query.limit)
+            )
             jobs = [job_from_document(d) for d in docs]
         return jobs if direction == DESCENDING else jobs[::-1]
 
@@ -87,25 +88,12 @@ class MongoBrowser:
         return [(g["_id"]["jobType"], g["_id"]["status"], g["n"]) for g in self._jobs.aggregate(pipeline)]
 
     def _failed_by_type(self, since: datetime, tenant_id: str | None) -> Counter[str]:
-        """Failed attempts since `since` by job type. The outcome documents name the job, not its type: group
-        them by job, then read those jobs' types (and tenants) by id."""
-        per_job = {
-            g["_id"]: g["n"]
-            for g in self._outcomes.aggregate(
-                [
-                    {"$match": {"outcome": {"$in": FAILED_OUTCOMES}, "at": {"$gte": since}}},
-                    {"$group": {"_id": "$jobId", "n": {"$sum": 1}}},
-                ]
-            )
-            if ObjectId.is_valid(g["_id"])
-        }
-        ids = list(per_job)
-        failed: Counter[str] = Counter()
-        for start in range(0, len(ids), LOOKUP_CHUNK):
-            chunk = [ObjectId(i) for i in ids[start : start + LOOKUP_CHUNK]]
-            for doc in self._jobs.find({"_id": {"$in": chunk}, **_tenant(tenant_id)}, {"jobType": 1}):
-                failed[doc["jobType"]] += per_job[str(doc["_id"])]
-        return failed
+        """Failed attempts since `since` by job type, from their events (failure_age, tenant_failures)."""
+        pipeline: list[Document] = [
+            {"$match": {"at": {"$gte": since}, **_tenant(tenant_id)}},
+            {"$group": {"_id": "$jobType", "n": {"$sum": 1}}},
+        ]
+        return Counter({str(g["_id"]): int(g["n"]) for g in self._failures.aggregate(pipeline)})
 
     def tenants(self, tenant_id: str | None, limit: int) -> list[str]:
         with translate_errors():
@@ -129,7 +117,11 @@ class MongoBrowser:
             return []
         match = {"status": Status.DLQ.value, "lastError": error, **_tenant(tenant_id)}
         with translate_errors():
-            docs = self._jobs.find(match).sort([("updatedAt", DESCENDING), ("_id", DESCENDING)]).limit(limit)
+            docs = (
+                self._jobs.find(match, WITHOUT_HISTORY)
+                .sort([("updatedAt", DESCENDING), ("_id", DESCENDING)])
+                .limit(limit)
+            )
             return [job_from_document(d) for d in docs]
 
 

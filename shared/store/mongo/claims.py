@@ -26,7 +26,7 @@ from shared.store import start_rates, transitions
 from shared.store.base import StoreError, StoreUnavailable
 from shared.store.claim_limits import InFlight, KeyOwner
 from shared.store.fair_claims import Lane, Turns, head_of
-from shared.store.mongo.codecs import job_from_document, update_document
+from shared.store.mongo.codecs import WITHOUT_HISTORY, job_from_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import ATTEMPT_ACTIVE, KIND_RUN
 
@@ -148,7 +148,7 @@ def lane_runs(database: MongoDatabase, lane: Document, full_keys: set[str], afte
     if full_keys:
         parts.append({"concurrencyKey": {"$nin": sorted(full_keys)}})
     query = parts[0] if len(parts) == 1 else {"$and": parts}
-    cursor = database.jobs.find(query).sort([*CLAIM_ORDER, ("_id", ASCENDING)]).limit(n)
+    cursor = database.jobs.find(query, WITHOUT_HISTORY).sort([*CLAIM_ORDER, ("_id", ASCENDING)]).limit(n)
     return [job_from_document(d) for d in cursor]
 
 

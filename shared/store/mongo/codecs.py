@@ -1,10 +1,10 @@
 """The store's documents and the model's objects, both ways: a job document as a Job (read_job: one read by its id,
-which the store and the attempts share), an execution record as an Execution, a transition's fields as an update
-document, and an attempt's decided outcome as a document and back."""
+which the store and the attempts share), a transition's fields as an update document, and an attempt's entry in
+its job's history (`history`, the last HISTORY_KEPT attempts) and the Executions a job document holds."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from typing import Final
 
 from bson import ObjectId
 
@@ -13,7 +13,7 @@ from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, 
 from shared.store import transitions
 from shared.store.base import AttemptResult
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
-from shared.store.transitions import attempt_record_id
+from shared.store.transitions import ATTEMPT_ACTIVE, HISTORY_KEPT, attempt_record_id
 
 
 def job_from_document(doc: Document) -> Job:
@@ -34,18 +34,17 @@ def job_document(fields: transitions.Fields) -> Document:
     return fields
 
 
+# A job read as a Job leaves out its attempts' history (up to HISTORY_KEPT tracebacks and results).
+WITHOUT_HISTORY: Final[Document] = {"history": 0}
+
+
 def read_job(database: MongoDatabase, job_id: str) -> Job | None:
     """The job with this id as stored, or None (also for an id that is not a valid ObjectId)."""
     if not ObjectId.is_valid(job_id):
         return None
     with translate_errors():
-        doc = database.jobs.find_one({"_id": ObjectId(job_id)})
+        doc = database.jobs.find_one({"_id": ObjectId(job_id)}, WITHOUT_HISTORY)
     return job_from_document(doc) if doc else None
-
-
-def to_execution(doc: Document) -> Execution:
-    values: Document = {k: doc.get(k) for k in EXECUTION_FIELDS}
-    return Execution(**{**values, "id": str(doc["_id"]), "outcome": Outcome(doc["outcome"])})
 
 
 def update_document(fields: transitions.Fields) -> Document:
@@ -57,40 +56,41 @@ def update_document(fields: transitions.Fields) -> Document:
     return update
 
 
-def decision(job: Job, closing: AttemptResult) -> Document:
-    """The attempt-outcome document whose insert decides how attempt `job.next_attempt` ended."""
-    decided: Document = {
-        "_id": attempt_record_id(job.id, job.next_attempt),
-        "jobId": job.id,
-        "outcome": closing.outcome.value,
-        "error": closing.error,
-        "at": closing.finishedAt,
-        "startedAt": closing.startedAt,
-    }
-    if closing.traceback is not None:
-        decided["traceback"] = closing.traceback
-    if closing.result is not None:
-        decided["result"] = closing.result
-    if closing.snooze is not None:
-        decided["snoozeSeconds"] = closing.snooze.total_seconds()
-    if closing.final:
-        decided["final"] = True
-    if closing.retry_after is not None:
-        decided["retryAfterSeconds"] = closing.retry_after.total_seconds()
-    return decided
+def history_entry(job: Job, closing: AttemptResult) -> Document:
+    """Attempt `job.next_attempt` as `closing` ended it: its entry in the job's `history`. Who ran it and when it
+    started are the job's (claimedBy, claimedAt: the store's time of the start, which start rates count), the
+    closer's start only for a job that has none; its duration is the closer's (the handler's own)."""
+    entry: Document = {"attempt": job.next_attempt, **transitions.attempt_result(closing)}
+    if job.claimedBy is not None:
+        entry["worker"] = job.claimedBy
+    started_at = job.claimedAt or closing.startedAt
+    if started_at is not None:
+        entry["startedAt"] = started_at
+    return entry
 
 
-def decided_closing(decided: Document) -> AttemptResult:
-    """The closing an attempt-outcome document decided (its inverse of decision)."""
-    snooze, retry_after = decided.get("snoozeSeconds"), decided.get("retryAfterSeconds")
-    return AttemptResult(
-        Outcome(decided["outcome"]),
-        decided.get("startedAt"),
-        decided["at"],
-        decided.get("error"),
-        decided.get("traceback"),
-        decided.get("result"),
-        timedelta(seconds=snooze) if snooze is not None else None,
-        bool(decided.get("final")),
-        timedelta(seconds=retry_after) if retry_after is not None else None,
-    )
+def closing_update(fields: transitions.Fields, entry: Document) -> Document:
+    """The update that moves a job as `fields` say and appends `entry` to its history, which keeps the last
+    HISTORY_KEPT attempts (the first kept one's number says how many went before it)."""
+    update = update_document(fields)
+    update["$push"] = {"history": {"$each": [entry], "$slice": -HISTORY_KEPT}}
+    return update
+
+
+def executions_of(doc: Document) -> list[Execution]:
+    """A job document's attempts, oldest first: its history, then the attempt open now (claimed or running), which
+    is the job's own fields until it ends."""
+    job_id = str(doc["_id"])
+    listed = [_execution(job_id, entry) for entry in doc.get("history") or []]
+    if doc.get("status") in ATTEMPT_ACTIVE:
+        attempt = int(doc.get("attempts", 0)) + 1
+        running = {"attempt": attempt, "outcome": Outcome.RUNNING.value}
+        running.update(worker=doc.get("claimedBy"), startedAt=doc.get("claimedAt"))
+        listed.append(_execution(job_id, running))
+    return listed[-HISTORY_KEPT:]
+
+
+def _execution(job_id: str, entry: Document) -> Execution:
+    values: Document = {k: entry.get(k) for k in EXECUTION_FIELDS}
+    values.update(id=attempt_record_id(job_id, int(entry["attempt"])), jobId=job_id, outcome=Outcome(entry["outcome"]))
+    return Execution(**values)

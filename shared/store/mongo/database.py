@@ -33,12 +33,9 @@ class MongoDatabase:
         self.described = described or f"MongoDB database {name}"
         self._db = client[name]
         self.jobs: Collection[Document] = self._db["jobs"]
-        # One record per attempt, inserted when the attempt starts (its insert decides which executor runs it, and
-        # the records are the job's history).
-        self.executions: Collection[Document] = self._db["executions"]
-        # One per decided attempt (its insert decides the attempt's one outcome: the executor's result or the
-        # reaper's "lost").
-        self.outcomes: Collection[Document] = self._db["attempt_outcomes"]
+        # One event per failed attempt (failed, timed out, lost): {_id: "<jobId>:<n>", tenantId, jobType, outcome, at},
+        # what the console's last hour counts; the server deletes them two hours on (a TTL index).
+        self.failures: Collection[Document] = self._db["attempt_failures"]
         self.cancel_requests: Collection[Document] = self._db["cancel_requests"]
         # A rate-limited type's starts (claim_limits.py): {_id: jobType, claimTat, startTat} in unix seconds.
         self.rates: Collection[Document] = self._db["rate_limits"]

@@ -1,8 +1,9 @@
 """JobStore on MongoDB (pymongo), written for MongoDB itself.
 
-Ownership is only ever decided by inserts into unique ids (an attempt's record, its outcome: attempts.py);
-conditional updates then move the job. Every query is served by an index (migrations.py). The claim's queries are in
-claims.py, the starts and finishes of attempts in attempts.py; the rest of the protocol is here.
+Ownership is decided by conditional updates of the job document, which the server applies atomically (an
+attempt's start and outcome: attempts.py); the one insert that decides is a create's, into the unique idempotency
+key. Every query is served by an index (migrations.py). The claim's queries are in claims.py, the starts and
+finishes of attempts in attempts.py; the rest of the protocol is here.
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, claims, schema
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
-    decided_closing,
+    WITHOUT_HISTORY,
+    executions_of,
     job_document,
     job_from_document,
     read_job,
-    to_execution,
     update_document,
 )
 from shared.store.mongo.database import DUPLICATE_KEY, Document, MongoDatabase, caught, translate_errors
@@ -58,7 +59,6 @@ from shared.store.transitions import (
     KIND_BUFFERED,
     KIND_RUN,
     KIND_TEMPLATE,
-    attempt_record_id,
 )
 
 DELETE_CHUNK = 1000  # ids per $in of a template's deletion
@@ -177,17 +177,14 @@ class MongoJobStore:
         """pending|queued → cancelled; None when the job moved on meanwhile (started, or finished)."""
         now = utc_now()
         with translate_errors():
+            # The attempt that will not run is in the history (a template has no attempts of its own).
+            update = update_document(transitions.cancelled(now))
             if not job.is_template:
-                # Take the next attempt before any executor can: a duplicate means one already started it.
-                try:
-                    self.database.executions.insert_one(
-                        {"_id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
-                    )
-                except DuplicateKeyError:
-                    return None
+                update["$push"] = {"history": {"attempt": job.next_attempt, **transitions.attempt_cancelled(now)}}
             updated = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
-                update_document(transitions.cancelled(now)),
+                update,
+                projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )
         if updated is None:
@@ -205,6 +202,7 @@ class MongoJobStore:
             doc = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": list(ATTEMPT_ACTIVE)}},
                 update_document(transitions.cancel_requested(now)),
+                projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )
             if doc is None:
@@ -255,7 +253,8 @@ class MongoJobStore:
         }
         with translate_errors():
             return [
-                job_from_document(d) for d in self.database.jobs.find(query).sort("scheduledAt", ASCENDING).limit(limit)
+                job_from_document(d)
+                for d in self.database.jobs.find(query, WITHOUT_HISTORY).sort("scheduledAt", ASCENDING).limit(limit)
             ]
 
     def dead_letter_template(self, template: Job, reason: str) -> bool:
@@ -310,7 +309,9 @@ class MongoJobStore:
 
     def job_by_key(self, tenant_id: str, idempotency_key: str) -> Job | None:
         with translate_errors():
-            doc = self.database.jobs.find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key})
+            doc = self.database.jobs.find_one(
+                {"tenantId": tenant_id, "idempotencyKey": idempotency_key}, WITHOUT_HISTORY
+            )
         return job_from_document(doc) if doc else None
 
     def template_runs(
@@ -323,13 +324,19 @@ class MongoJobStore:
             query.update(_runs_after(after_run))
         order = [("plannedAt", DESCENDING), ("scheduledAt", DESCENDING), ("_id", DESCENDING)]
         with translate_errors():
-            return [job_from_document(d) for d in self.database.jobs.find(query).sort(order).limit(max(limit, 0))]
+            return [
+                job_from_document(d)
+                for d in self.database.jobs.find(query, WITHOUT_HISTORY).sort(order).limit(max(limit, 0))
+            ]
 
     def buffered_runs(self, limit: int) -> list[Job]:
         query = {"kind": KIND_BUFFERED, "status": Status.BUFFERED.value}
         order = [("plannedAt", ASCENDING), ("_id", ASCENDING)]
         with translate_errors():
-            return [job_from_document(d) for d in self.database.jobs.find(query).sort(order).limit(max(limit, 0))]
+            return [
+                job_from_document(d)
+                for d in self.database.jobs.find(query, WITHOUT_HISTORY).sort(order).limit(max(limit, 0))
+            ]
 
     def promote_buffered(self, run: Job, now: datetime) -> bool:
         with translate_errors():
@@ -343,6 +350,7 @@ class MongoJobStore:
             doc = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.PENDING.value, "scheduledAt": job.scheduledAt},
                 update_document(fields),
+                projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )
         return job_from_document(doc) if doc is not None else None
@@ -385,18 +393,13 @@ class MongoJobStore:
         return attempts.finish_attempts(self.database, finishes)
 
     def list_executions(self, job_id: str) -> list[Execution]:
-        """The records, completed from their decided outcomes (a batched success leaves its record as it was
-        inserted; its end, duration and error live in the outcome document)."""
+        """The job's last HISTORY_KEPT attempts, from its history and (while one is open) its own fields."""
+        if not ObjectId.is_valid(job_id):
+            return []
+        fields = {"status": 1, "attempts": 1, "claimedBy": 1, "claimedAt": 1, "history": 1}
         with translate_errors():
-            docs = list(self.database.executions.find({"jobId": job_id}).sort("attempt", ASCENDING))
-            decided = {d["_id"]: d for d in self.database.outcomes.find({"jobId": job_id})}
-        executions = []
-        for doc in docs:
-            outcome = decided.get(doc["_id"])
-            if outcome is not None and doc.get("finishedAt") is None:
-                doc = {**doc, **transitions.attempt_result(decided_closing(outcome))}
-            executions.append(to_execution(doc))
-        return executions
+            doc = self.database.jobs.find_one({"_id": ObjectId(job_id)}, fields)
+        return executions_of(doc) if doc else []
 
     def redrive(self, job_id: str) -> Job:
         job = self.get(job_id)
@@ -408,6 +411,7 @@ class MongoJobStore:
             doc = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.DLQ.value, "attempts": job.attempts},
                 update_document(transitions.redriven(job, now)),
+                projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )
         if doc is None:
@@ -433,18 +437,15 @@ class MongoJobStore:
                     deleted += self.database.jobs.delete_many(
                         {"_id": {"$in": runs[start : start + DELETE_CHUNK]}, "status": finished}
                     ).deleted_count
-                # A run re-driven meanwhile is not finished and stays, with its records.
+                # A run re-driven meanwhile is not finished and stays.
                 kept = self._kept(runs, deleted)
                 runs = [r for r in runs if r not in kept]
             if self.database.jobs.delete_one({"_id": ObjectId(job.id), "status": finished}).deleted_count == 0:
                 raise TransitionRefused(self.get(job_id) or job, "delete")
-            # Records last: a crash before this leaves records no job points to, never a job without them.
+            # Open cancellation requests last: a crash before this leaves requests no job points to.
             ids = [job.id, *(str(r) for r in runs)]
             for start in range(0, len(ids), DELETE_CHUNK):
-                chunk = ids[start : start + DELETE_CHUNK]
-                self.database.executions.delete_many({"jobId": {"$in": chunk}})
-                self.database.outcomes.delete_many({"jobId": {"$in": chunk}})
-                self.database.cancel_requests.delete_many({"_id": {"$in": chunk}})
+                self.database.cancel_requests.delete_many({"_id": {"$in": ids[start : start + DELETE_CHUNK]}})
         return Deleted(job, len(runs))
 
     def _kept(self, ids: Sequence[ObjectId], deleted: int) -> set[ObjectId]:
@@ -475,8 +476,8 @@ class MongoJobStore:
             return int(self.database.key_rates.delete_many({"_id": {"$in": found}, **behind}).deleted_count)
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
-        """The jobs first, each still as found (a job re-driven meanwhile stays), then the records of those that
-        went: a crash in between leaves records no job points to, never a job without its history."""
+        """The jobs, each still as found (a job re-driven meanwhile stays; its history goes with it), then any open
+        cancellation request of those that went (a crash in between leaves requests no job points to)."""
         transitions.check_ages_out(status)
         if limit <= 0:
             return 0
@@ -490,8 +491,6 @@ class MongoJobStore:
             deleted = self.database.jobs.delete_many({"_id": {"$in": found}, **aged}).deleted_count
             kept = self._kept(found, deleted)
             gone = [str(i) for i in found if i not in kept]
-            self.database.executions.delete_many({"jobId": {"$in": gone}})
-            self.database.outcomes.delete_many({"jobId": {"$in": gone}})
             self.database.cancel_requests.delete_many({"_id": {"$in": gone}})
         return len(gone)
 
@@ -502,7 +501,7 @@ class MongoJobStore:
         with translate_errors():
             for status in sorted(ATTEMPT_ACTIVE):
                 query = {"status": status, "leaseExpiresAt": {"$lt": now}}
-                cursor = self.database.jobs.find(query).sort("leaseExpiresAt", ASCENDING).limit(limit)
+                cursor = self.database.jobs.find(query, WITHOUT_HISTORY).sort("leaseExpiresAt", ASCENDING).limit(limit)
                 expired.extend(job_from_document(d) for d in cursor)
         return sorted(expired, key=lambda job: (job.leaseExpiresAt or now, job.id))[: max(limit, 0)]
 

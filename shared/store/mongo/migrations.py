@@ -15,9 +15,12 @@ No query names an index (none is hinted), so index names live here only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from pymongo.errors import OperationFailure
+from bson import ObjectId
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError, OperationFailure
 
 from shared.store.mongo.database import Document, MongoDatabase
 
@@ -194,6 +197,77 @@ def leaner_job_indexes(database: MongoDatabase) -> None:
                 raise
 
 
+def attempt_history_in_jobs(database: MongoDatabase) -> None:
+    """An attempt's start and outcome become guarded updates of its job (issue 49): the job keeps its last 20
+    attempts in `history`, and each failed attempt leaves an event in attempt_failures (which a TTL index empties
+    two hours on) for the console's last hour. Copied from `executions` and `attempt_outcomes`: every job's closed
+    attempts (a record completed from its outcome; an open one stays the job's own fields) into a job that has no
+    history yet, and the failed attempts of the last two hours as events keyed by their record's id, so replicas
+    running it together write the same. The two collections stay, read by nothing, for a later release to drop."""
+    failures = database.collection("attempt_failures")
+    failures.create_index([("at", 1)], name="failure_age", expireAfterSeconds=7200)
+    failures.create_index([("tenantId", 1), ("at", 1)], name="tenant_failures")
+    executions = database.collection("executions")
+    outcomes = database.collection("attempt_outcomes")
+    jobs = database.collection("jobs")
+    kept = ("attempt", "worker", "startedAt", "outcome", "finishedAt", "durationMs", "error", "traceback", "result")
+
+    def copy_histories(records: dict[str, list[Document]]) -> None:
+        """Some jobs' records (by job id, in attempt order) into their histories."""
+        if not records:
+            return
+        ids = [f"{job_id}:{r['attempt']}" for job_id, rs in records.items() for r in rs]
+        decided = {d["_id"]: d for d in outcomes.find({"_id": {"$in": ids}})}
+        updates: list[UpdateOne] = []
+        for job_id, rs in records.items():
+            history: list[Document] = []
+            for record in rs:
+                outcome = decided.get(record["_id"])
+                entry: Document = {k: record[k] for k in kept if k in record}
+                if outcome is not None and record.get("finishedAt") is None:
+                    entry.update(outcome=outcome["outcome"], finishedAt=outcome["at"], error=outcome.get("error"))
+                    entry.update({k: outcome[k] for k in ("traceback", "result") if k in outcome})
+                    started = outcome.get("startedAt") or record.get("startedAt")
+                    if started is not None:
+                        entry["durationMs"] = round((outcome["at"] - started).total_seconds() * 1000, 3)
+                if entry.get("outcome") != "running":
+                    history.append(entry)
+            if history and ObjectId.is_valid(job_id):
+                guard = {"_id": ObjectId(job_id), "history": {"$exists": False}}
+                updates.append(UpdateOne(guard, {"$set": {"history": history[-20:]}}))
+        if updates:
+            jobs.bulk_write(updates, ordered=False)
+
+    batch: dict[str, list[Document]] = {}
+    for record in executions.find({}).sort([("jobId", 1), ("attempt", 1)]):
+        if record["jobId"] not in batch and len(batch) >= 500:
+            copy_histories(batch)
+            batch = {}
+        batch.setdefault(record["jobId"], []).append(record)
+    copy_histories(batch)
+    recent = {
+        "outcome": {"$in": ["failed", "timeout", "lost"]},
+        "at": {"$gte": datetime.now(UTC) - timedelta(hours=2)},
+    }
+    failed = list(outcomes.find(recent))
+    for start in range(0, len(failed), 500):
+        chunk = failed[start : start + 500]
+        ids = [ObjectId(d["jobId"]) for d in chunk if ObjectId.is_valid(d["jobId"])]
+        owners = {str(d["_id"]): d for d in jobs.find({"_id": {"$in": ids}}, {"tenantId": 1, "jobType": 1})}
+        events = [
+            {"_id": d["_id"], "at": d["at"], "outcome": d["outcome"]}
+            | {"tenantId": owners[d["jobId"]]["tenantId"], "jobType": owners[d["jobId"]]["jobType"]}
+            for d in chunk
+            if d["jobId"] in owners
+        ]
+        if events:
+            try:
+                failures.insert_many(events, ordered=False)
+            except BulkWriteError as exc:
+                if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+                    raise
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -202,5 +276,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     operator_indexes,
     backoff_on_jobs,
     leaner_job_indexes,
+    attempt_history_in_jobs,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -54,6 +54,7 @@ from shared.store.sqlite.writes import IS_ACTIVE, IS_CANCELLABLE, RUNS_PER_TRANS
 from shared.store.transitions import (
     ATTEMPT_ACTIVE,
     CANCELLABLE_VALUES,
+    HISTORY_KEPT,
     KIND_BUFFERED,
     KIND_RUN,
     KIND_TEMPLATE,
@@ -139,7 +140,8 @@ class SqliteJobStore:
                 return to_job(requested)
             # Take the next attempt before any executor can (the rule on every store). Within this transaction
             # a taken record would mean an executor already owns the attempt: then the job is not cancellable.
-            record = {"id": attempt_record_id(job.id, job.next_attempt), **transitions.attempt_cancelled(job, now)}
+            record = {"id": attempt_record_id(job.id, job.next_attempt), "jobId": job.id, "attempt": job.next_attempt}
+            record.update(transitions.attempt_cancelled(now))
             if not job.is_template and writes.insert_unique(conn, "executions", record) is None:
                 raise TransitionRefused(job, "cancel")
             row = writes.update_job(conn, job.id, transitions.cancelled(now), IS_CANCELLABLE, CANCELLABLE_VALUES)
@@ -306,9 +308,12 @@ class SqliteJobStore:
             return claims.in_flight(conn, [job.jobType], utc_now())
 
     def list_executions(self, job_id: str) -> list[Execution]:
+        """The job's last HISTORY_KEPT attempts, oldest first (as every store lists them)."""
         with self.database.read() as conn:
-            rows = conn.execute("SELECT * FROM executions WHERE jobId = ? ORDER BY attempt ASC", (job_id,)).fetchall()
-        return [to_execution(r) for r in rows]
+            rows = conn.execute(
+                "SELECT * FROM executions WHERE jobId = ? ORDER BY attempt DESC LIMIT ?", (job_id, HISTORY_KEPT)
+            ).fetchall()
+        return [to_execution(r) for r in reversed(rows)]
 
     def redrive(self, job_id: str) -> Job:
         with self.database.write() as conn:
