@@ -32,6 +32,7 @@ from loadtest.scenarios import (
     embedded,
     failover,
     fairness,
+    hot_second,
     keepalive,
     lateness,
     lateness_embedded,
@@ -72,6 +73,7 @@ SCENARIOS: dict[str, Scenario] = {
         progress.SCENARIO,
         soak.SCENARIO,
         store_work.SCENARIO,
+        hot_second.SCENARIO,
     )
 }
 
