@@ -180,8 +180,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             met,
         )
     }
-    # No peer runs this scenario: the baseline is the fairness bound, and the ratio bound ÷ wait (> 1: within it).
-    value = ratio(False, wait, FAIRNESS_BOUND_MS) if wait else 0.0
+    # No peer runs this scenario: the baseline is the fairness bound, and the ratio bound ÷ wait (> 1: within it;
+    # a wait under a millisecond, or a start on the due millisecond, counts as one).
+    value = ratio(False, max(wait, 1.0), FAIRNESS_BOUND_MS) if wait is not None else 0.0
     bound = {"late_tenant_wait_ms": FAIRNESS_BOUND_MS}
     return envelope("hot-second", {**ours, "setting": "defaults"}, bound, value, store, mode=args.mode, targets=targets)
 

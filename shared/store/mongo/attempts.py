@@ -236,10 +236,12 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
         updates.append(UpdateOne(guard, closing_update(fields[i], history_entry(job, closing))))
     with translate_errors():
         moved = database.jobs.bulk_write(updates, ordered=False).modified_count
-        if moved < len(bulk):  # some were closed meanwhile (the reaper's "lost"): which ones, from the jobs
+        if moved == len(bulk):
+            closed: Sequence[Job | None] = [transitions.applied(finishes[i].job, fields[i]) for i in bulk]
+        else:  # some were closed meanwhile (the reaper's "lost"): which ones, from the jobs
             closed = _closed_by(database, [finishes[i] for i in bulk])
-    for k, i in enumerate(bulk):
-        results[i] = transitions.applied(finishes[i].job, fields[i]) if moved == len(bulk) else closed[k]
+    for i, closed_job in zip(bulk, closed, strict=True):
+        results[i] = closed_job
     return results
 
 
@@ -255,7 +257,7 @@ def _closed_by(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> li
         last = (doc or {}).get("history") or [{}]
         ours = last[-1].get("attempt") == finish.job.next_attempt and last[-1].get("worker") == finish.job.claimedBy
         won = doc is not None and ours and doc["status"] == Status.COMPLETED.value
-        closed.append(job_from_document({k: v for k, v in doc.items() if k != "history"}) if won and doc else None)
+        closed.append(job_from_document(doc) if won and doc else None)
     return closed
 
 
