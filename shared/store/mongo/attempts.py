@@ -300,5 +300,5 @@ def _count_failure(database: MongoDatabase, doc: Document, entry: Document) -> N
     """The failed attempt's event for the console's last hour, keyed by the attempt (written once)."""
     event = {"_id": attempt_record_id(str(doc["_id"]), int(entry["attempt"])), "at": entry["finishedAt"]}
     event.update(tenantId=doc["tenantId"], jobType=doc["jobType"], outcome=entry["outcome"])
-    with suppress(DuplicateKeyError):  # a migrated database's event of the same attempt
+    with suppress(DuplicateKeyError):  # the same event again (an insert the driver resent after a lost reply)
         database.failures.insert_one(event)

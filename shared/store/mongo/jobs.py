@@ -46,6 +46,7 @@ from shared.store.mongo import attempts, claims, schema
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
     WITHOUT_HISTORY,
+    closing_update,
     executions_of,
     job_document,
     job_from_document,
@@ -178,9 +179,9 @@ class MongoJobStore:
         now = utc_now()
         with translate_errors():
             # The attempt that will not run is in the history (a template has no attempts of its own).
-            update = update_document(transitions.cancelled(now))
-            if not job.is_template:
-                update["$push"] = {"history": {"attempt": job.next_attempt, **transitions.attempt_cancelled(now)}}
+            fields = transitions.cancelled(now)
+            cancelled = {"attempt": job.next_attempt, **transitions.attempt_cancelled(now)}
+            update = update_document(fields) if job.is_template else closing_update(fields, cancelled)
             updated = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": {"$in": list(CANCELLABLE_VALUES)}},
                 update,
@@ -451,7 +452,7 @@ class MongoJobStore:
     def _kept(self, ids: Sequence[ObjectId], deleted: int) -> set[ObjectId]:
         """Which of the jobs a guarded delete_many was sent for are still there, after it deleted `deleted` of
         them: none when it deleted them all, so the common case needs no read (and a read of many ids that left
-        one out, which FerretDB 2 was seen to do under load, cannot make its job's records look orphaned)."""
+        one out, which FerretDB 2 was seen to do under load, cannot count a job that stayed as deleted)."""
         if deleted >= len(ids):
             return set()
         return {d["_id"] for d in self.database.jobs.find({"_id": {"$in": list(ids)}}, {"_id": 1})}
