@@ -7,6 +7,7 @@ runs keyed `<templateKey>-run-<planned fire time in unix ns>`.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -259,6 +260,18 @@ def job_from_fields(values: dict[str, Any]) -> Job:
     job = object.__new__(Job)
     job.__dict__.update(values)
     return job
+
+
+def missing_job_defaults(names: Collection[str]) -> dict[str, Any] | None:
+    """The defaults of the Job fields that values with these `names` lack, when every one of those has a plain
+    default and no name is unknown (what job_from_fields would fill in); None otherwise. Lets a store that builds
+    many jobs from rows of one shape check the shape once."""
+    if not JOB_FIELDS.issuperset(names):
+        return None
+    missing = JOB_FIELDS.difference(names)
+    if not missing.issubset(_JOB_DEFAULTS):
+        return None
+    return {name: _JOB_DEFAULTS[name] for name in missing}
 
 
 _POLICY_FIELDS = frozenset(f.name for f in fields(TemplatePolicy))

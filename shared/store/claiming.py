@@ -67,9 +67,12 @@ class ClaimReads(Protocol[R]):
 class ClaimWrites(ClaimReads[R], Protocol[R]):
     """What a claim writes: the chosen runs moved to queued, and the start times it reserved."""
 
-    def mark_queued(self, runs: Sequence[R], now: datetime, due: datetime) -> tuple[list[Job], Collection[str] | None]:
+    def mark_queued(
+        self, runs: Sequence[R], now: datetime, due: datetime
+    ) -> tuple[Sequence[Job], Collection[str] | None]:
         """Move the chosen runs to queued (those still pending and due by `due`): the jobs moved, in the runs'
-        order, and the ids won when some of the runs were not (None: every one was)."""
+        order, and the ids won when some of the runs were not (None: every one was). The jobs are read only after
+        the writes are made (but for a rate-limited type's), so a store may convert them only when read."""
         ...
 
     def reserve_starts(self, by_type: Mapping[str, float], by_key: Mapping[KeyOwner, float]) -> None:
@@ -145,10 +148,11 @@ def claim_due_runs(
     with port.writing() as writes:
         claim, selection, won = _claim(writes, ask)
     turns.took(selection, won)  # the writes are made: the turns given are the runs moved
-    return claim
+    return claim()
 
 
-def _claim(writes: ClaimWrites[R], ask: _Ask) -> tuple[Claim, Selection[R], Collection[str] | None]:
+def _claim(writes: ClaimWrites[R], ask: _Ask) -> tuple[Callable[[], Claim], Selection[R], Collection[str] | None]:
+    """The claim's reads and writes; the Claim is made by the callable returned, once the transaction is over."""
     sizing = _Sizing.read(writes, ask)
     held = {t for t in sizing.full if writes.has_due_run(t, ask.due)}
     key_rates = KeyReservations(writes.reserved_key_starts, ask.now.timestamp(), ask.due.timestamp())
@@ -163,7 +167,8 @@ def _claim(writes: ClaimWrites[R], ask: _Ask) -> tuple[Claim, Selection[R], Coll
     tats, not_before = sizing.rates.reserve(jobs, ask.now.timestamp())
     if tats or key_rates.tats:
         writes.reserve_starts(tats, key_rates.tats)
-    claim = Claim(
+    claim = partial(
+        Claim,
         jobs,
         held | selection.held | admission.filled,
         not_before=latest(not_before, key_rates.not_before),

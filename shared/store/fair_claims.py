@@ -207,8 +207,11 @@ def fair_selection(
             turns.append(lane)
     turns = last_turns.order(turns) if last_turns is not None else sorted(turns, key=_head)
     order = [lane.id for lane in turns]
-    # A first read per lane of its share of the claim; a lane that has more reads on in larger chunks.
-    chunk = max(1, -(-limit // max(1, len(turns))))
+    # A first read per lane of its share of the claim (of what the types' rooms let it take: a line of 64 wake-ups
+    # left of a claim of 500 reads 64 runs, not 500); a lane that has more reads on in larger chunks.
+    rooms_left = [budget.get(job_type) for job_type in {lane.job_type for lane in turns}]
+    reach = limit if None in rooms_left else min(limit, sum(r for r in rooms_left if r is not None))
+    chunk = max(1, -(-reach // max(1, len(turns))))
     chosen: list[R] = []
     chosen_lanes: list[LaneId] = []
     while turns and len(chosen) < limit:
@@ -219,7 +222,7 @@ def fair_selection(
             room = budget.get(lane.job_type)
             if room == 0 and lane.job_type in held:
                 continue  # spent, and known to hold due runs back: nothing to learn from reading the lane
-            run = lane.next_run(chunk)
+            run = lane.next_run(chunk if room != 0 else 1)  # no room: one run says whether it holds any back
             verdict = Verdict.TAKE
             while run is not None and room != 0 and admit is not None and (verdict := admit(lane, run)).passed_over:
                 if verdict is Verdict.SKIP:
@@ -236,7 +239,7 @@ def fair_selection(
                 budget[lane.job_type] = room - 1
             still.append(lane)
         turns = still
-        chunk = min(limit, chunk * 2)
+        chunk = min(reach, chunk * 2)
     return Selection(chosen, held, chosen_lanes, order)
 
 

@@ -82,7 +82,7 @@ class SqliteHarness(Harness):
 
     @contextmanager
     def failing_next_job_update(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-        real = sqlite_writes.update_job
+        real = sqlite_writes.guarded_update
         calls = {"n": 0}
 
         def fail_once(*args: Any, **kwargs: Any) -> Any:
@@ -94,7 +94,7 @@ class SqliteHarness(Harness):
             return real(*args, **kwargs)
 
         with monkeypatch.context() as patch:
-            patch.setattr(sqlite_writes, "update_job", fail_once)
+            patch.setattr(sqlite_writes, "guarded_update", fail_once)
             yield
         assert calls["n"] >= 1, "the injected failure was never reached"
 

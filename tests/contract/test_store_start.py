@@ -243,3 +243,15 @@ def test_finish_attempts_answers_each_outcome_in_order_as_finish_attempt_would(s
         [Outcome.LOST],
     ]
     assert store.finish_attempts([]) == []
+
+
+def test_a_second_closing_of_one_attempt_in_a_batch_changes_nothing(store: JobStore) -> None:
+    """Two outcomes of one attempt in one batch (a timeout's and the handler's own): the first decides it."""
+    [job] = claimed_batch(store, 1)
+    run = start_one(store, AttemptStart(job.id, "noop", "w1", utc_now() + LEASE, hint(job)))
+    answers = store.finish_attempts(
+        [AttemptFinish(run, result(Outcome.TIMEOUT, "timed out")), AttemptFinish(run, result(Outcome.SUCCEEDED))]
+    )
+    assert [a.status if isinstance(a, Job) else a for a in answers] == [Status.PENDING, None]
+    assert [(e.outcome, e.error) for e in store.list_executions(run.id)] == [(Outcome.TIMEOUT, "timed out")]
+    assert (reload(store, run).status, reload(store, run).attempts) == (Status.PENDING, 1)

@@ -14,11 +14,11 @@ from functools import partial
 from typing import Final, NamedTuple
 
 from jobsched.limits import Rate
-from shared.model import Job, Status
+from shared.model import Status
 from shared.store import transitions
 from shared.store.claim_limits import InFlight, KeyOwner
 from shared.store.fair_claims import Lane, head_of
-from shared.store.sqlite.codecs import assignments, chunks, marks, to_job, to_ms
+from shared.store.sqlite.codecs import JobRows, assignments, chunks, marks, to_ms
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.schema import IN_FLIGHT_SQL, JOB_COLUMNS, PENDING_RUNS_SQL
 from shared.store.transitions import KIND_RUN
@@ -87,17 +87,18 @@ class SqliteClaims:
     def lanes(self, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]) -> list[Lane[DueRun]]:
         return lanes(self._conn, job_type, to_ms(due), full_keys)
 
-    def mark_queued(self, runs: Sequence[DueRun], now: datetime, due: datetime) -> tuple[list[Job], None]:
-        """One UPDATE of the chosen runs: the write lock was held since they were read, so every one moves."""
+    def mark_queued(self, runs: Sequence[DueRun], now: datetime, due: datetime) -> tuple[JobRows, None]:
+        """One UPDATE of the chosen runs: the write lock was held since they were read, so every one moves. Their
+        rows become jobs when the claim reads them, after the write lock is released."""
         set_sql, set_params = assignments(transitions.queued(now), JOB_COLUMNS)
         chosen = [run.id for run in runs]
-        moved: dict[str, Job] = {}
+        moved: dict[str, sqlite3.Row] = {}
         for chunk in chunks(chosen):
             rows = self._conn.execute(
                 f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(chunk)}) RETURNING *", [*set_params, *chunk]
-            ).fetchall()
-            moved.update((str(r["id"]), to_job(r)) for r in rows)
-        return [moved[job_id] for job_id in chosen], None
+            )
+            moved.update((str(r["id"]), r) for r in rows)
+        return JobRows([moved[job_id] for job_id in chosen]), None
 
     def reserve_starts(self, by_type: Mapping[str, float], by_key: Mapping[KeyOwner, float]) -> None:
         reserve_starts(self._conn, by_type)

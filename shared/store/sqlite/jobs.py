@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from bson import ObjectId
@@ -274,7 +273,9 @@ class SqliteJobStore:
         """Every start of the batch in one write transaction, each refused or made on its own."""
         now = utc_now()
         with self.database.write() as conn:
-            return [writes.refused_before_writing(partial(writes.start_one, conn, now, start)) for start in starts]
+            answers = writes.start_batch(conn, now, starts)
+        # Converted once the write lock is released: the next writer need not wait for it.
+        return [answer if isinstance(answer, StoreError) else to_job(answer) for answer in answers]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -298,10 +299,10 @@ class SqliteJobStore:
         return only_answer(self.finish_attempts([AttemptFinish(job, result)]))
 
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
+        closings = [writes.closing_of(f.job, f.result) for f in finishes]  # made before the write lock is taken
         with self.database.write() as conn:
-            return [
-                writes.refused_before_writing(partial(writes.close_attempt, conn, r.job, r.result)) for r in finishes
-            ]
+            written = writes.close_attempts(conn, closings)
+        return [writes.closed(w) for w in written]
 
     def in_flight_beside(self, job: Job) -> InFlight:
         with self.database.read() as conn:
@@ -391,4 +392,5 @@ class SqliteJobStore:
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         with self.database.write() as conn:
-            return writes.close_attempt(conn, job, AttemptResult.lost(reason, utc_now()))
+            written = writes.close_attempt(conn, writes.closing_of(job, AttemptResult.lost(reason, utc_now())))
+        return writes.closed(written)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from bson import ObjectId
@@ -30,6 +32,7 @@ from shared.store.claim_limits import KeyOwner
 from shared.store.sqlite.codecs import (
     assignments,
     check_columns,
+    chunks,
     job_from_values,
     marks,
     payload_text,
@@ -42,6 +45,7 @@ from shared.store.start_rates import counted_starts
 from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, attempt_record_id
 
 RUNS_PER_TRANSACTION: Final = 500
+CLOSINGS_PER_STATEMENT: Final = 200  # well within SQLite's 32,766 parameters at up to 9 values each
 TRANSACTION_BYTES: Final = 4 * 1024 * 1024
 T = TypeVar("T")
 
@@ -55,6 +59,7 @@ _STARTABLE: Final = (
     "status = ? AND jobType = ? AND NOT EXISTS "
     "(SELECT 1 FROM executions WHERE executions.id = jobs.id || ':' || (jobs.attempts + 1))"
 )
+_RUNNING: Final = Outcome.RUNNING.value
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
@@ -108,17 +113,67 @@ def _holders(conn: sqlite3.Connection, news: Sequence[NewJob]) -> dict[tuple[str
     return found
 
 
-def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> Job:
-    """start_attempt's checks and writes: the job moves queued → running in one update, made only when it is
-    startable (check_startable's condition) and its next attempt has no record yet, and the attempt's record is
-    inserted. A refusal writes nothing; its reason is read only then."""
-    job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
+def start_batch(
+    conn: sqlite3.Connection, now: datetime, starts: Sequence[AttemptStart]
+) -> list[sqlite3.Row | StoreError]:
+    """start_attempts' writes, each start refused or made on its own: the started job's row (converted by the
+    caller once the write lock is released), or why it was refused. The starts without a start rate (the usual
+    case: one executor's batch, one type, worker and lease) are made by one UPDATE of all their jobs and one
+    insert of their records; a rated start is counted against its rate one at a time (start_one)."""
+    answers: list[sqlite3.Row | StoreError | None] = [None] * len(starts)
+    together: dict[tuple[str, str, datetime], dict[str, int]] = {}
+    for index, start in enumerate(starts):
+        job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
+        if job_id is None:
+            answers[index] = JobNotFound(start.job_id)
+        elif start.rate is not None or start.key_rate is not None:
+            answers[index] = refused_before_writing(partial(start_one, conn, now, start))
+        else:  # a second start of one job in the batch is refused as it would be after the first
+            together.setdefault((start.job_type, start.worker, start.lease_until), {}).setdefault(job_id, index)
+    for (job_type, worker, lease_until), indexes in together.items():
+        started = _start_together(conn, now, job_type, worker, lease_until, list(indexes))
+        for job_id, index in indexes.items():
+            answers[index] = started.get(job_id)
+    for index, answer in enumerate(answers):
+        if answer is None:
+            answers[index] = _start_refused(conn, str(ObjectId(starts[index].job_id)), starts[index])
+    return answers  # type: ignore[return-value]  # every None was answered above
+
+
+def _start_together(
+    conn: sqlite3.Connection, now: datetime, job_type: str, worker: str, lease_until: datetime, job_ids: list[str]
+) -> dict[str, sqlite3.Row]:
+    """The startable jobs among `job_ids` moved queued → running by one statement per chunk, their records
+    inserted: their rows by id."""
+    set_sql, set_params = assignments(transitions.started(worker, now, lease_until), JOB_COLUMNS)
+    rows: dict[str, sqlite3.Row] = {}
+    for chunk in chunks(job_ids):
+        found = guarded_update(
+            conn,
+            f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(chunk)}) AND {_STARTABLE} RETURNING *",
+            [*set_params, *chunk, Status.QUEUED.value, job_type],
+        )
+        rows.update((str(row["id"]), row) for row in found)
+    started_at = to_ms(now)
+    conn.executemany(
+        "INSERT INTO executions (id, jobId, attempt, worker, startedAt, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (attempt_record_id(job_id, row["attempts"] + 1), job_id, row["attempts"] + 1, worker, started_at, _RUNNING)
+            for job_id, row in rows.items()
+        ],
+    )
+    return rows
+
+
+def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> sqlite3.Row:
+    """A start counted against its type's start rate (and its key's): the job moves queued → running in one
+    update, made only when it is startable (check_startable's condition) and its next attempt has no record
+    yet, and the attempt's record is inserted. A refusal writes nothing; its reason is read only then."""
+    job_id = str(ObjectId(start.job_id))
     fields = transitions.started(start.worker, now, start.lease_until)
     started_until = _rate_allows(conn, start, now) if start.rate is not None else None
-    key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None and job_id else None
-    row = None
-    if job_id is not None:
-        row = update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
+    key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None else None
+    row = update_job(conn, job_id, fields, _STARTABLE, (Status.QUEUED.value, start.job_type))
     if row is None:
         raise _start_refused(conn, job_id, start)
     if started_until is not None:
@@ -134,12 +189,12 @@ def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> J
             "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
             (*owner, tat),
         )
-    job = to_job(row)
-    record = {"id": attempt_record_id(job.id, job.next_attempt)}
-    record.update(transitions.attempt_started(job.id, job.next_attempt, start.worker, now))
+    attempt = row["attempts"] + 1
+    record = {"id": attempt_record_id(job_id, attempt)}
+    record.update(transitions.attempt_started(job_id, attempt, start.worker, now))
     if insert_unique(conn, "executions", record, returning="id") is None:  # a bug: the whole batch rolls back
         raise RuntimeError(f"attempt record {record['id']} appeared while the write lock was held")
-    return job
+    return row
 
 
 def _rate_allows(conn: sqlite3.Connection, start: AttemptStart, now: datetime) -> float:
@@ -185,29 +240,114 @@ def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptS
     return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
 
 
-def close_attempt(conn: sqlite3.Connection, job: Job, closing: AttemptResult) -> Job | None:
-    """Decide the attempt's one outcome and move the job: the first closer (the executor's result or the
-    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing."""
-    record_id = attempt_record_id(job.id, job.next_attempt)
-    record_set, record_params = assignments(transitions.attempt_result(closing), EXECUTION_COLUMNS)
-    # One statement decides and closes the record, the write lock keeping its condition true until COMMIT: the
-    # record still open, and the job still in this attempt (else record and job stay as they are). It returns
-    # whether a cancel was asked after `job` was read (then no retry).
-    state = conn.execute(
-        f"""UPDATE executions SET {record_set} WHERE id = ? AND outcome = ?
-                AND EXISTS (SELECT 1 FROM jobs WHERE id = ? AND attempts = ? AND {IS_ACTIVE})
-            RETURNING (SELECT cancelRequested FROM jobs WHERE id = ?)""",
-        [*record_params, record_id, Outcome.RUNNING.value, job.id, job.attempts, *ATTEMPT_ACTIVE, job.id],
-    ).fetchone()
-    if state is None:
-        return None
-    if state[0] and not job.cancelRequested:
-        job = job.evolve(cancelRequested=True)
-    fields = transitions.attempt_closed(job, closing)
-    guard = (job.attempts, *ATTEMPT_ACTIVE)
-    row = update_job(conn, job.id, fields, f"attempts = ? AND {IS_ACTIVE}", guard, returning="id")
-    assert row is not None, "the write lock was held since the job was read"
-    return transitions.applied(job, fields)
+@dataclass(frozen=True)
+class Closing:
+    """An attempt's closing, its record's and its job's new values converted for SQL ahead (`closing_of`), so that
+    a batch of them holds the write lock only while it writes."""
+
+    job: Job
+    result: AttemptResult
+    record_id: str
+    record: dict[str, Any]  # the record's columns and values
+    fields: transitions.Fields  # the job's, as the transition gives them
+    job_values: dict[str, Any]  # the same, as SQL values
+
+
+def closing_of(job: Job, result: AttemptResult) -> Closing:
+    record = transitions.attempt_result(result)
+    fields = transitions.attempt_closed(job, result)
+    check_columns(record, EXECUTION_COLUMNS)
+    check_columns(fields, JOB_COLUMNS)
+    return Closing(
+        job,
+        result,
+        attempt_record_id(job.id, job.next_attempt),
+        {k: to_sql(k, v) for k, v in record.items()},
+        fields,
+        {k: to_sql(k, v) for k, v in fields.items()},
+    )
+
+
+def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> list[Closing | None]:
+    """Decide each attempt's one outcome and move its job: the first closer (the executor's result or the
+    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing
+    (None; so does a second closing of one attempt in the batch). What was written: the closing, made again
+    for a job whose cancel was asked after it was read (then no retry). The records, then the jobs, are written
+    by one statement per chunk of closings that set the same columns (a batch of successes: one each)."""
+    firsts: dict[str, int] = {}
+    for index, closing in enumerate(closings):
+        firsts.setdefault(closing.record_id, index)
+    answers: list[Closing | None] = [None] * len(closings)
+    for chunk in _same_columns([closings[i] for i in firsts.values()], lambda c: c.record):
+        # The record still open and the job still in this attempt, kept true by the write lock until COMMIT;
+        # returned with whether a cancel was asked meanwhile.
+        for row in _update_from_values(
+            conn,
+            "executions",
+            [(c.record_id, c.job.id, c.job.attempts, *c.record.values()) for c in chunk],
+            list(chunk[0].record),
+            f"""executions.id = closing._key AND executions.outcome = ? AND EXISTS
+                (SELECT 1 FROM jobs WHERE id = closing._job AND attempts = closing._attempts AND {IS_ACTIVE})""",
+            [_RUNNING, *ATTEMPT_ACTIVE],
+            "executions.id, (SELECT cancelRequested FROM jobs WHERE id = executions.jobId)",
+        ):
+            index = firsts[str(row[0])]
+            closing = closings[index]
+            if row[1] and not closing.job.cancelRequested:
+                closing = closing_of(closing.job.evolve(cancelRequested=True), closing.result)
+            answers[index] = closing
+    decided = [closing for closing in answers if closing is not None]
+    moved = 0
+    for chunk in _same_columns(decided, lambda c: c.job_values):
+        moved += len(
+            _update_from_values(
+                conn,
+                "jobs",
+                [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in chunk],
+                list(chunk[0].job_values),
+                f"jobs.id = closing._key AND jobs.attempts = closing._attempts AND jobs.{IS_ACTIVE}",
+                list(ATTEMPT_ACTIVE),
+                "jobs.id",
+            )
+        )
+    assert moved == len(decided), "the write lock was held since the records were decided"
+    return answers
+
+
+def _same_columns(closings: list[Closing], values: Callable[[Closing], dict[str, Any]]) -> Iterator[list[Closing]]:
+    groups: dict[tuple[str, ...], list[Closing]] = {}
+    for closing in closings:
+        groups.setdefault(tuple(values(closing)), []).append(closing)
+    for group in groups.values():
+        for start in range(0, len(group), CLOSINGS_PER_STATEMENT):
+            yield group[start : start + CLOSINGS_PER_STATEMENT]
+
+
+def _update_from_values(
+    conn: sqlite3.Connection,
+    table: str,
+    rows: list[tuple[Any, ...]],
+    columns: list[str],
+    where: str,
+    where_params: list[Any],
+    returning: str,
+) -> list[sqlite3.Row]:
+    """One UPDATE of `table` from the rows `(_key, _job, _attempts, *values of columns)` (as `closing`), each
+    setting its own values where `where` holds."""
+    tuples = ", ".join([f"({marks(rows[0])})"] * len(rows))
+    sql = f"""WITH closing(_key, _job, _attempts, {", ".join(columns)}) AS (VALUES {tuples})
+        UPDATE {table} SET {", ".join(f"{c} = closing.{c}" for c in columns)} FROM closing
+        WHERE {where} RETURNING {returning}"""
+    return guarded_update(conn, sql, [v for row in rows for v in row] + where_params).fetchall()
+
+
+def close_attempt(conn: sqlite3.Connection, closing: Closing) -> Closing | None:
+    return close_attempts(conn, [closing])[0]
+
+
+def closed(closing: Closing | None) -> Job | None:
+    """The job as close_attempts left it (None: the attempt was closed already)."""
+    return transitions.applied(closing.job, closing.fields) if closing is not None else None
 
 
 # --- row helpers ------------------------------------------------------------------------------------------
@@ -287,8 +427,11 @@ def update_job(
     """Apply a transition's fields to one job if `guard` (the compare of compare-and-set) still holds;
     the updated row (its `returning` columns), or None when it does not."""
     set_sql, set_params = assignments(fields, JOB_COLUMNS)
-    row: sqlite3.Row | None = conn.execute(
-        f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING {returning}",
-        [*set_params, job_id, *guard_params],
-    ).fetchone()
+    sql = f"UPDATE jobs SET {set_sql} WHERE id = ? AND {guard} RETURNING {returning}"
+    row: sqlite3.Row | None = guarded_update(conn, sql, [*set_params, job_id, *guard_params]).fetchone()
     return row
+
+
+def guarded_update(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    """Every conditional write of jobs goes through here (the contract suite fails one of them on purpose)."""
+    return conn.execute(sql, params)
