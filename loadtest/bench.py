@@ -21,6 +21,7 @@ from typing import Any
 
 from loadtest.benchkit import Scenario
 from loadtest.procs import PROFILE_ENV
+from loadtest.profiled import CLOCK_ENV, CLOCKS
 from loadtest.scenarios import (
     api,
     backlog,
@@ -89,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--json", help="also write the figures to this file")
     common.add_argument("--reference-seconds", type=float, default=60.0, help="time box of a baseline run (default 60)")
     common.add_argument("--profile", metavar="DIR", help="run every product process under cProfile, stats in DIR")
+    common.add_argument(
+        "--profile-clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="what --profile times: wall-clock (waits included) or each thread's CPU (default wall)",
+    )
     commands = main.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
     for scenario in SCENARIOS.values():
         sub = commands.add_parser(
@@ -107,6 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.profile:
         os.makedirs(args.profile, exist_ok=True)
         os.environ[PROFILE_ENV] = os.path.abspath(args.profile)
+        os.environ[CLOCK_ENV] = args.profile_clock
     load_before = [round(v, 2) for v in os.getloadavg()]
     result = SCENARIOS[args.scenario].run(args)
     result["machine"]["loadavg_at_start"] = load_before

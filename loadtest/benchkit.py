@@ -126,10 +126,7 @@ def report(
     """Print and package two throughput runs (jobs/s, higher is better)."""
     value = ratio(True, ours.rate, reference.rate)
     for run in (ours, reference):
-        print(f"{run.label:<60} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
-        if run.cpu_ms_per_job:
-            cpu = ", ".join(f"{where} {ms} ms" for where, ms in run.cpu_ms_per_job.items())
-            print(f"{'':<60} CPU per job: {cpu}")
+        print_run(run)
     print(f"ratio (jobsched / baseline): {value:.1f}x")
     return envelope(
         scenario,
@@ -139,6 +136,14 @@ def report(
         store or store_kind(server_setting("MONGO_URI")),
         backlog=args.jobs,
     )
+
+
+def print_run(run: Run) -> None:
+    """One throughput run's line (jobs, seconds, jobs/s), and its CPU per job where measured."""
+    print(f"{run.label:<60} {run.jobs:>7} jobs in {run.seconds:7.2f}s  → {run.rate:9.1f} jobs/s")
+    if run.cpu_ms_per_job:
+        cpu = ", ".join(f"{where} {ms} ms" for where, ms in run.cpu_ms_per_job.items())
+        print(f"{'':<60} CPU per job: {cpu}")
 
 
 def machine() -> dict[str, Any]:

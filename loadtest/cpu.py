@@ -52,6 +52,20 @@ class CpuWindow:
         return figures
 
 
+@dataclass
+class InProcessCpuWindow:
+    """A CpuWindow whose `own_processes` figure is this process's CPU over the same window: for a peer that runs
+    inside the benchmark's own process (APScheduler, Huey), where the benchmark's thread mostly waits."""
+
+    machine: CpuWindow = field(default_factory=CpuWindow)
+    own_started: float | None = field(default_factory=lambda: process_cpu_s(os.getpid()))
+
+    def per_job(self, jobs: int) -> dict[str, float]:
+        own_ended = process_cpu_s(os.getpid())
+        own_s = own_ended - self.own_started if self.own_started is not None and own_ended is not None else None
+        return self.machine.per_job(jobs, own_s)
+
+
 def process_rss_mb(pid: int) -> float | None:
     """Resident memory of a live process in MiB (VmRSS)."""
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import threading
 import time
 from datetime import UTC, datetime
@@ -26,19 +25,31 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from pymongo import MongoClient
 
 from loadtest.benchkit import Run, Scenario, drop_database, report, server_setting, unique_name
-from loadtest.cpu import CpuWindow, process_cpu_s
+from loadtest.cpu import InProcessCpuWindow
 from loadtest.procs import count_until
 from loadtest.scenarios.drain import measure_drain
 
 
 class RunCounter:
-    def __init__(self) -> None:
+    """A peer's runs, counted from any of its threads; `reached` is set once `target` of them have run, so a
+    waiter wakes once rather than at every run."""
+
+    def __init__(self, target: int = 0) -> None:
         self._lock = threading.Lock()
         self.value = 0
+        self.target = target
+        self.reached = threading.Event()
+
+    def reset(self, target: int) -> None:
+        with self._lock:
+            self.value, self.target = 0, target
+            self.reached.clear()
 
     def increment(self) -> None:
         with self._lock:
             self.value += 1
+            if self.value == self.target:
+                self.reached.set()
 
 
 RAN = RunCounter()
@@ -74,7 +85,7 @@ def run_apscheduler(jobstore: BaseJobStore, label: str, count: int, time_box_s: 
         job_defaults={"misfire_grace_time": None},
         timezone=UTC,
     )
-    RAN.value = 0
+    RAN.reset(count)
     now = datetime.now(UTC)
     try:
         for n in range(count):
@@ -82,15 +93,13 @@ def run_apscheduler(jobstore: BaseJobStore, label: str, count: int, time_box_s: 
         persisting = time.monotonic()
         scheduler.start(paused=True)
         persisted_s = time.monotonic() - persisting
-        started, cpu, own_before = time.monotonic(), CpuWindow(), process_cpu_s(os.getpid())
+        started, cpu = time.monotonic(), InProcessCpuWindow()
         scheduler.resume()
         done, elapsed = count_until(lambda: RAN.value, count, started, time_box_s)
         # Jobs run while the scheduler's loop is still deleting the ones it submitted: let it finish (timed
         # apart) rather than close the store under it.
         _, emptied_s = count_until(lambda: count - len(scheduler.get_jobs()), count, started, time_box_s)
-        own_after = process_cpu_s(os.getpid())  # APScheduler runs in this process (this loop mostly sleeps)
-        own_s = own_after - own_before if own_before is not None and own_after is not None else None
-        cpu_per_job = cpu.per_job(done, own_s)
+        cpu_per_job = cpu.per_job(done)  # APScheduler runs in this process (this loop mostly sleeps)
     finally:
         if scheduler.running:
             # APScheduler 3.x wakes its loop after closing the store on shutdown, which then logs one "Error

@@ -419,6 +419,8 @@ class AttemptRunner:
         return counter
 
     def _event(self, name: str, job: Job, **extra: Any) -> None:
+        if not self._bus.carries_events:
+            return
         event: dict[str, object] = {
             "event": name,
             "jobId": job.id,

@@ -95,6 +95,10 @@ class Subscription(Protocol):
 
 
 class Bus(Protocol):
+    # Whether lifecycle events go anywhere (`publish_event`): an executor builds none for a bus that keeps them
+    # nowhere.
+    carries_events: bool
+
     def ensure_topics(self, job_types: Iterable[str]) -> None:
         """Create the dispatch topics of these types and the DLQ topic if missing; idempotent."""
 

@@ -23,6 +23,8 @@ FETCH_BATCH = 64  # messages a subscription takes from the client at once
 
 
 class KafkaBus:
+    carries_events = True  # to jobs.events, for whoever consumes it
+
     def __init__(
         self,
         brokers: str,

@@ -5,7 +5,8 @@ one subscriber). A type's wake-ups are handed out in turns by tenant (Wakeup.lan
 tenant: a job claimed for one tenant does not wait behind the wake-ups already waiting for another's backlog.
 Nothing survives the process, and unacknowledged messages are not redelivered: on restart
 the embedded mode re-pends every job whose wake-up was in memory (the reaper's job with Kafka).
-Events and dead-letter records are kept in bounded in-memory logs for inspection.
+Dead-letter records are kept in a bounded in-memory log for inspection; lifecycle events go nowhere (nothing in
+one process would read them: the store keeps each attempt's record), so an executor does not build them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, dispatch_topic
+from shared.bus.base import DLQ_TOPIC, Delivery, Wakeup, dispatch_topic
 
 log = logging.getLogger("jobsched.bus")
 RECORD_LOG_SIZE = 10_000
@@ -58,12 +59,13 @@ class TurnQueue:
 
 
 class MemoryBus:
+    carries_events = False
+
     def __init__(self) -> None:
         self._queues: dict[str, TurnQueue] = {}
         self._lock = threading.Lock()
         self._offsets = itertools.count()
         self.dead_letters: deque[dict[str, object]] = deque(maxlen=RECORD_LOG_SIZE)
-        self.events: deque[dict[str, object]] = deque(maxlen=RECORD_LOG_SIZE)
 
     def _queue(self, job_type: str) -> TurnQueue:
         found = self._queues.get(job_type)
@@ -91,7 +93,7 @@ class MemoryBus:
         self.dead_letters.append({"topic": DLQ_TOPIC, **record})
 
     def publish_event(self, event: dict[str, object]) -> None:
-        self.events.append({"topic": EVENTS_TOPIC, **event})
+        return None
 
     def close(self) -> None:
         return None

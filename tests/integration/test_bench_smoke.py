@@ -61,8 +61,12 @@ HEADLINES: dict[str, list[str]] = {
         "jobsched.jobs_per_s",
         "jobsched.cpu_ms_per_job.own_processes",
         "jobsched.peak_rss_mb",
-        "baseline.jobs_per_s",
-        "baseline.cpu_ms_per_job.own_processes",
+        "baseline.huey.jobs_per_s",
+        "baseline.huey.cpu_ms_per_job.own_processes",
+        "baseline.apscheduler.jobs_per_s",
+        "baseline.apscheduler.cpu_ms_per_job.own_processes",
+        "ratios.huey",
+        "ratios.apscheduler",
     ],
     "peers-celery": [
         "jobsched.drain.jobs_per_s",
@@ -96,6 +100,10 @@ HEADLINES: dict[str, list[str]] = {
         "jobsched.slow_peak_concurrency",
         "jobsched.with_key_rate.slow_busiest_key_second",
     ],
+}
+# Figures that must equal a count the smoke run asked for (every job ran), as paths.
+EXACT: dict[str, dict[str, int]] = {
+    "peers-embedded": {"jobsched.jobs": 200, "baseline.huey.jobs": 200, "baseline.apscheduler.jobs": 200},
 }
 # Scenarios with a test of their own, which checks their JSON as check_written does and more.
 RUN_APART = {"soak": "tests/integration/test_bench_soak.py"}
@@ -134,6 +142,7 @@ def at(result: dict[str, Any], path: str) -> Any:
 
 def test_every_scenario_has_a_smoke_run() -> None:
     assert set(TINY) == set(HEADLINES)
+    assert set(EXACT) <= set(TINY)
     assert set(TINY) | set(RUN_APART) == set(SCENARIOS)
     assert not set(TINY) & set(RUN_APART)
 
@@ -142,7 +151,9 @@ def test_every_scenario_has_a_smoke_run() -> None:
 @pytest.mark.parametrize("scenario", sorted(TINY))
 def test_scenario_runs_and_writes_its_figures(scenario: str, tmp_path: Path) -> None:
     out = tmp_path / f"{scenario}.json"
-    check_written(scenario, main([scenario, *TINY[scenario], "--json", str(out)]), out, HEADLINES[scenario])
+    result = check_written(scenario, main([scenario, *TINY[scenario], "--json", str(out)]), out, HEADLINES[scenario])
+    for path, expected in EXACT.get(scenario, {}).items():
+        assert at(result, path) == expected, path
 
 
 def check_written(scenario: str, returned: dict[str, Any], out: Path, headlines: list[str]) -> dict[str, Any]:
