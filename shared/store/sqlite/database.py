@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from shared.store.base import WAIT_DEADLINE, StoreUnavailable
+from shared.store.sqlite.checkpoints import WRITER_CHECKPOINT_PAGES, Checkpointer
 
 DEFAULT_PATH: Final = "jobsched.db"
 _WAL_RETRY_S: Final = 0.005  # between tries to switch a new file to WAL while another connection switches it
@@ -116,9 +117,15 @@ class SqliteDatabase:
         # still arbitrates between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
+        self._checkpoints = Checkpointer(self._checkpoint)
 
     def close(self) -> None:
+        self._checkpoints.close()
         self._pool.close()
+
+    def _checkpoint(self) -> None:
+        with self.read() as conn:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def ping(self) -> None:
         with self.read() as conn:
@@ -145,6 +152,7 @@ class SqliteDatabase:
                 try:
                     yield conn
                     conn.execute("COMMIT")
+                    self._checkpoints.committed()
                 except BaseException:
                     if conn.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled back
                         conn.execute("ROLLBACK")
@@ -226,6 +234,7 @@ class _ConnectionPool:
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
             use_wal(conn, self._timeout)
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")  # a backstop (checkpoints.py)
         except BaseException:
             conn.close()
             raise
