@@ -146,7 +146,7 @@ class AttemptRunner:
     def decode(self, delivery: Delivery) -> Wakeup | None:
         """The delivery's wake-up, or None for a malformed message (logged and counted as skipped)."""
         try:
-            return Wakeup.decode(delivery.value)
+            return delivery.read_wakeup()
         except BadMessage as exc:
             self._skip("bad_message", error=str(exc))
             return None

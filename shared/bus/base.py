@@ -77,6 +77,12 @@ class Delivery:
     topic: str
     partition: int
     offset: int
+    # The wake-up itself, when it never left the process (the in-process bus): no bytes to write and read back.
+    wakeup: Wakeup | None = None
+
+    def read_wakeup(self) -> Wakeup:
+        """The wake-up this delivery carries; BadMessage when its bytes are not one."""
+        return self.wakeup if self.wakeup is not None else Wakeup.decode(self.value)
 
 
 class Subscription(Protocol):

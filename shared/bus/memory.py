@@ -80,9 +80,8 @@ class MemoryBus:
 
     def publish_wakeups(self, wakeups: Sequence[Wakeup]) -> list[Wakeup]:
         for wakeup in wakeups:
-            delivery = Delivery(
-                value=wakeup.encode(), topic=dispatch_topic(wakeup.jobType), partition=0, offset=next(self._offsets)
-            )
+            topic = dispatch_topic(wakeup.jobType)
+            delivery = Delivery(value=None, topic=topic, partition=0, offset=next(self._offsets), wakeup=wakeup)
             self._queue(wakeup.jobType).put(wakeup.lane, delivery)
         return []
 

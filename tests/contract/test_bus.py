@@ -51,8 +51,8 @@ def test_published_wakeups_reach_their_type_subscriber_intact(bus: Bus) -> None:
     assert bus.publish_wakeups(noop + slow) == []
     noop_sub, slow_sub = bus.subscribe("noop"), bus.subscribe("slow")
     try:
-        assert sorted(Wakeup.decode(d.value).jobId for d in drain([noop_sub], 20)) == sorted(w.jobId for w in noop)
-        assert {Wakeup.decode(d.value) for d in drain([slow_sub], 5)} == set(slow)
+        assert sorted(d.read_wakeup().jobId for d in drain([noop_sub], 20)) == sorted(w.jobId for w in noop)
+        assert {d.read_wakeup() for d in drain([slow_sub], 5)} == set(slow)
     finally:
         noop_sub.close()
         slow_sub.close()
@@ -65,7 +65,7 @@ def test_subscribers_of_one_type_share_the_messages(bus: Bus) -> None:
         sent = wakeups(30)
         assert bus.publish_wakeups(sent) == []
         got = drain([first, second], 30)
-        assert {Wakeup.decode(d.value).jobId for d in got} == {w.jobId for w in sent}
+        assert {d.read_wakeup().jobId for d in got} == {w.jobId for w in sent}
     finally:
         first.close()
         second.close()
@@ -113,7 +113,7 @@ def test_kafka_redelivers_what_was_not_acknowledged(kafka_brokers: str, topic_pr
     second = bus.subscribe("noop")
     try:
         again = drain([second], 2)
-        assert [Wakeup.decode(d.value).jobId for d in again] == [w.jobId for w in sent[1:]]
+        assert [d.read_wakeup().jobId for d in again] == [w.jobId for w in sent[1:]]
     finally:
         second.close()
         bus.close()
