@@ -36,5 +36,5 @@ def run_what_is_due(store: JobStore, registry: JobTypes = BUILTIN_TYPES) -> None
             for job_type, subscription in subscriptions.items():
                 wakeups = []
                 while (delivery := subscription.poll(0)) is not None:
-                    wakeups.append(delivery.value)
+                    wakeups.append(delivery.read_wakeup())
                 feeds[job_type].drain(*wakeups)

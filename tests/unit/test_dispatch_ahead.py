@@ -48,7 +48,7 @@ def test_the_line_is_kept_short_topped_up_without_ticks_and_a_new_tenant_goes_in
         while len(taken) < 41:
             delivery = wakeups.poll(10)
             assert delivery is not None, f"only {len(taken)} claimed: the line was not topped up"
-            job_id = Wakeup.decode(delivery.value).jobId
+            job_id = delivery.read_wakeup().jobId
             assert count_queued(store) <= AHEAD
             start_one(store, AttemptStart(job_id, "noop", "w1", utc_now() + timedelta(minutes=5)))
             taken.append(job_id)
@@ -134,5 +134,5 @@ def test_the_in_process_bus_hands_a_types_wakeups_out_in_turns_by_tenant() -> No
     bus.publish_wakeups([*backlog, Wakeup(jobId="b0", jobType="noop", priority=0, lane="tenant-b")])
     order = []
     while (delivery := subscription.poll(0.01)) is not None:
-        order.append(Wakeup.decode(delivery.value).jobId)
+        order.append(delivery.read_wakeup().jobId)
     assert order == ["a0", "b0", "a1", "a2", "a3"]  # the newcomer's turn comes after one of the backlog's

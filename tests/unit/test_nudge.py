@@ -17,7 +17,6 @@ import pytest
 from jobsched.type_defaults import BUILTIN_DEFAULTS
 from services.scheduler.dispatcher import Dispatcher
 from services.scheduler.scheduler import Scheduler
-from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.config import ConfigError, Settings
 from shared.election.single import SingleNodeElector
@@ -46,7 +45,7 @@ class Running:
 
     def next_wakeup(self, timeout_s: float) -> str | None:
         delivery = self.wakeups.poll(timeout_s)
-        return Wakeup.decode(delivery.value).jobId if delivery else None
+        return delivery.read_wakeup().jobId if delivery else None
 
     def stop(self) -> None:
         self.scheduler.request_stop()
@@ -162,7 +161,7 @@ def test_a_type_whose_executor_appears_after_a_tick_is_claimed_without_waiting_f
         registry.announce("executor-1", {"mail": BUILTIN_DEFAULTS}, now, now + timedelta(minutes=1))
         delivery = wakeups.poll(5 * REFRESH_S)  # within the promised staleness, not the minute-long tick
         assert delivery is not None
-        assert Wakeup.decode(delivery.value).jobId == job_id
+        assert delivery.read_wakeup().jobId == job_id
     finally:
         scheduler.request_stop()
         thread.join(10)
