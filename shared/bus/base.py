@@ -69,6 +69,12 @@ def dispatch_topic(job_type: str, prefix: str = "") -> str:
     return f"{prefix}{DISPATCH_TOPIC_PREFIX}{job_type}"
 
 
+def consumer_group(job_type: str, prefix: str = "") -> str:
+    """The group a type's executors join. It takes the topics' prefix too: deployments sharing a broker under
+    different prefixes would otherwise be one group, each one's rebalances stopping the other's executors."""
+    return f"{prefix}executor-{job_type}"
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One received message; `ack` it once the job's state for it is durably written."""

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from shared import jsonsafe, metrics
-from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, dispatch_topic
+from shared.bus.base import DLQ_TOPIC, EVENTS_TOPIC, Delivery, Wakeup, consumer_group, dispatch_topic
 from shared.bus.offsets import OffsetTracker
 
 log = logging.getLogger("jobsched.bus")
@@ -140,7 +140,7 @@ class KafkaBus:
         return f"{self._prefix}{EVENTS_TOPIC}"
 
     def subscribe(self, job_type: str) -> KafkaSubscription:
-        return KafkaSubscription(self._brokers, self.topic(job_type), f"executor-{job_type}")
+        return KafkaSubscription(self._brokers, self.topic(job_type), consumer_group(job_type, self._prefix))
 
     def publish_dead_letter(self, record: dict[str, object]) -> None:
         self._publish_best_effort(self.dlq_topic, record)
@@ -178,7 +178,7 @@ def _report_failed_record(err: KafkaError | None, msg: Message) -> None:
 
 
 class KafkaSubscription:
-    """A consumer in group `executor-<type>` with manual commits of acknowledged, contiguous offsets."""
+    """A consumer in group `<prefix>executor-<type>` with manual commits of acknowledged, contiguous offsets."""
 
     COMMIT_INTERVAL_S = 0.2
 

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 from bson import ObjectId
+from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
-from shared.bus.base import Bus, Delivery, Subscription, Wakeup
+from shared.bus.base import Bus, Delivery, Subscription, Wakeup, consumer_group
 from shared.bus.kafka import KafkaBus
 from shared.bus.memory import MemoryBus
 
@@ -95,6 +96,36 @@ def test_kafka_counts_events_the_broker_never_took(topic_prefix: str) -> None:
     dead.publish_event({"event": "job.execution.succeeded", "jobId": "x"})
     dead.close()  # serves the failure reports that are left
     assert REGISTRY.get_sample_value("bus_publish_errors_total", topic) == before + 2
+
+
+def groups_listed(brokers: str, awaited: str) -> set[str]:
+    """The consumer groups the broker lists, once it lists `awaited` (a group just joined can take a moment to be
+    listed) or the deadline has passed."""
+    admin = AdminClient({"bootstrap.servers": brokers})
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        listed = {group.group_id for group in admin.list_consumer_groups().result(timeout=DEADLINE_S).valid}
+        if awaited in listed or time.monotonic() > deadline:
+            return listed
+        time.sleep(0.05)  # polled: the broker has no way to announce a listing
+
+
+def test_kafka_executors_of_one_prefix_form_a_group_of_their_own(kafka_brokers: str, topic_prefix: str) -> None:
+    """Deployments (and test runs) that share a broker under different KAFKA_TOPIC_PREFIXes share no consumer
+    group: a rebalance of one would stop the other's executors."""
+    bus = KafkaBus(kafka_brokers, partitions=1, topic_prefix=topic_prefix)
+    bus.ensure_topics(["noop"])
+    assert bus.publish_wakeups(wakeups(1)) == []
+    subscription = bus.subscribe("noop")
+    try:
+        assert len(drain([subscription], 1)) == 1
+        assert consumer_group("noop", topic_prefix) == f"{topic_prefix}executor-noop"
+        assert consumer_group("noop", topic_prefix) in groups_listed(
+            kafka_brokers, consumer_group("noop", topic_prefix)
+        )
+    finally:
+        subscription.close()
+        bus.close()
 
 
 def test_kafka_redelivers_what_was_not_acknowledged(kafka_brokers: str, topic_prefix: str) -> None:
