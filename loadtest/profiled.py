@@ -70,9 +70,9 @@ def main() -> None:
     finally:
         with _lock:
             profiles = list(_profiles)
-        stats = pstats.Stats(_Snapshot(profiles[0]))  # type: ignore[arg-type]
-        for other in profiles[1:]:
-            stats.add(_Snapshot(other))  # type: ignore[arg-type]
+        snapshots = [_Snapshot(p) for p in profiles]
+        # A thread still in its first call (blocked since it started) has no stats yet, which pstats refuses.
+        stats = pstats.Stats(*(s for s in snapshots if s.stats))  # type: ignore[arg-type]
         stats.dump_stats(out)
 
 

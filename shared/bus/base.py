@@ -119,7 +119,7 @@ class Bus(Protocol):
         Return the ones NOT delivered (empty when all landed); never raises for a broker outage."""
 
     def subscribe(self, job_type: str) -> Subscription:
-        """Consume the type's dispatch topic in the group `executor-<type>`, manual offset commits."""
+        """Consume the type's dispatch topic in the group `consumer_group(type, prefix)`, manual offset commits."""
 
     def publish_dead_letter(self, record: dict[str, object]) -> None:
         """Best effort, never blocks: a record of a dead-lettered job on `jobs.dlq` (the store is the truth)."""

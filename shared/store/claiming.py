@@ -72,7 +72,8 @@ class ClaimWrites(ClaimReads[R], Protocol[R]):
     ) -> tuple[Sequence[Job], Collection[str] | None]:
         """Move the chosen runs to queued (those still pending and due by `due`): the jobs moved, in the runs'
         order, and the ids won when some of the runs were not (None: every one was). The jobs are read only after
-        the writes are made (but for a rate-limited type's), so a store may convert them only when read."""
+        the transaction (but inside it when a type of the claim has a start rate), so a store may convert them
+        only when read."""
         ...
 
     def reserve_starts(self, by_type: Mapping[str, float], by_key: Mapping[KeyOwner, float]) -> None:

@@ -2,11 +2,13 @@
 
 SQLite checkpoints the WAL (copies its pages into the database file, and syncs the file) inside the COMMIT that
 takes it past `wal_autocheckpoint` pages: on the writer's connection, with the write lock held, so every other
-writer of the process waits for it. A drain of 20,000 jobs spent some 8 % of its time there. Here a thread runs
-a PASSIVE checkpoint (it copies what is committed and waits for no one, while writers go on appending) every
-CHECKPOINT_EVERY_COMMITS commits; the writers' own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for
-when this thread falls behind (or another process writes to the file). Durability is unchanged: a commit is
-synced in the WAL before it returns either way.
+writer of the process waits for it. A drain of 20,000 jobs spent some 8 % of its time there. Here a thread
+checkpoints every CHECKPOINT_EVERY_COMMITS commits (SqliteDatabase._checkpoint: the bulk while writers go on, the
+little they wrote meanwhile under the write lock, so that the WAL is all copied and starts over); the writers'
+own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for when this thread falls behind, cannot be
+started, or another process writes to the file. What a commit makes
+durable does not change: where it was synced before (synchronous=FULL), it is synced in the WAL before it
+returns, checkpoint or not.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ WRITER_CHECKPOINT_PAGES: Final = 10_000  # 40 MB of 4-KiB pages; SQLite's defaul
 
 
 class Checkpointer:
-    """Runs `checkpoint()` on its own thread once every CHECKPOINT_EVERY_COMMITS `committed()` calls; the thread
-    is started by the first one due, so a store that never writes much never starts it."""
+    """Runs the checkpoint on its own thread once every CHECKPOINT_EVERY_COMMITS `committed()` calls. The thread
+    is started by the first one due, so a store that never writes much never starts it. `checkpoint()` returns
+    the function to run, or None once its owner is gone (a weak reference): the thread then ends."""
 
-    def __init__(self, checkpoint: Callable[[], None]) -> None:
+    def __init__(self, checkpoint: Callable[[], Callable[[], None] | None]) -> None:
         self._checkpoint = checkpoint
         self._commits = 0
         self._due = threading.Event()
@@ -34,29 +37,37 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
 
     def committed(self) -> None:
-        """A write transaction has committed (called under the write lock, so the count needs no lock of its own)."""
+        """A write transaction has committed (called under the write lock, so the count needs no lock of its
+        own). Never raises: the commit has been made whatever happens here."""
         self._commits += 1
         if self._commits % CHECKPOINT_EVERY_COMMITS or self._closed:
             return
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="sqlite-checkpoints")
-            self._thread.start()
+            thread = threading.Thread(target=self._run, daemon=True, name="sqlite-checkpoints")
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread now: the writers' backstop checkpoints; tried again later
+                log.warning("WAL checkpoints stay in commits", extra={"action": "checkpoint_thread", "error": str(exc)})
+                return
+            self._thread = thread
         self._due.set()
 
     def close(self) -> None:
         """Stop the thread, after the checkpoint it is running (if any)."""
         self._closed = True
         self._due.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _run(self) -> None:
         while True:
             self._due.wait()
             self._due.clear()
-            if self._closed:
+            checkpoint = self._checkpoint()
+            if self._closed or checkpoint is None:
                 return
             try:
-                self._checkpoint()
+                checkpoint()
             except Exception as exc:  # the writers' backstop checkpoints meanwhile; the next one may succeed
                 log.warning("WAL checkpoint failed", extra={"action": "checkpoint_failed", "error": str(exc)})
+            del checkpoint  # holds the database only while it runs

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -117,15 +118,23 @@ class SqliteDatabase:
         # still arbitrates between processes.
         self._writer = threading.Lock()
         self._pool = _ConnectionPool(path, size=pool_size, timeout=timeout, synchronous="FULL" if durable else "NORMAL")
-        self._checkpoints = Checkpointer(self._checkpoint)
+        # The thread holds the database weakly: a store dropped without close() is still collected (its
+        # connections closed), and the thread then ends.
+        self._checkpoints = Checkpointer(weakref.WeakMethod(self._checkpoint))
+        weakref.finalize(self, self._checkpoints.close)
 
     def close(self) -> None:
         self._checkpoints.close()
         self._pool.close()
 
     def _checkpoint(self) -> None:
+        """Copy the WAL into the file without holding writers up, then what they wrote meanwhile (a few commits)
+        with the write lock held: the WAL is then all copied, and the next writer starts it over. (Under a steady
+        load a checkpoint that writers outrun never completes, and the WAL would grow to the writers' backstop.)"""
         with self.read() as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            with self._writer:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def ping(self) -> None:
         with self.read() as conn:
@@ -152,11 +161,11 @@ class SqliteDatabase:
                 try:
                     yield conn
                     conn.execute("COMMIT")
-                    self._checkpoints.committed()
                 except BaseException:
                     if conn.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled back
                         conn.execute("ROLLBACK")
                     raise
+            self._checkpoints.committed()  # still under the write lock, which keeps its count; never raises
         finally:
             self._writer.release()
 

@@ -274,7 +274,8 @@ class SqliteJobStore:
         now = utc_now()
         with self.database.write() as conn:
             answers = writes.start_batch(conn, now, starts)
-        # Converted once the write lock is released: the next writer need not wait for it.
+        # Converted once the write lock is released: the next writer need not wait for it. (Rows this store wrote
+        # convert; one that would not is a bug, and its attempt, started, is closed by the reaper as lost.)
         return [answer if isinstance(answer, StoreError) else to_job(answer) for answer in answers]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
