@@ -154,15 +154,27 @@ def _start_together(
             [*set_params, *chunk, Status.QUEUED.value, job_type],
         )
         rows.update((str(row["id"]), row) for row in found)
-    started_at = to_ms(now)
-    conn.executemany(
-        "INSERT INTO executions (id, jobId, attempt, worker, startedAt, outcome) VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (attempt_record_id(job_id, row["attempts"] + 1), job_id, row["attempts"] + 1, worker, started_at, _RUNNING)
-            for job_id, row in rows.items()
-        ],
-    )
+    _insert_attempt_records(conn, [(job_id, row["attempts"] + 1) for job_id, row in rows.items()], worker, now)
     return rows
+
+
+def _insert_attempt_records(
+    conn: sqlite3.Connection, attempts: Sequence[tuple[str, int]], worker: str, now: datetime
+) -> None:
+    """The records of attempts just started, (job id, attempt) each, in one statement. One already there is a
+    bug (the write lock was held since the start's guard read none): its IntegrityError rolls the batch back."""
+    if not attempts:
+        return
+    records = [
+        {"id": attempt_record_id(job_id, attempt), **transitions.attempt_started(job_id, attempt, worker, now)}
+        for job_id, attempt in attempts
+    ]
+    columns = list(records[0])
+    check_columns(dict.fromkeys(columns), EXECUTION_COLUMNS)
+    conn.executemany(
+        f"INSERT INTO executions ({', '.join(columns)}) VALUES ({marks(columns)})",
+        [[to_sql(c, record[c]) for c in columns] for record in records],
+    )
 
 
 def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> sqlite3.Row:
@@ -189,11 +201,7 @@ def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> s
             "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
             (*owner, tat),
         )
-    attempt = row["attempts"] + 1
-    record = {"id": attempt_record_id(job_id, attempt)}
-    record.update(transitions.attempt_started(job_id, attempt, start.worker, now))
-    if insert_unique(conn, "executions", record, returning="id") is None:  # a bug: the whole batch rolls back
-        raise RuntimeError(f"attempt record {record['id']} appeared while the write lock was held")
+    _insert_attempt_records(conn, [(job_id, row["attempts"] + 1)], start.worker, now)
     return row
 
 
@@ -314,13 +322,12 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
     return answers
 
 
-def _same_columns(closings: list[Closing], values: Callable[[Closing], dict[str, Any]]) -> Iterator[list[Closing]]:
+def _same_columns(closings: list[Closing], values: Callable[[Closing], dict[str, Any]]) -> Iterator[Sequence[Closing]]:
     groups: dict[tuple[str, ...], list[Closing]] = {}
     for closing in closings:
         groups.setdefault(tuple(values(closing)), []).append(closing)
     for group in groups.values():
-        for start in range(0, len(group), CLOSINGS_PER_STATEMENT):
-            yield group[start : start + CLOSINGS_PER_STATEMENT]
+        yield from chunks(group, CLOSINGS_PER_STATEMENT)
 
 
 def _update_from_values(
