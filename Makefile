@@ -45,7 +45,7 @@ dist:
 
 test: install
 	@bash deployments/local/test-tools.sh
-	@bash $(SERVERS) start || { bash $(SERVERS) stop; exit 1; }; eval "$$(bash $(SERVERS) env)"; \
+	@KAFKA_FRESH=1 bash $(SERVERS) start || { bash $(SERVERS) stop; exit 1; }; eval "$$(bash $(SERVERS) env)"; \
 	  .venv/bin/pytest $(PYTEST_ARGS); status=$$?; bash $(SERVERS) stop; exit $$status
 
 test-fast: install

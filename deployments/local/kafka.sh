@@ -10,7 +10,8 @@
 #   kafka.sh env       print `export KAFKA_BROKERS=127.0.0.1:<port>`
 #
 # Environment: KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093), KAFKA_HEAP_OPTS (-Xms256m -Xmx512m),
-# KAFKA_CLUSTER_ID (fixed default below), JAVA_HOME (optional), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh).
+# KAFKA_CLUSTER_ID (fixed default below), JAVA_HOME (optional), JOBSCHED_CACHE / JOBSCHED_RUN_DIR (lib.sh),
+# KAFKA_FRESH=1 (`make test`): a broker this call starts begins on an empty data dir (a running one is kept).
 SERVER_NAME=kafka
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -231,6 +232,12 @@ cmd_start() {
     return 0
   fi
   write_props
+  # Every test names its own topics and groups, so a test run's broker keeps nothing worth keeping, and
+  # what earlier runs left (thousands of topics and groups) only grows its heap until it fails mid-run.
+  if [ "${KAFKA_FRESH:-0}" = 1 ] && [ -d "$DATA_DIR" ]; then
+    log "KAFKA_FRESH=1: starting on an empty data dir"
+    rm -rf "$DATA_DIR"
+  fi
   ensure_formatted
   local t0=$SECONDS
   start_broker
