@@ -19,8 +19,8 @@ measured in the same run after jobsched, each running inside this process.
 
 CPU per job for each: the machine's and its own process's (the peers run in this process, which meanwhile only
 waits). jobsched is timed from its process's spawn, so its start-up (imports, schema check, election: some 0.4 s)
-counts against it; the peers from their consumer's start, imported and enqueued already. jobsched and
-APScheduler are timed by polls every 0.2 s, Huey to its last task (a bias of at most 0.2 s in Huey's favour).
+counts against it; the peers from their consumer's start, imported and enqueued already. Each is timed to its
+last run: jobsched's last completion as its store has it, the peers' last run as counted in the task.
 `ratio` is jobsched's jobs/s over the faster peer's; `ratios` gives each (jobsched / peer). Targets (issue 52):
 jobsched's drain >= 1.2x Huey's and >= 1.4x APScheduler's in the same run, its own CPU per job <= 0.25 ms, peak
 RSS < 100 MB."""
