@@ -3,8 +3,9 @@
 SQLite checkpoints the WAL (copies its pages into the database file, and syncs the file) inside the COMMIT that
 takes it past `wal_autocheckpoint` pages: on the writer's connection, with the write lock held, so every other
 writer of the process waits for it. A drain of 20,000 jobs spent some 8 % of its time there. Here a thread
-checkpoints every CHECKPOINT_EVERY_COMMITS commits (SqliteDatabase._checkpoint: the bulk while writers go on, the
-little they wrote meanwhile under the write lock, so that the WAL is all copied and starts over); the writers'
+copies the WAL every CHECKPOINT_EVERY_COMMITS commits while writers go on (SqliteDatabase._checkpoint), and the next
+commit copies the little written meanwhile (SqliteDatabase._finish_checkpoint), under the write lock it holds, so
+that the WAL is all copied and starts over; the writers'
 own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for when this thread falls behind, cannot be
 started, or another process writes to the file. What a commit makes
 durable does not change: where it was synced before (synchronous=FULL), it is synced in the WAL before it
@@ -34,11 +35,20 @@ class Checkpointer:
         self._commits = 0
         self._due = threading.Event()
         self._closed = False
+        self._copied = False  # the thread has copied the WAL's bulk: the next commit completes the checkpoint
         self._thread: threading.Thread | None = None
 
-    def committed(self) -> None:
+    def committed(self, finish: Callable[[], None]) -> None:
         """A write transaction has committed (called under the write lock, so the count needs no lock of its
-        own). Never raises: the commit has been made whatever happens here."""
+        own). `finish` completes the checkpoint whose bulk the thread has copied since the last commit: here,
+        where no writer can outrun it (a thread that waited for the write lock could wait for ever behind a
+        writer that takes it again at once). Never raises: the commit has been made whatever happens here."""
+        if self._copied:
+            self._copied = False
+            try:
+                finish()
+            except Exception as exc:  # the next checkpoint may complete; the writers' backstop meanwhile
+                log.warning("WAL checkpoint failed", extra={"action": "checkpoint_failed", "error": str(exc)})
         self._commits += 1
         if self._commits % CHECKPOINT_EVERY_COMMITS or self._closed:
             return
@@ -68,6 +78,7 @@ class Checkpointer:
                 return
             try:
                 checkpoint()
+                self._copied = True
             except Exception as exc:  # the writers' backstop checkpoints meanwhile; the next one may succeed
                 log.warning("WAL checkpoint failed", extra={"action": "checkpoint_failed", "error": str(exc)})
             del checkpoint  # holds the database only while it runs

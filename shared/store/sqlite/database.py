@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Final
 
 from shared.store.base import WAIT_DEADLINE, StoreUnavailable
@@ -128,13 +129,16 @@ class SqliteDatabase:
         self._pool.close()
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the file without holding writers up, then what they wrote meanwhile (a few commits)
-        with the write lock held: the WAL is then all copied, and the next writer starts it over. (Under a steady
-        load a checkpoint that writers outrun never completes, and the WAL would grow to the writers' backstop.)"""
+        """Copy the WAL into the file without holding writers up (the checkpoint thread)."""
         with self.read() as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            with self._writer:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
+    @staticmethod
+    def _finish_checkpoint(conn: sqlite3.Connection) -> None:
+        """Copy what was written since _checkpoint (a few commits), the write lock held: the WAL is then all
+        copied, and the next writer starts it over. (Under a steady load a checkpoint that writers outrun never
+        completes, and the WAL would grow to the writers' backstop.)"""
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def ping(self) -> None:
         with self.read() as conn:
@@ -147,16 +151,20 @@ class SqliteDatabase:
             yield conn
 
     @contextmanager
-    def write(self, *, patient: bool = False) -> Iterator[sqlite3.Connection]:
+    def write(self, *, patient: bool = False, synced: bool = True) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE transaction: the write lock is taken before the first read (waiting up to
         busy_timeout, or less within the caller's WAIT_DEADLINE unless `patient`), so nothing read inside can
-        change before COMMIT. Any exception rolls it back."""
+        change before COMMIT. Any exception rolls it back.
+
+        `synced=False` commits without waiting for the disk, for a transaction that power loss may undo whole
+        without harm because nothing acts on it before a later synced commit: the WAL is one file written in
+        order, so that commit's sync makes this one durable too."""
         deadline = None if patient else WAIT_DEADLINE.get()
         wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
         if not self._writer.acquire(timeout=wait):
             raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")
         try:
-            with translate_errors(), self._pool.writer() as conn:
+            with translate_errors(), self._pool.writer() as conn, self._pool.unsynced(conn, not synced):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
@@ -165,7 +173,8 @@ class SqliteDatabase:
                     if conn.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled back
                         conn.execute("ROLLBACK")
                     raise
-            self._checkpoints.committed()  # still under the write lock, which keeps its count; never raises
+                # Still under the write lock, which keeps its count; never raises.
+                self._checkpoints.committed(partial(self._finish_checkpoint, conn))
         finally:
             self._writer.release()
 
@@ -232,6 +241,18 @@ class _ConnectionPool:
                 idle.append(conn)
                 return
         conn.close()
+
+    @contextmanager
+    def unsynced(self, conn: sqlite3.Connection, wanted: bool) -> Iterator[None]:
+        """The connection's commits not synced while inside (when `wanted` and they are synced otherwise)."""
+        if not wanted or self._synchronous == "NORMAL":
+            yield
+            return
+        conn.execute("PRAGMA synchronous = NORMAL")  # outside any transaction: SQLite reads it at the commit
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit BEGINs; every transaction here is explicit (BEGIN IMMEDIATE).
