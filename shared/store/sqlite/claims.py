@@ -62,7 +62,9 @@ class SqliteClaimPort:
 
     @contextmanager
     def writing(self) -> Iterator[SqliteClaims]:
-        with self._database.write() as conn:
+        # Not synced: nothing acts on a claim before the start of one of its jobs, a synced commit that makes the
+        # claim durable with it. Power loss before that undoes the claim whole, and its jobs are pending again.
+        with self._database.write(synced=False) as conn:
             yield SqliteClaims(conn)
 
 

@@ -5,6 +5,7 @@ and the small helpers that write a statement's placeholders, chunks and SET clau
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,15 @@ from shared.store import transitions
 from shared.store.sqlite.schema import BOOL_COLUMNS, JSON_COLUMNS, TIME_COLUMNS
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_OBJECT_ID: Final = re.compile("[0-9a-fA-F]{24}")
 T = TypeVar("T")
+
+
+def stored_id(job_id: str) -> str | None:
+    """The id as rows keep it (an ObjectId's lower-case hex: a lookup ignores case, as MongoDB's does), or None
+    when `job_id` is no ObjectId. (A match costs a tenth of bson's ObjectId(job_id), made per start.)"""
+    return job_id.lower() if _OBJECT_ID.fullmatch(job_id) else None
+
 
 # --- times ------------------------------------------------------------------------------------------------
 

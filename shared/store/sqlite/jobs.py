@@ -127,7 +127,7 @@ class SqliteJobStore:
 
     def cancel(self, job_id: str) -> Job:
         with self.database.write() as conn:
-            job = writes.load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+            job = writes.load_job(conn, job_id)
             if job is None:
                 raise JobNotFound(job_id)
             transitions.check_cancellable(job)
@@ -319,7 +319,7 @@ class SqliteJobStore:
 
     def redrive(self, job_id: str) -> Job:
         with self.database.write() as conn:
-            job = writes.load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+            job = writes.load_job(conn, job_id)
             if job is None:
                 raise JobNotFound(job_id)
             transitions.check_redrivable(job)
@@ -331,7 +331,7 @@ class SqliteJobStore:
 
     def delete(self, job_id: str) -> Deleted:
         with self.database.write() as conn:  # the write lock: nothing changes between the checks and the removal
-            job = writes.load_job(conn, job_id) if ObjectId.is_valid(job_id) else None
+            job = writes.load_job(conn, job_id)
             if job is None:
                 raise JobNotFound(job_id)
             transitions.check_deletable(job)

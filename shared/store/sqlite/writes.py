@@ -36,6 +36,7 @@ from shared.store.sqlite.codecs import (
     job_from_values,
     marks,
     payload_text,
+    stored_id,
     to_job,
     to_ms,
     to_sql,
@@ -123,11 +124,11 @@ def start_batch(
     answers: list[sqlite3.Row | StoreError | None] = [None] * len(starts)
     together: dict[tuple[str, str, datetime], dict[str, int]] = {}
     for index, start in enumerate(starts):
-        job_id = str(ObjectId(start.job_id)) if ObjectId.is_valid(start.job_id) else None
+        job_id = stored_id(start.job_id)
         if job_id is None:
             answers[index] = JobNotFound(start.job_id)
         elif start.rate is not None or start.key_rate is not None:
-            answers[index] = refused_before_writing(partial(start_one, conn, now, start))
+            answers[index] = refused_before_writing(partial(start_one, conn, now, start, job_id))
         else:  # a second start of one job in the batch is refused as it would be after the first
             together.setdefault((start.job_type, start.worker, start.lease_until), {}).setdefault(job_id, index)
     for (job_type, worker, lease_until), indexes in together.items():
@@ -136,7 +137,7 @@ def start_batch(
             answers[index] = started.get(job_id)
     for index, answer in enumerate(answers):
         if answer is None:
-            answers[index] = _start_refused(conn, str(ObjectId(starts[index].job_id)), starts[index])
+            answers[index] = _start_refused(conn, stored_id(starts[index].job_id), starts[index])
     return answers  # type: ignore[return-value]  # every None was answered above
 
 
@@ -158,6 +159,9 @@ def _start_together(
     return rows
 
 
+_PER_ATTEMPT: Final = ("jobId", "attempt")  # attempt_started's fields that are the job's and the attempt's
+
+
 def _insert_attempt_records(
     conn: sqlite3.Connection, attempts: Sequence[tuple[str, int]], worker: str, now: datetime
 ) -> None:
@@ -165,23 +169,23 @@ def _insert_attempt_records(
     bug (the write lock was held since the start's guard read none): its IntegrityError rolls the batch back."""
     if not attempts:
         return
-    records = [
-        {"id": attempt_record_id(job_id, attempt), **transitions.attempt_started(job_id, attempt, worker, now)}
-        for job_id, attempt in attempts
-    ]
-    columns = list(records[0])
+    # What the records share (worker, start, outcome) converted once: only the job and the attempt vary.
+    shared = {
+        c: to_sql(c, v) for c, v in transitions.attempt_started("", 0, worker, now).items() if c not in _PER_ATTEMPT
+    }
+    columns = ["id", *_PER_ATTEMPT, *shared]
     check_columns(dict.fromkeys(columns), EXECUTION_COLUMNS)
     conn.executemany(
         f"INSERT INTO executions ({', '.join(columns)}) VALUES ({marks(columns)})",
-        [[to_sql(c, record[c]) for c in columns] for record in records],
+        [(attempt_record_id(job_id, attempt), job_id, attempt, *shared.values()) for job_id, attempt in attempts],
     )
 
 
-def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart) -> sqlite3.Row:
-    """A start counted against its type's start rate (and its key's): the job moves queued → running in one
-    update, made only when it is startable (check_startable's condition) and its next attempt has no record
-    yet, and the attempt's record is inserted. A refusal writes nothing; its reason is read only then."""
-    job_id = str(ObjectId(start.job_id))
+def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_id: str) -> sqlite3.Row:
+    """A start counted against its type's start rate (and its key's): the job (`job_id`, start.job_id as rows
+    keep it) moves queued → running in one update, made only when it is startable (check_startable's condition)
+    and its next attempt has no record yet, and the attempt's record is inserted. A refusal writes nothing; its
+    reason is read only then."""
     fields = transitions.started(start.worker, now, start.lease_until)
     started_until = _rate_allows(conn, start, now) if start.rate is not None else None
     key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None else None
@@ -297,8 +301,8 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
             f"""executions.id = closing._key AND executions.outcome = ? AND EXISTS
                 (SELECT 1 FROM jobs WHERE id = closing._job AND attempts = closing._attempts AND {IS_ACTIVE})""",
             [_RUNNING, *ATTEMPT_ACTIVE],
-            "executions.id, (SELECT cancelRequested FROM jobs WHERE id = executions.jobId)",
-        ):
+            "RETURNING executions.id, (SELECT cancelRequested FROM jobs WHERE id = executions.jobId)",
+        ).fetchall():
             index = firsts[str(row[0])]
             closing = closings[index]
             if row[1] and not closing.job.cancelRequested:
@@ -307,17 +311,15 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
     decided = [closing for closing in answers if closing is not None]
     moved = 0
     for chunk in _same_columns(decided, lambda c: c.job_values):
-        moved += len(
-            _update_from_values(
-                conn,
-                "jobs",
-                [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in chunk],
-                list(chunk[0].job_values),
-                f"jobs.id = closing._key AND jobs.attempts = closing._attempts AND jobs.{IS_ACTIVE}",
-                list(ATTEMPT_ACTIVE),
-                "jobs.id",
-            )
+        _update_from_values(
+            conn,
+            "jobs",
+            [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in chunk],
+            list(chunk[0].job_values),
+            f"jobs.id = closing._key AND jobs.attempts = closing._attempts AND jobs.{IS_ACTIVE}",
+            list(ATTEMPT_ACTIVE),
         )
+        moved += conn.execute("SELECT changes()").fetchone()[0]  # (rowcount: -1 for a statement WITH ...)
     assert moved == len(decided), "the write lock was held since the records were decided"
     return answers
 
@@ -337,15 +339,16 @@ def _update_from_values(
     columns: list[str],
     where: str,
     where_params: list[Any],
-    returning: str,
-) -> list[sqlite3.Row]:
+    returning: str = "",
+) -> sqlite3.Cursor:
     """One UPDATE of `table` from the rows `(_key, _job, _attempts, *values of columns)` (as `closing`), each
-    setting its own values where `where` holds."""
+    setting its own values where `where` holds; its cursor, to fetch the `returning` rows from (each row is one
+    step of the statement, and one release of the GIL, inside the write lock: return none that is not used)."""
     tuples = ", ".join([f"({marks(rows[0])})"] * len(rows))
     sql = f"""WITH closing(_key, _job, _attempts, {", ".join(columns)}) AS (VALUES {tuples})
         UPDATE {table} SET {", ".join(f"{c} = closing.{c}" for c in columns)} FROM closing
-        WHERE {where} RETURNING {returning}"""
-    return guarded_update(conn, sql, [v for row in rows for v in row] + where_params).fetchall()
+        WHERE {where} {returning}"""
+    return guarded_update(conn, sql, [v for row in rows for v in row] + where_params)
 
 
 def close_attempt(conn: sqlite3.Connection, closing: Closing) -> Closing | None:
@@ -361,8 +364,8 @@ def closed(closing: Closing | None) -> Job | None:
 
 
 def load_job(conn: sqlite3.Connection, job_id: str) -> Job | None:
-    # str(ObjectId(...)) lowercases the hex, as MongoDB's ObjectId lookup does.
-    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (str(ObjectId(job_id)),)).fetchone()
+    """The job of that id (any case), or None, also for an id that is no ObjectId."""
+    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (stored_id(job_id),)).fetchone()
     return to_job(row) if row else None
 
 
