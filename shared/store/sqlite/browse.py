@@ -19,7 +19,7 @@ from typing import Any
 from shared.model import TERMINAL, Job, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
 from shared.store.sqlite import recent
-from shared.store.sqlite.codecs import to_job, to_ms
+from shared.store.sqlite.codecs import to_jobs, to_ms
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.schema import DEAD_SQL, FAILED_SQL, FINAL_SQL, RECENTLY_ENDED_SQL, RESTING, TEMPLATES_SQL
 
@@ -72,7 +72,7 @@ class SqliteBrowser:
             f"ORDER BY createdAt {order}, id {order} LIMIT {max(query.limit, 0):d}"
         )
         with self._database.read() as conn:
-            jobs = [to_job(r) for r in conn.execute(sql, params).fetchall()]
+            jobs = to_jobs(conn.execute(sql, params).fetchall())
         return jobs if order == "DESC" else jobs[::-1]
 
     def counts(self, tenant_id: str | None, since: datetime) -> Counts:
@@ -127,7 +127,7 @@ class SqliteBrowser:
                     ORDER BY updatedAt DESC LIMIT ?""",
                 [error, *tenant_params, max(limit, 0)],
             ).fetchall()
-        return [to_job(r) for r in rows]
+        return to_jobs(rows)
 
 
 def _tenant_filter(tenant_id: str | None) -> tuple[str, list[Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar, overload
@@ -58,6 +58,22 @@ def to_job(row: sqlite3.Row) -> Job:
     return job_from_values(dict(zip(row.keys(), row, strict=True)))
 
 
+def job_reader(row: sqlite3.Row) -> Callable[[sqlite3.Row], Job]:
+    """to_job for the rows of one statement (those of `row`'s columns): the columns' names and what converting
+    them takes are worked out once, not per row (a list of 45 names, a tuple hashed, a dict looked up)."""
+    names = tuple(row.keys())
+    columns = _columns(names)
+    return lambda row: job_from_values(dict(zip(names, row, strict=True)), columns)
+
+
+def to_jobs(rows: Sequence[sqlite3.Row]) -> list[Job]:
+    """The jobs of one statement's rows."""
+    if not rows:
+        return []
+    read = job_reader(rows[0])
+    return [read(row) for row in rows]
+
+
 @dataclass(frozen=True)
 class _Columns:
     """What converting a row of these columns takes, worked out once per list of columns (a statement's)."""
@@ -84,10 +100,11 @@ def _columns(names: tuple[str, ...]) -> _Columns:
     return found
 
 
-def job_from_values(values: dict[str, Any]) -> Job:
-    """The job a row's column values hold (taken over, not copied). Every job a store returns is made here (two
-    per attempt at least), so it does per row only what the row needs."""
-    columns = _columns(tuple(values))
+def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> Job:
+    """The job a row's column values hold (taken over, not copied; `columns`: _columns of its keys, if known).
+    Every job a store returns is made here (two per attempt at least), so it does per row only what the row
+    needs."""
+    columns = columns or _columns(tuple(values))
     values.pop("kind", None)  # the store's own column, not a job field
     for key in columns.times:
         if (ms := values[key]) is not None:
@@ -118,6 +135,7 @@ class JobRows(Sequence[Job]):
     def __init__(self, rows: list[sqlite3.Row]) -> None:
         self._rows = rows
         self._jobs: list[Job | None] = [None] * len(rows)
+        self._read = job_reader(rows[0]) if rows else to_job
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -133,7 +151,7 @@ class JobRows(Sequence[Job]):
             return [self[i] for i in range(len(self))[index]]
         job = self._jobs[index]
         if job is None:
-            job = self._jobs[index] = to_job(self._rows[index])
+            job = self._jobs[index] = self._read(self._rows[index])
         return job
 
 

@@ -46,7 +46,17 @@ from shared.store.claiming import claim_due_runs
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
 from shared.store.sqlite import claims, schema, writes
-from shared.store.sqlite.codecs import assignments, chunks, marks, to_execution, to_job, to_ms, to_sql
+from shared.store.sqlite.codecs import (
+    assignments,
+    chunks,
+    job_reader,
+    marks,
+    to_execution,
+    to_job,
+    to_jobs,
+    to_ms,
+    to_sql,
+)
 from shared.store.sqlite.database import DEFAULT_PATH, SqliteDatabase
 from shared.store.sqlite.schema import FINAL_SQL, JOB_COLUMNS
 from shared.store.sqlite.writes import IS_ACTIVE, IS_CANCELLABLE, RUNS_PER_TRANSACTION
@@ -194,7 +204,7 @@ class SqliteJobStore:
                 "ORDER BY scheduledAt ASC, id ASC LIMIT ?",
                 (Status.PENDING.value, KIND_TEMPLATE, to_ms(now), max(limit, 0)),
             ).fetchall()
-        return [to_job(r) for r in rows]
+        return to_jobs(rows)
 
     def dead_letter_template(self, template: Job, reason: str) -> bool:
         fields = transitions.template_dead_lettered(reason, utc_now())
@@ -246,7 +256,7 @@ class SqliteJobStore:
                 "ORDER BY plannedAt DESC, scheduledAt DESC, id DESC LIMIT ?",
                 [template_id, *values, *after_values, max(limit, 0)],
             ).fetchall()
-        return [to_job(r) for r in rows]
+        return to_jobs(rows)
 
     def buffered_runs(self, limit: int) -> list[Job]:
         with self.database.read() as conn:
@@ -254,7 +264,7 @@ class SqliteJobStore:
                 "SELECT * FROM jobs WHERE status = ? AND kind = ? ORDER BY plannedAt ASC, id ASC LIMIT ?",
                 (Status.BUFFERED.value, KIND_BUFFERED, max(limit, 0)),
             ).fetchall()
-        return [to_job(r) for r in rows]
+        return to_jobs(rows)
 
     def promote_buffered(self, run: Job, now: datetime) -> bool:
         with self.database.write() as conn:
@@ -276,7 +286,9 @@ class SqliteJobStore:
             answers = writes.start_batch(conn, now, starts)
         # Converted once the write lock is released: the next writer need not wait for it. (Rows this store wrote
         # convert; one that would not is a bug, and its attempt, started, is closed by the reaper as lost.)
-        return [answer if isinstance(answer, StoreError) else to_job(answer) for answer in answers]
+        first = next((answer for answer in answers if not isinstance(answer, StoreError)), None)
+        read = job_reader(first) if first is not None else to_job
+        return [answer if isinstance(answer, StoreError) else read(answer) for answer in answers]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:
@@ -389,7 +401,7 @@ class SqliteJobStore:
                 f"SELECT * FROM jobs WHERE {IS_ACTIVE} AND leaseExpiresAt < ? ORDER BY leaseExpiresAt LIMIT ?",
                 (*ATTEMPT_ACTIVE, to_ms(now), max(limit, 0)),
             ).fetchall()
-        return [to_job(r) for r in rows]
+        return to_jobs(rows)
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         with self.database.write() as conn:
