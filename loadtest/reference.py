@@ -85,13 +85,13 @@ class ReferenceDispatcher(Dispatcher):
         return cls(store, bus, job_types, batch=settings.claim_batch, claim=claim)
 
     def _claim(self, now: datetime, job_types: frozenset[str]) -> Claim:
-        jobs = Claim()
+        jobs: list[Job] = []
         for _ in range(self._batch):
             job = self._claim_next(now, job_types)
             if job is None:
                 break
             jobs.append(job)
-        return jobs
+        return Claim(jobs)
 
 
 def main() -> None:

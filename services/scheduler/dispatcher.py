@@ -23,12 +23,12 @@ from shared.cron import ScheduleError
 from shared.election.base import Term
 from shared.job_types.limits import LimitsView
 from shared.job_types.served import ServedTypes
-from shared.model import Job, format_time, utc_now
+from shared.model import format_time, utc_now
 from shared.schedules.engine import ScheduleEngine
 from shared.schedules.policy import Action
 from shared.store.base import SchedulerStore
 from shared.store.claim_limits import ClaimLimits
-from shared.store.fair_claims import Claim
+from shared.store.fair_claims import Claim, Claimed
 
 log = logging.getLogger("jobsched.scheduler")
 TEMPLATES_PER_TICK = 500
@@ -155,8 +155,9 @@ class Dispatcher:
         }
 
     def _publish(self, jobs: Claim, term: Term) -> int:
+        claimed = jobs.claimed()  # what the wake-ups carry: the jobs themselves are not read (nor made) here
         # One series lookup per type in the batch, not per job.
-        for job_type, count in collections.Counter(j.jobType for j in jobs).items():
+        for job_type, count in collections.Counter(c.jobType for c in claimed).items():
             metrics.SCHEDULER_JOBS_CLAIMED.labels(job_type).inc(count)
         if not term.trusted():
             self._store.release_claims(jobs)  # a deposed leader must not publish
@@ -164,15 +165,15 @@ class Dispatcher:
         now = self._clock()
         wakeups = [
             Wakeup(
-                jobId=j.id,
-                jobType=j.jobType,
-                priority=j.priority,
-                claim=j.claimToken,
-                attempt=j.next_attempt,
-                at=_held_until(j, jobs, now),
-                lane=j.tenantId,
+                jobId=c.id,
+                jobType=c.jobType,
+                priority=c.priority,
+                claim=c.claimToken,
+                attempt=c.next_attempt,
+                at=_held_until(c, jobs, now),
+                lane=c.tenantId,
             )
-            for j in jobs
+            for c in claimed
         ]
         failed_ids = {w.jobId for w in self._bus.publish_wakeups(wakeups)}
         if failed_ids:
@@ -222,7 +223,7 @@ class Dispatcher:
             self._served.report_waiting(now, unknown)
 
 
-def _held_until(job: Job, claim: Claim, now: datetime) -> str | None:
+def _held_until(job: Claimed, claim: Claim, now: datetime) -> str | None:
     """When the executor may start the job, if later than now: claimed ahead of its time, or given a later start
     by its type's rate; the executor holds the wake-up until then."""
     at = max(job.scheduledAt, claim.not_before.get(job.id, job.scheduledAt))

@@ -28,10 +28,10 @@ due run) and read each lane's runs in chunks, only as far as the claim gets; thi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, overload, runtime_checkable
 
 from shared.model import Job
 from shared.store.claim_limits import Verdict
@@ -83,13 +83,37 @@ class Lane(Generic[R]):
         return self._last
 
 
-class Claim(list[Job]):
+class Claimed(NamedTuple):
+    """What a claimed job's wake-up carries (the executor's start reads the rest of the job)."""
+
+    id: str
+    jobType: str
+    priority: int
+    tenantId: str
+    scheduledAt: datetime
+    next_attempt: int
+    claimToken: str | None
+
+    @classmethod
+    def of(cls, job: Job) -> Claimed:
+        return cls(job.id, job.jobType, job.priority, job.tenantId, job.scheduledAt, job.next_attempt, job.claimToken)
+
+
+@runtime_checkable
+class ClaimedRows(Protocol):
+    """A store's claimed rows that tell their wake-ups' fields without making whole jobs of them."""
+
+    def claimed(self) -> list[Claimed]: ...
+
+
+class Claim(Sequence[Job]):
     """The jobs a claim won, in the order they were chosen; the types whose room held due runs back (the
     scheduler claims again soon rather than at its next period: their room comes back as their runs start and
     end, not when new runs are written); the start time given to runs of a rate-limited type that may not start
     at once (their wake-ups are held until then); the runs of each limited type in flight before the claim; and
     the types of which the claim passed runs over for their concurrency key's start rate (`waited`: not held, as
-    their turn comes with time)."""
+    their turn comes with time). The jobs are the store's sequence as it gave them: one that converts its rows
+    when they are read (SQLite's) converts none for `claimed()`, all the scheduler reads of a claim it publishes."""
 
     def __init__(
         self,
@@ -100,11 +124,37 @@ class Claim(list[Job]):
         in_use: Mapping[str, int] | None = None,
         waited: Iterable[str] = (),
     ) -> None:
-        super().__init__(jobs)
+        self._jobs: Sequence[Job] = jobs if isinstance(jobs, Sequence) else list(jobs)
         self.held = frozenset(held)
         self.waited = frozenset(waited)
         self.not_before = dict(not_before or {})
         self.in_use = dict(in_use or {})
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Job]: ...
+
+    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+        return self._jobs[index]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compared by its jobs, as the list it was
+
+    def __repr__(self) -> str:
+        return f"Claim({list(self)!r}, held={set(self.held)!r})"
+
+    def claimed(self) -> list[Claimed]:
+        """Each job's wake-up fields, in claim order."""
+        if isinstance(self._jobs, ClaimedRows):
+            return self._jobs.claimed()
+        return [Claimed.of(job) for job in self._jobs]
 
 
 @dataclass

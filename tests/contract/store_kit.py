@@ -92,7 +92,7 @@ def one_in_every_status(store: JobStore, job_type: str) -> dict[str, Job]:
 def claimed_batch(store: JobStore, count: int, job_type: str = "noop") -> list[Job]:
     for i in range(count):
         store.create(new(jobType=job_type, priority=i % 3))
-    return store.claim_due_jobs(utc_now(), count, {job_type})
+    return list(store.claim_due_jobs(utc_now(), count, {job_type}))
 
 
 def result(outcome: Outcome, error: str | None = None, duration: timedelta = timedelta(0)) -> AttemptResult:

@@ -13,6 +13,7 @@ from shared.store.base import (
     JobStore,
     TransitionRefused,
 )
+from shared.store.fair_claims import Claimed
 from tests.contract.conftest import CLAIM_ORDER, Harness
 from tests.contract.store_kit import (
     LEASE,
@@ -29,6 +30,19 @@ from tests.contract.store_kit import (
 from tests.support import start_one
 
 
+def test_a_claims_wakeup_fields_are_its_jobs(store: JobStore) -> None:
+    """What the scheduler publishes (Claim.claimed: read from the rows where a store can, without making jobs of
+    them) is what the claimed jobs say, in claim order: a retried job's next attempt, each job's tenant."""
+    retried = store.create(new(jobType="wakeup-fields", tenantId="t-1", priority=3, maxAttempts=3))
+    [first] = store.claim_due_jobs(utc_now(), 10, {"wakeup-fields"})
+    store.finish_attempt(start(store, first), result(Outcome.FAILED, "boom"))
+    store.create(new(jobType="wakeup-fields", tenantId="t-2", priority=1))
+    claim = store.claim_due_jobs(utc_now() + timedelta(days=7), 10, {"wakeup-fields"})  # past the retry's backoff
+    claimed = claim.claimed()
+    assert claimed == [Claimed.of(job) for job in claim]
+    assert {c.tenantId: (c.id == retried.id, c.next_attempt) for c in claimed} == {"t-1": (True, 2), "t-2": (False, 1)}
+
+
 def test_claim_due_claims_in_priority_then_time_order_and_never_twice(store: JobStore, line: dict[str, Job]) -> None:
     names = {job.id: name for name, job in line.items()}
     now = utc_now()
@@ -37,7 +51,7 @@ def test_claim_due_claims_in_priority_then_time_order_and_never_twice(store: Job
     assert [names[j.id] for j in first] == CLAIM_ORDER[:2]
     assert [names[j.id] for j in second] == CLAIM_ORDER[2:]
     assert store.claim_due_jobs(now, 2, {"noop"}) == []
-    for job in first + second:
+    for job in [*first, *second]:
         assert (job.status, job.queuedAt) == (Status.QUEUED, now)
         assert reload(store, job) == job
     for name in ("template", "future", "other-type"):

@@ -15,6 +15,7 @@ from typing import Any, Final, TypeVar, overload
 from jobsched.backoff import backoff_document, backoff_from_document
 from shared.model import Execution, Job, Outcome, Status, job_from_fields, missing_job_defaults
 from shared.store import transitions
+from shared.store.fair_claims import Claimed
 from shared.store.sqlite.schema import BOOL_COLUMNS, JSON_COLUMNS, TIME_COLUMNS
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -129,8 +130,8 @@ def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> 
 
 class JobRows(Sequence[Job]):
     """Rows of jobs, each converted when first read: a write returns its rows this way, so that converting
-    them (some 12 µs a row) happens after its transaction, not while it holds the write lock.
-    For one thread (a claim's)."""
+    them (some 7 µs a row) happens after its transaction, not while it holds the write lock, and only for the
+    rows read as jobs (a claim's wake-ups read a few columns: `claimed`). For one thread (a claim's)."""
 
     def __init__(self, rows: list[sqlite3.Row]) -> None:
         self._rows = rows
@@ -153,6 +154,15 @@ class JobRows(Sequence[Job]):
         if job is None:
             job = self._jobs[index] = self._read(self._rows[index])
         return job
+
+    def claimed(self) -> list[Claimed]:
+        """fair_claims.ClaimedRows: each row's wake-up fields, read from the row (SQLite keeps no claim token)."""
+        return [
+            Claimed(
+                r["id"], r["jobType"], r["priority"], r["tenantId"], from_ms(r["scheduledAt"]), r["attempts"] + 1, None
+            )
+            for r in self._rows
+        ]
 
 
 def to_execution(row: sqlite3.Row) -> Execution:
