@@ -31,7 +31,8 @@ def count_status(path: Path, status: Status, job_type: str | None = None) -> int
 
 
 def last_completion(path: Path) -> float:
-    """When the last job was completed (a wall-clock time, as time.time()): its row's updatedAt."""
+    """When the last job was completed (a wall-clock time, as time.time()): its row's updatedAt, the handler's
+    end (its outcome's commit follows within a few ms)."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         row = conn.execute("SELECT max(updatedAt) FROM jobs WHERE status = ?", [Status.COMPLETED.value]).fetchone()
     return float(row[0]) / 1000

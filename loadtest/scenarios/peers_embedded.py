@@ -5,7 +5,8 @@ measured in the same run after jobsched, each running inside this process.
   the process start until every job is completed (the `embedded` measurement), with the process's CPU per job
   and peak memory. What it writes per job: the job's row goes pending → running → completed and keeps its
   attempt record (start, end, outcome) and history; the writes of the threads are group-committed, one WAL
-  sync per transaction for whatever they asked meanwhile (many jobs a sync).
+  sync per transaction for whatever they asked meanwhile (many jobs a sync); a claim's transaction alone is not
+  synced by its own commit (the start of its jobs, a synced commit after it, makes it durable).
 - APScheduler 3: its SQLAlchemyJobStore on a SQLite file in WAL mode (synchronous=FULL as well), N date-trigger
   jobs due now persisted before the run, the default ThreadPoolExecutor (10 workers), timed from `resume()`
   until every job has run (as in `peer`). Per job it deletes the job's row once it has handed the job to a

@@ -28,7 +28,7 @@ due run) and read each lane's runs in chunks, only as far as the claim gets; thi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Generic, NamedTuple, Protocol, TypeVar, overload, runtime_checkable
@@ -142,8 +142,11 @@ class Claim(Sequence[Job]):
     def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
         return self._jobs[index]
 
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self._jobs)
+
     def __eq__(self, other: object) -> bool:
-        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+        return list(self) == list(other) if isinstance(other, Claim | list) else NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # compared by its jobs, as the list it was
 

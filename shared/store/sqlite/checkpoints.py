@@ -7,9 +7,9 @@ copies the WAL every CHECKPOINT_EVERY_COMMITS commits while writers go on (Sqlit
 commit copies the little written meanwhile (SqliteDatabase._finish_checkpoint), under the write lock it holds, so
 that the WAL is all copied and starts over; the writers'
 own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for when this thread falls behind, cannot be
-started, or another process writes to the file. What a commit makes
-durable does not change: where it was synced before (synchronous=FULL), it is synced in the WAL before it
-returns, checkpoint or not.
+started, or another process writes to the file. Checkpoints do not change what a commit makes durable: a
+synced commit is synced in the WAL before it returns, checkpoint or not (and SQLite syncs the WAL before it
+copies any of it, unsynced commits included).
 """
 
 from __future__ import annotations

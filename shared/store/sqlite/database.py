@@ -104,7 +104,7 @@ class SqliteDatabase:
     ) -> None:
         """timeout: how long a write waits for the lock (busy_timeout) or a free connection before
         StoreUnavailable. durable: synchronous=FULL (a committed job survives power loss) rather than NORMAL
-        (survives a process crash only; faster)."""
+        (survives a process crash only; faster); even durable, a write(synced=False) commits as NORMAL would."""
         path = os.fspath(path)
         if path in ("", ":memory:") or path.startswith("file:"):
             # Every pooled connection would see its own private, empty database.
@@ -164,7 +164,8 @@ class SqliteDatabase:
         if not self._writer.acquire(timeout=wait):
             raise StoreUnavailable(f"SQLite unavailable: no write turn within {wait:.3g}s")
         try:
-            with translate_errors(), self._pool.writer() as conn, self._pool.unsynced(conn, not synced):
+            with translate_errors(), self._pool.writer() as conn:
+                self._pool.sync_commits(conn, synced)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
@@ -190,6 +191,7 @@ class _ConnectionPool:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[sqlite3.Connection] = []
         self._idle_writer: list[sqlite3.Connection] = []  # the write connection while no write runs (at most one)
+        self._unsynced: sqlite3.Connection | None = None  # the writer, while its commits are not synced (write lock)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -242,17 +244,18 @@ class _ConnectionPool:
                 return
         conn.close()
 
-    @contextmanager
-    def unsynced(self, conn: sqlite3.Connection, wanted: bool) -> Iterator[None]:
-        """The connection's commits not synced while inside (when `wanted` and they are synced otherwise)."""
-        if not wanted or self._synchronous == "NORMAL":
-            yield
-            return
-        conn.execute("PRAGMA synchronous = NORMAL")  # outside any transaction: SQLite reads it at the commit
-        try:
-            yield
-        finally:
+    def sync_commits(self, conn: sqlite3.Connection, synced: bool) -> None:
+        """Make the writer's next commit synced or not, before its BEGIN (SQLite takes a change of level only
+        outside a transaction). The level is set only when it changes, and recorded only once set: a PRAGMA that
+        failed leaves the connection named unsynced, so the next synced write sets it again."""
+        if self._synchronous == "NORMAL":
+            return  # no commit is synced anyway
+        if synced and conn is self._unsynced:
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._unsynced = None
+        elif not synced and conn is not self._unsynced:
+            self._unsynced = conn  # first: should the PRAGMA fail, the next synced write still sets the level
+            conn.execute("PRAGMA synchronous = NORMAL")
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit BEGINs; every transaction here is explicit (BEGIN IMMEDIATE).
