@@ -3,18 +3,18 @@
 SQLite checkpoints the WAL (copies its pages into the database file, and syncs the file) inside the COMMIT that
 takes it past `wal_autocheckpoint` pages: on the writer's connection, with the write lock held, so every other
 writer of the process waits for it. A drain of 20,000 jobs spent some 8 % of its time there. Here a thread
-copies the WAL every CHECKPOINT_EVERY_COMMITS commits while writers go on (SqliteDatabase._checkpoint), and the next
-commit copies the little written meanwhile (SqliteDatabase._finish_checkpoint), under the write lock it holds, so
-that the WAL is all copied and starts over; the writers'
-own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for when this thread falls behind, cannot be
-started, or another process writes to the file. Checkpoints do not change what a commit makes durable: a
-synced commit is synced in the WAL before it returns, checkpoint or not (and SQLite syncs the WAL before it
-copies any of it, unsynced commits included).
+copies the WAL every CHECKPOINT_EVERY_COMMITS commits while writers go on (SqliteDatabase._checkpoint), and the
+next commit copies the little written meanwhile, under the write lock it holds, so that the WAL is all copied and
+starts over. The writers' own threshold stays as a backstop at WRITER_CHECKPOINT_PAGES, for when this thread
+falls behind, cannot be started, or another process writes to the file. Checkpoints do not change what a commit
+makes durable: a synced commit is synced in the WAL before it returns, checkpoint or not (and SQLite syncs the WAL
+before it copies any of it, unsynced commits included).
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Final
@@ -38,15 +38,16 @@ class Checkpointer:
         self._copied = False  # the thread has copied the WAL's bulk: the next commit completes the checkpoint
         self._thread: threading.Thread | None = None
 
-    def committed(self, finish: Callable[[], None]) -> None:
-        """A write transaction has committed (called under the write lock, so the count needs no lock of its
-        own). `finish` completes the checkpoint whose bulk the thread has copied since the last commit: here,
-        where no writer can outrun it (a thread that waited for the write lock could wait for ever behind a
-        writer that takes it again at once). Never raises: the commit has been made whatever happens here."""
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """A write transaction has committed on `conn` (called under the write lock, so the count needs no lock
+        of its own). If the thread has copied the WAL's bulk since the last commit, the few commits written
+        meanwhile are copied here, where no writer can outrun the checkpoint (a thread that waited for the write
+        lock could wait for ever behind a writer that takes it again at once): the WAL is then all copied, and
+        the next writer starts it over. Never raises: the commit has been made whatever happens here."""
         if self._copied:
             self._copied = False
             try:
-                finish()
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except Exception as exc:  # the next checkpoint may complete; the writers' backstop meanwhile
                 log.warning("WAL checkpoint failed", extra={"action": "checkpoint_failed", "error": str(exc)})
         self._commits += 1

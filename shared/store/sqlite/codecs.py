@@ -105,7 +105,8 @@ def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> 
     """The job a row's column values hold (taken over, not copied; `columns`: _columns of its keys, if known).
     Every job a store returns is made here (two per attempt at least), so it does per row only what the row
     needs."""
-    columns = columns or _columns(tuple(values))
+    if columns is None:
+        columns = _columns(tuple(values))
     values.pop("kind", None)  # the store's own column, not a job field
     for key in columns.times:
         if (ms := values[key]) is not None:

@@ -21,7 +21,6 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import Final
 
 from shared.store.base import WAIT_DEADLINE, StoreUnavailable
@@ -133,13 +132,6 @@ class SqliteDatabase:
         with self.read() as conn:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
-    @staticmethod
-    def _finish_checkpoint(conn: sqlite3.Connection) -> None:
-        """Copy what was written since _checkpoint (a few commits), the write lock held: the WAL is then all
-        copied, and the next writer starts it over. (Under a steady load a checkpoint that writers outrun never
-        completes, and the WAL would grow to the writers' backstop.)"""
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-
     def ping(self) -> None:
         with self.read() as conn:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the file, not just a handle
@@ -174,8 +166,7 @@ class SqliteDatabase:
                     if conn.in_transaction:  # some errors (e.g. SQLITE_FULL) already rolled back
                         conn.execute("ROLLBACK")
                     raise
-                # Still under the write lock, which keeps its count; never raises.
-                self._checkpoints.committed(partial(self._finish_checkpoint, conn))
+                self._checkpoints.committed(conn)  # still under the write lock, which keeps its count; never raises
         finally:
             self._writer.release()
 
