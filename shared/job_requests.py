@@ -26,6 +26,7 @@ from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_ma
 from shared.rfc3339 import EXAMPLE, parse_time
 from shared.schedules.spec import NoFireTime, TemplateSpec
 from shared.store.base import NewJob
+from shared.store.dependencies import MAX_PARENTS
 
 MAX_TIMEOUT_S = 24 * 3600
 MAX_JOB_TYPE_LENGTH = 128
@@ -70,6 +71,15 @@ def check_payload(job_type: str, payload: dict[str, Any]) -> None:
         HttpRequest.from_payload(payload)
 
 
+def _job_id(value: str) -> str:
+    """A job's id as every store keeps it: 24 hex digits, lower case."""
+    if not (len(value) == 24 and all(c in "0123456789abcdefABCDEF" for c in value)):
+        raise ValueError("must be a job id (24 hex digits)")
+    return value.lower()
+
+
+JobId = Annotated[str, AfterValidator(_job_id)]
+ParentFailureName = Literal["cancel", "run"]
 OverlapName = Literal["allow_all", "skip", "buffer_one", "buffer_all", "cancel_other"]
 CatchupName = Literal["latest", "all", "none"]
 
@@ -140,6 +150,16 @@ class JobRequest(SchedulePolicy):
         description="What the type's concurrencyPerKey limit counts by within the tenant (a customer id...)",
     )
 
+    dependsOn: list[JobId] | None = Field(
+        default=None,
+        max_length=MAX_PARENTS,
+        description="Ids of jobs of the tenant this one waits for: it is `waiting` until every one has completed",
+    )
+    onParentFailure: ParentFailureName | None = Field(
+        default=None,
+        description="What a parent ending dlq or cancelled does: cancel this job (default) or run it anyway",
+    )
+
     @model_validator(mode="after")
     def _one_shape(self) -> JobRequest:
         recurring = self.cron is not None or self.interval is not None
@@ -149,6 +169,12 @@ class JobRequest(SchedulePolicy):
             raise ValueError("scheduledAt is required unless cron or interval is set")
         if self.timezone is not None and self.cron is None:
             raise ValueError("timezone applies only to cron schedules")
+        if recurring and (self.dependsOn is not None or self.onParentFailure is not None):
+            raise ValueError("dependsOn and onParentFailure apply only to one-off jobs (scheduledAt)")
+        if self.onParentFailure is not None and not self.dependsOn:
+            raise ValueError("onParentFailure applies only to a job with dependsOn")
+        if self.dependsOn is not None and len(set(self.dependsOn)) != len(self.dependsOn):
+            raise ValueError("dependsOn names a job twice")
         policy = sorted(self.policy_fields())
         if policy and not recurring:
             raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")
@@ -191,6 +217,8 @@ class JobRequest(SchedulePolicy):
             interval=self.interval,
             timezone=(self.timezone or "UTC") if self.cron else None,
             concurrencyKey=self.concurrencyKey,
+            dependsOn=self.dependsOn or None,
+            onParentFailure=self.onParentFailure,
             createdAt=now,
             **template,
         )

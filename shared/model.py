@@ -23,6 +23,9 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 
 
 class Status(StrEnum):
+    # A job that waits for its parents (dependsOn) to end: never claimed; it becomes pending once every parent
+    # completed, or cancelled when one ended otherwise (its onParentFailure says which: shared/store/dependencies).
+    WAITING = "waiting"
     PENDING = "pending"
     # A template's run waiting for the template's previous run to end (overlap buffer_one/buffer_all,
     # cancel_other): never claimed; the scheduler makes it pending once no other run of the template is active.
@@ -36,7 +39,7 @@ class Status(StrEnum):
 
 
 TERMINAL = frozenset({Status.COMPLETED, Status.DLQ, Status.CANCELLED})
-CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.BUFFERED})
+CANCELLABLE = frozenset({Status.WAITING, Status.PENDING, Status.QUEUED, Status.BUFFERED})
 # A run of a template that is not final yet: what the overlap policies look at.
 NOT_FINAL = frozenset(set(Status) - TERMINAL)
 
@@ -136,6 +139,14 @@ class Job(TemplatePolicy):
     # What a type's concurrency_per_key limit counts by within the tenant (a customer id...); a template's runs
     # carry the template's.
     concurrencyKey: str | None = None
+    # The jobs (ids, of the same tenant) this one waits for, and what a parent that ends dlq or cancelled does to it
+    # ("cancel", the default, or "run"): shared/store/dependencies.py.
+    dependsOn: list[str] | None = None
+    onParentFailure: str | None = None
+    # A job some waiting job depends on, since when (the last dependent's creation): its end looks its dependents
+    # up, and the reaper settles them after a crash in between (MongoDB store). Internal.
+    hasDependents: bool | None = field(default=None, metadata={"wire": False})
+    dependentsAt: datetime | None = field(default=None, metadata={"wire": False})
     lastError: str | None = None
     # What the handler returned at its last attempt that kept a result (small JSON), and how many times it
     # snoozed (jobsched.Snooze: each one an attempt that did not spend the budget; None: never).

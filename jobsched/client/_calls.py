@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Generic, NoReturn, TypedDict, TypeVar
+from typing import Any, Generic, Literal, NoReturn, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -146,6 +146,9 @@ class JobOptions(TypedDict, total=False):
 
 class CreateOptions(JobOptions, total=False):
     idempotency_key: str | None  # default: generated
+    # The jobs (ids, or Jobs) this one waits for: it stays `waiting` until every one has completed (one-off jobs).
+    depends_on: Sequence[str | Job] | None
+    on_parent_failure: Literal["cancel", "run"] | None  # a parent ending dlq or cancelled: cancel this (default)
 
 
 def create(
@@ -168,11 +171,17 @@ def create(
         "maxAttempts": options.get("max_attempts"),
         "timeoutSeconds": options.get("timeout_seconds"),
         "concurrencyKey": options.get("concurrency_key"),
+        "dependsOn": _job_ids(options.get("depends_on")),
+        "onParentFailure": options.get("on_parent_failure"),
         **(options.get("policy") or {}),
     }
     if not recurring:
         body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))
     return Call("POST", "/jobs", _job, body={k: v for k, v in body.items() if v is not None})
+
+
+def _job_ids(jobs: Sequence[str | Job] | None) -> list[str] | None:
+    return None if jobs is None else [job.id if isinstance(job, Job) else job for job in jobs]
 
 
 class ManyOptions(TypedDict, total=False):

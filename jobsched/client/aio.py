@@ -127,7 +127,10 @@ class AsyncClient:
     ) -> Job:
         """See Client.upsert."""
         call = _calls.create(
-            job_type, payload, self.tenant_id, CreateOptions(**options, idempotency_key=idempotency_key)
+            job_type,
+            payload,
+            self.tenant_id,
+            CreateOptions(**options, idempotency_key=idempotency_key, depends_on=None, on_parent_failure=None),
         )
         try:
             return await self._send(Exchange(call, self._retries))

@@ -59,6 +59,8 @@ class Job:
     progress: Progress | None = None
     runs: int = 0  # attempts started (each in executions()): `attempts` plus the open or the completing one
     attempt_base: int = 0  # a re-drive's fresh budget counts from here: attempts - attempt_base of max_attempts
+    depends_on: list[str] = field(default_factory=list)  # the jobs it waits for (status `waiting` until they end)
+    on_parent_failure: str | None = None  # what a parent ending dlq or cancelled does: cancel (default) or run
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -93,6 +95,8 @@ class Job:
             progress=Progress.from_wire(body.get("progress")),
             runs=int(body.get("runs") or 0),
             attempt_base=int(body.get("attemptBase") or 0),
+            depends_on=[str(parent) for parent in body.get("dependsOn") or ()],
+            on_parent_failure=body.get("onParentFailure"),
             raw=body,
         )
 

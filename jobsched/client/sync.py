@@ -132,7 +132,10 @@ class Client:
         Conflict when the key's holder is of another type or kind, finished (delete it first) or, for a one-off
         job, no longer pending."""
         call = _calls.create(
-            job_type, payload, self.tenant_id, CreateOptions(**options, idempotency_key=idempotency_key)
+            job_type,
+            payload,
+            self.tenant_id,
+            CreateOptions(**options, idempotency_key=idempotency_key, depends_on=None, on_parent_failure=None),
         )
         try:
             return self._send(Exchange(call, self._retries))

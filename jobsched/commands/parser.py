@@ -9,7 +9,7 @@ import os
 from jobsched.commands.credentials import add_commands as add_credential_commands
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-STATUSES = ("pending", "buffered", "queued", "claimed", "running", "completed", "dlq", "cancelled")
+STATUSES = ("waiting", "pending", "buffered", "queued", "claimed", "running", "completed", "dlq", "cancelled")
 OUTPUTS = ("table", "json")
 
 EPILOG = """exit status: 0 done; 1 the job did not succeed (wait: it ended dlq or cancelled) or a re-drive was

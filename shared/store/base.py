@@ -64,6 +64,14 @@ class JobRefused(StoreError):
         super().__init__(f"the job store cannot hold this job: {reason}")
 
 
+class DependencyRefused(JobRefused):
+    """A job's dependsOn names a job it cannot wait for (not found in its tenant, or a template): nothing was
+    stored. HTTP 400, as every JobRefused; the message names the parent."""
+
+    def __init__(self, reason: str) -> None:
+        StoreError.__init__(self, f"dependsOn: {reason}")
+
+
 class JobNotFound(StoreError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id} not found")
@@ -213,6 +221,10 @@ class NewJob(TemplatePolicy):
     declaredBy: str | None = None  # a template declared with the code: see Job
     declaration: str | None = None
     concurrencyKey: str | None = None
+    # The jobs of its tenant it waits for (ids; at most dependencies.MAX_PARENTS), and what a parent that ends
+    # dlq or cancelled does to it: see Job.
+    dependsOn: list[str] | None = None
+    onParentFailure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -297,7 +309,12 @@ class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
     def create(self, new: NewJob) -> Job:
         """Insert a pending job. Raise DuplicateJob, naming the existing job's id, if its tenant has a job with
         its idempotencyKey (atomic under races; another tenant's job with the same key is no conflict),
-        JobRefused if the database cannot hold one of its values."""
+        JobRefused if the database cannot hold one of its values.
+
+        A job with `dependsOn` is inserted waiting, and its wait is settled at once against its parents as they are
+        (dependencies.resolution: pending when all completed already, cancelled when one failed under the cancel
+        policy); from then on each parent's end settles it again, never before every parent has ended. Raise
+        DependencyRefused, storing nothing, for a parent that is not a job of the tenant or is a template."""
 
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
         """create for each of `news`, answered in their order by the job or what create would raise for it
@@ -417,6 +434,11 @@ class ReaperStore(StoreLifecycle, Protocol):
         attempts+1 and scheduledAt = now + the job's backoff (as for a failure), or to dlq when the budget is spent,
         so a job that kills every executor ends in the DLQ. Return None when the attempt had already finished (the
         executor won)."""
+
+    def settle_dependents(self, ended_before: datetime, limit: int) -> int:
+        """The waits a crash left unsettled: the waiting dependents of up to `limit` parents that ended (and got
+        their last dependent) before `ended_before`, each settled as a parent's end settles it; how many parents
+        were looked at. A store that settles a parent's dependents in the transaction that ends it has none."""
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of

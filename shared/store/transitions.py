@@ -59,15 +59,17 @@ _NEW_JOB_FIELDS: Final = tuple(f.name for f in fields(NewJob))
 
 
 def new_job(new: NewJob, now: datetime) -> Fields:
-    """A fresh pending job (fields the client left out are omitted). `kind` separates runs from templates,
-    so the claim query never has to look at cron/interval."""
+    """A fresh pending job, or a waiting one when it has parents (fields the client left out are omitted).
+    `kind` separates runs from templates, so the claim query never has to look at cron/interval."""
     # The fields as they are (asdict would deep-copy the payload, most of a create's cost): the job's document
     # shares the request's payload, which nothing changes afterwards.
     doc: Fields = {k: v for k in _NEW_JOB_FIELDS if (v := getattr(new, k)) is not None}
     doc["scheduledAt"] = stored_time(new.scheduledAt)
+    if new.dependsOn:  # ids as every store keeps them (an ObjectId's lower-case hex), each once
+        doc["dependsOn"] = list(dict.fromkeys(parent.lower() for parent in new.dependsOn))
     now = stored_time(now)
     doc.update(
-        status=Status.PENDING.value,
+        status=Status.WAITING.value if new.dependsOn else Status.PENDING.value,
         attempts=0,
         kind=KIND_TEMPLATE if new.cron or new.interval else KIND_RUN,
         createdAt=now,

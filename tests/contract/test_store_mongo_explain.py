@@ -93,6 +93,10 @@ def workload(store: MongoJobStore) -> None:
     store.template_runs(template.id, None, 10)
     store.template_runs(template.id, {Status.PENDING}, 10)
     store.due_job_types(utc_now())
+    parent = running(store, jobType="parent")
+    store.create(new("dependent", dependsOn=[parent.id]))  # a parent's end reads its waiting dependents
+    store.finish_attempt(parent, result(Outcome.SUCCEEDED))
+    store.settle_dependents(utc_now() + timedelta(minutes=1), 10)
     store.delete_finished(Status.COMPLETED, utc_now() + timedelta(seconds=1), 10)
     store.delete(store.cancel(store.create(new("to-delete", scheduledAt=later)).id).id)
     browser = MongoBrowser(store.database)

@@ -24,6 +24,7 @@ QUERY_INDEXES = {
         *("queued_age", "claimed_leases", "running_leases", "cancelled_age", "dead_letter_age"),
         *("tenant_status_listing", "tenant_type_listing", "type_counts", "tenant_templates"),
         *("template_runs", "recent_completions", "dead_letters", "tenant_dead_letters"),
+        *("waiting_on", "marked_parents"),
     },
     "attempt_failures": {"failure_age", "tenant_failures"},
 }

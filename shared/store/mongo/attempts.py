@@ -50,6 +50,7 @@ from shared.store.mongo.codecs import (
     update_document,
 )
 from shared.store.mongo.database import Document, MongoDatabase, caught, translate_errors
+from shared.store.mongo.dependencies import settle_dependents
 from shared.store.transitions import ATTEMPT_ACTIVE, attempt_record_id
 
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.TIMEOUT, Outcome.LOST})
@@ -220,7 +221,7 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
     for i, r in enumerate(finishes):
         res = r.result
         plain_success = res.outcome is Outcome.SUCCEEDED and res.result is None and res.error is None
-        if plain_success and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE:
+        if plain_success and r.job.claimedBy and r.job.status.value in ATTEMPT_ACTIVE and not r.job.hasDependents:
             bulk.append(i)
         else:
             results[i] = caught(close_attempt, database, r.job, res)
@@ -232,13 +233,14 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
         job, closing = finishes[i].job, finishes[i].result
         fields[i] = transitions.attempt_closed(job, closing)
         guard: Document = {"_id": ObjectId(job.id), "status": job.status.value, "claimedBy": job.claimedBy}
-        guard["attempts"] = job.attempts
+        # A job that got a dependent since it started is closed on its own (close_attempt), which settles them.
+        guard.update(attempts=job.attempts, hasDependents={"$ne": True})
         updates.append(UpdateOne(guard, closing_update(fields[i], history_entry(job, closing))))
     with translate_errors():
         moved = database.jobs.bulk_write(updates, ordered=False).modified_count
         if moved == len(bulk):
             closed: Sequence[Job | None] = [transitions.applied(finishes[i].job, fields[i]) for i in bulk]
-        else:  # some were closed meanwhile (the reaper's "lost"): which ones, from the jobs
+        else:  # some were closed meanwhile (the reaper's "lost"), or got a dependent: which ones, from the jobs
             closed = _closed_by(database, [finishes[i] for i in bulk])
     for i, closed_job in zip(bulk, closed, strict=True):
         results[i] = closed_job
@@ -257,8 +259,16 @@ def _closed_by(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> li
         last = (doc or {}).get("history") or [{}]
         ours = last[-1].get("attempt") == finish.job.next_attempt and last[-1].get("worker") == finish.job.claimedBy
         won = doc is not None and ours and doc["status"] == Status.COMPLETED.value
-        closed.append(job_from_document(doc) if won and doc else None)
+        if doc is not None and doc.get("hasDependents") and _still_in(doc, finish.job):
+            closed.append(close_attempt(database, finish.job, finish.result))
+        else:
+            closed.append(job_from_document(doc) if won and doc else None)
     return closed
+
+
+def _still_in(doc: Document, job: Job) -> bool:
+    """Whether the job document is still in the attempt `job` was read in (nobody closed it)."""
+    return doc["status"] in ATTEMPT_ACTIVE and doc.get("attempts", 0) == job.attempts
 
 
 def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> Job | None:
@@ -293,7 +303,9 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
             database.cancel_requests.delete_one({"_id": job.id})
         if closing.outcome in FAILED_OUTCOMES:
             _count_failure(database, doc, entry)
-    return job_from_document(doc)
+    closed = job_from_document(doc)
+    settle_dependents(database, [closed])
+    return closed
 
 
 def _count_failure(database: MongoDatabase, doc: Document, entry: Document) -> None:

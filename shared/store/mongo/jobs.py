@@ -42,7 +42,7 @@ from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
-from shared.store.mongo import attempts, claims, schema
+from shared.store.mongo import attempts, claims, dependencies, schema
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
     WITHOUT_HISTORY,
@@ -90,6 +90,11 @@ class MongoJobStore:
         self.database.ping()
 
     def create(self, new: NewJob) -> Job:
+        if new.dependsOn:
+            return dependencies.create_waiting(self.database, new, partial(self._insert, new))
+        return self._insert(new)
+
+    def _insert(self, new: NewJob) -> Job:
         doc = job_document(transitions.new_job(new, new.createdAt or utc_now()))
         with translate_errors(), key_lock(new.tenantId, new.idempotencyKey):
             try:
@@ -120,6 +125,8 @@ class MongoJobStore:
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
         """One unordered insert_many: the server inserts every document it can and names the ones it refused.
         When the driver cannot encode one of them (nothing is sent then), the jobs go one create at a time."""
+        if any(new.dependsOn for new in news):  # each checks and marks its parents: one create at a time
+            return [caught(self.create, new) for new in news]
         now = utc_now()
         docs = [job_document(transitions.new_job(new, new.createdAt or now)) for new in news]
         if not docs:
@@ -191,7 +198,9 @@ class MongoJobStore:
         if updated is None:
             current = self.get(job.id) or job
             return current if current.status is Status.CANCELLED else None
-        return job_from_document(updated)
+        cancelled_job = job_from_document(updated)
+        dependencies.settle_dependents(self.database, [cancelled_job])
+        return cancelled_job
 
     def _request_cancel(self, job: Job) -> Job | None:
         """claimed|running → cancelRequested, with the request its executor's heartbeat reads (a collection
@@ -508,6 +517,9 @@ class MongoJobStore:
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         return attempts.close_attempt(self.database, job, AttemptResult.lost(reason, utc_now()))
+
+    def settle_dependents(self, ended_before: datetime, limit: int) -> int:
+        return dependencies.settle_stale(self.database, ended_before, limit)
 
 
 def _runs_after(run: Job) -> Document:

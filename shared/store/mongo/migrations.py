@@ -268,6 +268,18 @@ def attempt_history_in_jobs(database: MongoDatabase) -> None:
                     raise
 
 
+def dependency_indexes(database: MongoDatabase) -> None:
+    """Jobs that wait for other jobs (dependsOn, issue 50): a parent's end finds its waiting dependents
+    (`waiting_on`, multikey, holding a job only while it waits), and the reaper finds the parents that ended with a
+    mark still on them (`marked_parents`, holding a job only while marked): both partial, so a job with no
+    dependency costs them nothing."""
+    jobs = database.collection("jobs")
+    jobs.create_index([("dependsOn", 1)], name="waiting_on", partialFilterExpression={"status": "waiting"})
+    jobs.create_index(
+        [("status", 1), ("dependentsAt", 1)], name="marked_parents", partialFilterExpression={"hasDependents": True}
+    )
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -277,5 +289,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     backoff_on_jobs,
     leaner_job_indexes,
     attempt_history_in_jobs,
+    dependency_indexes,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -45,7 +45,7 @@ from shared.store.claim_limits import (
 from shared.store.claiming import claim_due_runs
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
-from shared.store.sqlite import claims, schema, writes
+from shared.store.sqlite import claims, dependencies, schema, writes
 from shared.store.sqlite.codecs import (
     assignments,
     chunks,
@@ -109,7 +109,7 @@ class SqliteJobStore:
     def _create_batch(self, requests: Sequence[NewJob]) -> list[Job | StoreError]:
         """The creates of concurrent API requests, one write transaction for all (group commit)."""
         with self.database.write() as conn:
-            return writes.created(conn, requests)
+            return dependencies.created(conn, requests)
 
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
         """RUNS_PER_TRANSACTION jobs a transaction, so that the executors' writes get their turns between them.
@@ -121,7 +121,7 @@ class SqliteJobStore:
             chunk = news[start : start + RUNS_PER_TRANSACTION]
             try:
                 with self.database.write(patient=start > 0) as conn:
-                    created = writes.created(conn, chunk)
+                    created = dependencies.created(conn, chunk)
             except StoreUnavailable as exc:
                 if start == 0:
                     raise
@@ -154,6 +154,7 @@ class SqliteJobStore:
             if not job.is_template and writes.insert_unique(conn, "executions", record) is None:
                 raise TransitionRefused(job, "cancel")
             row = writes.update_job(conn, job.id, transitions.cancelled(now), IS_CANCELLABLE, CANCELLABLE_VALUES)
+            dependencies.settle_dependents(conn, [job.id])
         assert row is not None, "the write lock was held since the job was read"
         return to_job(row)
 
@@ -314,7 +315,7 @@ class SqliteJobStore:
     def finish_attempts(self, finishes: Sequence[AttemptFinish]) -> list[Job | StoreError | None]:
         closings = [writes.closing_of(f.job, f.result) for f in finishes]  # made before the write lock is taken
         with self.database.write() as conn:
-            written = writes.close_attempts(conn, closings)
+            written = dependencies.closed(conn, closings)
         return [writes.closed(w) for w in written]
 
     def in_flight_beside(self, job: Job) -> InFlight:
@@ -368,6 +369,9 @@ class SqliteJobStore:
             )
         return cursor.rowcount
 
+    def settle_dependents(self, ended_before: datetime, limit: int) -> int:
+        return 0  # every end settles its dependents in its own transaction (dependencies.py)
+
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         transitions.check_ages_out(status)
         with self.database.write() as conn:  # the write lock: what the SELECT found is what the DELETEs remove
@@ -405,5 +409,5 @@ class SqliteJobStore:
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         with self.database.write() as conn:
-            written = writes.close_attempt(conn, writes.closing_of(job, AttemptResult.lost(reason, utc_now())))
+            [written] = dependencies.closed(conn, [writes.closing_of(job, AttemptResult.lost(reason, utc_now()))])
         return writes.closed(written)

@@ -438,6 +438,20 @@ def add_missing_columns(conn: sqlite3.Connection, table: str, columns: str) -> N
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
+def job_dependencies(conn: sqlite3.Connection) -> None:
+    """Jobs that wait for other jobs (dependsOn, issue 50): the parents a job names and what a failed one does to
+    it, and one row per (parent, waiting dependent) while the parent has not ended, which the parent's end reads
+    by its key and deletes."""
+    add_missing_columns(conn, "jobs", "dependsOn TEXT, onParentFailure TEXT")
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS job_dependencies (
+            parentId TEXT NOT NULL,
+            childId  TEXT NOT NULL,
+            PRIMARY KEY (parentId, childId)
+        ) WITHOUT ROWID"""
+    )
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -451,5 +465,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     credentials_table,
     api_keys_table,
     backoff_on_jobs,
+    job_dependencies,
 )
 LATEST: Final = len(MIGRATIONS)

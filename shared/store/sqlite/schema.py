@@ -68,14 +68,15 @@ PARTIAL_INDEXES: Final = {
     "failed_attempts": FAILED_SQL,
 }
 
-JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken"}) | {"kind"})  # tokens: MongoDB only
+# Tokens and the marks of parents (dependencies): MongoDB only.
+JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken", "hasDependents", "dependentsAt"}) | {"kind"})
 EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
     | {"result"}
 )
 # Any JSON value (None: none), as its text; the payload has its own encoding, and so has `backoff` (a job's
 # Backoff as the JSON of backoff_document, NULL for the default: codecs.to_sql).
-JSON_COLUMNS: Final = frozenset({"result", "progress"})
+JSON_COLUMNS: Final = frozenset({"result", "progress", "dependsOn"})
 TIME_COLUMNS: Final = frozenset(
     {"scheduledAt", "createdAt", "updatedAt", "claimedAt", "queuedAt", "leaseExpiresAt", "startedAt", "finishedAt"}
     | {"startAt", "endAt", "pausedAt", "resumedAt", "lastFiredAt", "plannedAt"}

@@ -1,0 +1,103 @@
+"""Jobs that wait for other jobs (`dependsOn`): which parents a job may name, and what its wait becomes once they
+end, decided once for every store.
+
+A job with parents is created `waiting` and is never claimed while it waits. Its wait is settled against its
+parents' statuses, by whoever may have changed them: its own creation (the parents may have ended already) and
+the end of each parent (the store looks the parent's waiting dependents up). Settling reads every parent, so it
+is right whoever does it and however often: a dependent is released only once every parent has ended, and a
+dependent settled twice is moved once (the write is guarded on `waiting`). Parents exist before their dependent
+(it names them by id), so a cycle cannot be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Final
+
+from shared.model import TERMINAL, Status
+from shared.store.base import DependencyRefused, NewJob
+from shared.store.transitions import Fields, attempt_cancelled, cancelled, stored_time
+
+# The parents one job may name. Settling a wait reads every parent, once per parent's end: a fan-in this wide
+# costs MAX_PARENTS² reads in all, so a wider one is a batch's (a counter), not a dependency list's.
+MAX_PARENTS: Final = 100
+
+
+class ParentFailure(StrEnum):
+    """What a parent that ends dlq or cancelled (or is deleted) does to its waiting dependent."""
+
+    CANCEL = "cancel"  # the dependent is cancelled, its attempt's error naming the parent (the default)
+    RUN = "run"  # the dependent runs once every parent has ended, however each ended
+
+
+@dataclass(frozen=True)
+class Parent:
+    """What a create reads of a job its request names in dependsOn."""
+
+    id: str
+    tenantId: str
+    is_template: bool
+
+
+def check_parents(new: NewJob, found: Mapping[str, Parent]) -> None:
+    """Raise DependencyRefused for the first parent of `new` that is not a one-off job or run of its tenant
+    (`found`: the parents that exist, by their lower-case id). Another tenant's job reads as not found: no tenant learns
+    another's ids."""
+    for parent_id in new.dependsOn or ():
+        parent = found.get(parent_id.lower())
+        if parent is None or parent.tenantId != new.tenantId:
+            raise DependencyRefused(f"job {parent_id} not found")
+        if parent.is_template:
+            raise DependencyRefused(f"job {parent_id} is a recurring template; a job can wait for runs only")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What settling a waiting job reads of it."""
+
+    id: str
+    dependsOn: list[str]
+    onParentFailure: str | None
+    scheduledAt: datetime
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A wait's end: the job's new fields, and for a cancellation the record of the attempt that will not run."""
+
+    fields: Fields
+    cancelled_attempt: Fields | None = None
+
+
+def resolution(job: Waiting, statuses: Mapping[str, Status], now: datetime) -> Settled | None:
+    """What the waiting `job` becomes given its parents' statuses (`statuses`: by id; a parent missing from it
+    was deleted), or None while one has not ended. Released: pending, due at its scheduledAt or now if that
+    is later (its lateness counts from the moment it could run). Under the cancel policy the first parent found
+    ended otherwise than completed cancels it at once, whatever the others are doing."""
+    policy = ParentFailure(job.onParentFailure or ParentFailure.CANCEL)
+    waiting_for_one = False
+    for parent_id in job.dependsOn:
+        status = statuses.get(parent_id)
+        if status is Status.COMPLETED:
+            continue
+        if status is None or status in TERMINAL:
+            if policy is ParentFailure.CANCEL:
+                why = "was deleted" if status is None else f"ended {status.value}"
+                record = attempt_cancelled(now) | {"error": f"parent job {parent_id} {why}"}
+                fields = cancelled(now) | {"lastError": record["error"]}
+                return Settled(fields, {"attempt": job.attempts + 1, **record})
+            continue
+        waiting_for_one = True
+    if waiting_for_one:
+        return None
+    now = stored_time(now)
+    return Settled({"status": Status.PENDING.value, "scheduledAt": max(job.scheduledAt, now), "updatedAt": now})
+
+
+def parents_of(jobs: Iterable[Waiting]) -> list[str]:
+    """Every parent of these waiting jobs, once each (what settling them reads)."""
+    return list(dict.fromkeys(parent for job in jobs for parent in job.dependsOn))

@@ -1,0 +1,140 @@
+"""Waiting jobs on MongoDB (shared/store/dependencies.py says what a wait becomes).
+
+MongoDB has no transaction across a parent and its dependents here, so a wait is settled by steps that each may be
+the last one a crash lets run, and that are safe to repeat:
+1. a create marks its parents first (`hasDependents`, `dependentsAt`: now), then inserts the waiting job, then
+   settles it against its parents as they are (they may have ended before the mark);
+2. a parent's end (completed, dlq, cancelled) reads the mark in the document its guarded update returns, and
+   settles the parent's waiting dependents (index `waiting_on`);
+3. the reaper (settle_stale) settles again the dependents of every marked parent that ended and was marked before
+   a grace period, then clears the mark, guarded on `dependentsAt` (a later create's mark stays).
+So a dependent whose parents all ended is settled by 1, by 2, or by 3 within the grace period after a crash; and
+every settling reads all its parents, so none releases it early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from bson import ObjectId
+from pymongo import ReturnDocument
+
+from shared.model import TERMINAL, Job, Status, utc_now
+from shared.store.base import NewJob
+from shared.store.dependencies import Parent, Waiting, check_parents, parents_of, resolution
+from shared.store.mongo.codecs import WITHOUT_HISTORY, closing_update, job_from_document, update_document
+from shared.store.mongo.database import Document, MongoDatabase, translate_errors
+from shared.store.transitions import KIND_TEMPLATE
+
+_WAITING = Status.WAITING.value
+_ENDED = [s.value for s in TERMINAL]
+_WAIT_FIELDS: Document = {"dependsOn": 1, "onParentFailure": 1, "scheduledAt": 1, "attempts": 1}
+
+
+def _object_ids(ids: Iterable[str]) -> list[ObjectId]:
+    return [ObjectId(i) for i in ids if ObjectId.is_valid(i)]
+
+
+def create_waiting(database: MongoDatabase, new: NewJob, insert: Callable[[], Job]) -> Job:
+    """Step 1: the parents checked (DependencyRefused) and marked, the job inserted by `insert`, its wait settled."""
+    parents = list(dict.fromkeys(new.dependsOn or ()))
+    with translate_errors():
+        found = {
+            str(d["_id"]): Parent(str(d["_id"]), str(d["tenantId"]), d.get("kind") == KIND_TEMPLATE)
+            for d in database.jobs.find({"_id": {"$in": _object_ids(parents)}}, {"tenantId": 1, "kind": 1})
+        }
+        check_parents(new, found)
+        mark = {"$set": {"hasDependents": True, "dependentsAt": utc_now()}}
+        database.jobs.update_many({"_id": {"$in": _object_ids(parents)}}, mark)
+    job = insert()
+    return settle_created(database, job)
+
+
+def settle_created(database: MongoDatabase, job: Job) -> Job:
+    """A waiting job's wait settled once it is stored (a create, or a create sent again whose key found it): the
+    job as it is then."""
+    if job.status is not Status.WAITING:
+        return job
+    with translate_errors():
+        doc = database.jobs.find_one({"_id": ObjectId(job.id), "status": _WAITING}, _WAIT_FIELDS)
+        settled = _settle(database, [doc] if doc else [])
+    return settled.get(job.id, job)
+
+
+def settle_dependents(database: MongoDatabase, parents: Sequence[Job]) -> None:
+    """Step 2: the waiting dependents of these jobs, which just ended, settled (those of a parent that has none
+    are not looked for)."""
+    ended = [p.id for p in parents if p.hasDependents and p.status in TERMINAL]
+    if ended:
+        with translate_errors():
+            _settle_dependents_of(database, ended)
+
+
+def _settle_dependents_of(database: MongoDatabase, parent_ids: list[str]) -> None:
+    """A dependent the settling cancels may be a parent itself: its own dependents are settled next, down the
+    graph."""
+    while parent_ids:
+        waiting = list(database.jobs.find({"dependsOn": {"$in": parent_ids}, "status": _WAITING}, _WAIT_FIELDS))
+        settled = _settle(database, waiting)
+        parent_ids = [job.id for job in settled.values() if job.hasDependents and job.status in TERMINAL]
+
+
+def _settle(database: MongoDatabase, docs: list[Document]) -> dict[str, Job]:
+    """Each waiting job of `docs` settled against its parents' statuses as they are now: the jobs that moved."""
+    waits = [_waiting(doc) for doc in docs]
+    if not waits:
+        return {}
+    statuses = {
+        str(d["_id"]): Status(d["status"])
+        for d in database.jobs.find({"_id": {"$in": _object_ids(parents_of(waits))}}, {"status": 1})
+    }
+    now = utc_now()
+    moved: dict[str, Job] = {}
+    for wait in waits:
+        settled = resolution(wait, statuses, now)
+        if settled is None:
+            continue
+        if settled.cancelled_attempt is None:
+            update = update_document(settled.fields)
+        else:
+            update = closing_update(settled.fields, settled.cancelled_attempt)
+        doc = database.jobs.find_one_and_update(
+            {"_id": ObjectId(wait.id), "status": _WAITING},
+            update,
+            projection=WITHOUT_HISTORY,
+            return_document=ReturnDocument.AFTER,
+        )
+        if doc is not None:
+            moved[wait.id] = job_from_document(doc)
+    return moved
+
+
+def _waiting(doc: Document) -> Waiting:
+    return Waiting(
+        str(doc["_id"]),
+        [str(p).lower() for p in doc.get("dependsOn") or ()],
+        doc.get("onParentFailure"),
+        doc["scheduledAt"],
+        int(doc.get("attempts", 0)),
+    )
+
+
+def settle_stale(database: MongoDatabase, ended_before: datetime, limit: int) -> int:
+    """Step 3: the marked parents that ended and were marked before `ended_before`, their dependents settled and
+    their marks cleared; how many parents."""
+    with translate_errors():
+        parents = list(
+            database.jobs.find(
+                {"hasDependents": True, "status": {"$in": _ENDED}, "dependentsAt": {"$lt": ended_before}},
+                {"dependentsAt": 1},
+            ).limit(max(limit, 0))
+        )
+        if parents:
+            _settle_dependents_of(database, [str(p["_id"]) for p in parents])
+        for parent in parents:
+            database.jobs.update_one(
+                {"_id": parent["_id"], "dependentsAt": parent["dependentsAt"]},
+                {"$unset": {"hasDependents": "", "dependentsAt": ""}},
+            )
+    return len(parents)

@@ -1,0 +1,130 @@
+"""Waiting jobs in the SQLite file (shared/store/dependencies.py says what a wait becomes).
+
+Every step runs inside the write transaction of the change that calls for it, so a wait is settled in the same
+commit as whatever ended its last parent: no crash can come between. `job_dependencies` holds one row per
+(parent, waiting dependent) while the parent has not ended: a parent's end reads its rows (by the primary key),
+settles those dependents, and deletes the rows. A create adds rows for its parents that have not ended, and
+settles its job against the ones that have.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from shared.model import TERMINAL, Job, Status, utc_now
+from shared.store.base import NewJob, StoreError
+from shared.store.dependencies import Parent, Waiting, check_parents, parents_of, resolution
+from shared.store.sqlite import writes
+from shared.store.sqlite.codecs import chunks, from_ms, marks, stored_id, to_job
+from shared.store.sqlite.writes import insert_unique, update_job
+from shared.store.transitions import KIND_TEMPLATE, attempt_record_id
+
+_WAITING = Status.WAITING.value
+_ENDED = tuple(s.value for s in TERMINAL)
+
+
+def refusals(conn: sqlite3.Connection, news: Sequence[NewJob]) -> dict[int, StoreError]:
+    """The creates of `news` (by index) whose dependsOn names a job they cannot wait for, each with its error."""
+    wanted = list(dict.fromkeys(i for new in news for p in new.dependsOn or () if (i := stored_id(p))))
+    found: dict[str, Parent] = {}
+    for chunk in chunks(wanted):
+        for row in conn.execute(f"SELECT id, tenantId, kind FROM jobs WHERE id IN ({marks(chunk)})", chunk):
+            found[str(row[0])] = Parent(str(row[0]), str(row[1]), row[2] == KIND_TEMPLATE)
+    refused: dict[int, StoreError] = {}
+    for index, new in enumerate(news):
+        try:
+            check_parents(new, found)
+        except StoreError as exc:
+            refused[index] = exc
+    return refused
+
+
+def linked(conn: sqlite3.Connection, job: Job) -> Job:
+    """A waiting job just inserted: a row for each parent that has not ended, and its wait settled against those
+    that have. The job as it is then."""
+    parents = [i for p in job.dependsOn or () if (i := stored_id(p))]
+    open_parents = [
+        str(r[0])
+        for r in conn.execute(
+            f"SELECT id FROM jobs WHERE id IN ({marks(parents)}) AND status NOT IN ({marks(_ENDED)})",
+            [*parents, *_ENDED],
+        )
+    ]
+    conn.executemany(
+        "INSERT INTO job_dependencies (parentId, childId) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [(parent, job.id) for parent in open_parents],
+    )
+    return _settle(conn, [job.id]).get(job.id, job)
+
+
+def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> None:
+    """The waiting dependents of these jobs, which end in the caller's transaction, settled; a dependent the
+    settling cancels ends too, and its own dependents are settled next, down the graph."""
+    ended = list(parent_ids)
+    while ended:
+        children: list[str] = []
+        for chunk in chunks(ended):
+            rows = conn.execute(
+                f"DELETE FROM job_dependencies WHERE parentId IN ({marks(chunk)}) RETURNING childId", chunk
+            ).fetchall()
+            children += [str(r[0]) for r in rows]
+        moved = _settle(conn, list(dict.fromkeys(children)))
+        ended = [job.id for job in moved.values() if job.status in TERMINAL]
+
+
+def _settle(conn: sqlite3.Connection, job_ids: list[str]) -> dict[str, Job]:
+    """Each of these jobs that still waits, settled against its parents' statuses: the jobs that moved."""
+    waits: list[Waiting] = []
+    for chunk in chunks(job_ids):
+        rows = conn.execute(
+            f"""SELECT id, dependsOn, onParentFailure, scheduledAt, attempts FROM jobs
+                WHERE id IN ({marks(chunk)}) AND status = ?""",
+            [*chunk, _WAITING],
+        )
+        waits += [Waiting(str(r[0]), _ids(r[1]), r[2], from_ms(r[3]), int(r[4])) for r in rows]
+    statuses: dict[str, Status] = {}
+    for chunk in chunks(parents_of(waits)):
+        for row in conn.execute(f"SELECT id, status FROM jobs WHERE id IN ({marks(chunk)})", chunk):
+            statuses[str(row[0])] = Status(row[1])
+    moved: dict[str, Job] = {}
+    now = utc_now()
+    for wait in waits:
+        settled = resolution(wait, statuses, now)
+        if settled is None:
+            continue
+        if settled.cancelled_attempt is not None:
+            attempt = int(settled.cancelled_attempt["attempt"])
+            record = {"id": attempt_record_id(wait.id, attempt), "jobId": wait.id, **settled.cancelled_attempt}
+            insert_unique(conn, "executions", record)
+        row = update_job(conn, wait.id, settled.fields, "status = ?", (_WAITING,))
+        if row is not None:
+            moved[wait.id] = to_job(row)
+    return moved
+
+
+def _ids(text: str | None) -> list[str]:
+    """A dependsOn column's parent ids, as rows keep ids."""
+    return [i for p in json.loads(text or "[]") if (i := stored_id(str(p)))]
+
+
+def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | StoreError]:
+    """writes.created, the parents of waiting jobs checked before the insert (a refused one is its own answer,
+    decided before anything is written) and linked after it."""
+    if not any(new.dependsOn for new in news):
+        return writes.created(conn, news)
+    refused = refusals(conn, news)
+    kept = [new for i, new in enumerate(news) if i not in refused]
+    inserted = iter(writes.created(conn, kept) if kept else [])
+    answers = [refused[i] if i in refused else next(inserted) for i in range(len(news))]
+    return [linked(conn, a) if isinstance(a, Job) and a.status is Status.WAITING else a for a in answers]
+
+
+def closed(conn: sqlite3.Connection, closings: Sequence[writes.Closing]) -> list[writes.Closing | None]:
+    """writes.close_attempts, and the dependents of the jobs they ended settled in the same transaction."""
+    written = writes.close_attempts(conn, closings)
+    ended = [c.job.id for c in written if c is not None and c.fields.get("status") in _ENDED]
+    if ended:
+        settle_dependents(conn, ended)
+    return written
