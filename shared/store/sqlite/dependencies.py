@@ -62,6 +62,10 @@ def linked(conn: sqlite3.Connection, job: Job) -> Job:
 def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> None:
     """The waiting dependents of these jobs, which end in the caller's transaction, settled; a dependent the
     settling cancels ends too, and its own dependents are settled next, down the graph."""
+    # Most ends have no dependents, and most files no waiting job at all: one look at the table (a microsecond)
+    # spares each end's transaction the lookup of its jobs (four to sixteen).
+    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM job_dependencies)").fetchone()[0]:
+        return
     ended = list(parent_ids)
     while ended:
         children: list[str] = []
