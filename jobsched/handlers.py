@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -64,12 +64,30 @@ class HandlerContext:
     template_id: str | None = None
     # Where report_progress's values go: the executor keeps the last one for its next heartbeat to write.
     on_progress: Callable[[Any], None] = field(default=lambda value: None, repr=False, compare=False)
+    # The jobs this one waited for (its dependsOn, in order), and where their results are read from: once, when
+    # the handler first asks (parent_results).
+    parents: tuple[str, ...] = ()
+    read_results: Callable[[Sequence[str]], Mapping[str, Any]] = field(
+        default=lambda ids: {}, repr=False, compare=False
+    )
+    _results: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def report_progress(self, value: Any) -> None:
         """How far this attempt has come, for whoever watches the job: a small JSON value (a dataclass or a
         pydantic model too; at most 4 KiB), e.g. {"done": 120, "of": 1000}. Cheap to call often: the executor
         writes the last report of each running attempt once a heartbeat, as the job's `progress`."""
         self.on_progress(value)
+
+    def parent_results(self) -> dict[str, Any]:
+        """What each job this one waited for (`dependsOn`) returned at its last attempt that kept a result, by
+        the parent's id in dependsOn's order (None for a parent that returned nothing, or was deleted since);
+        empty for a job without parents. Read from the store at the first call, in one read for all of them (a
+        fan-in of 100 parents too), and kept for the attempt."""
+        if self._results is None:
+            found = self.read_results(self.parents) if self.parents else {}
+            object.__setattr__(self, "_results", {parent: found.get(parent) for parent in self.parents})
+        assert self._results is not None
+        return dict(self._results)
 
 
 # What the executors call: the stored payload (a JSON object) and the context.

@@ -30,7 +30,7 @@ import logging
 import tempfile
 import threading
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,9 +63,11 @@ def context(
     template_id: str | None = None,
     cancelled: threading.Event | None = None,
     progress: list[Any] | None = None,
+    parent_results: Mapping[str, Any] | None = None,
 ) -> HandlerContext:
-    """A HandlerContext as an executor builds it; set `cancelled` to test a handler's cancellation path, and
-    pass a list as `progress` to collect what the handler reports with ctx.report_progress."""
+    """A HandlerContext as an executor builds it; set `cancelled` to test a handler's cancellation path, pass a
+    list as `progress` to collect what the handler reports with ctx.report_progress, and `parent_results` (by
+    parent id) for a handler of a job that waited for others (ctx.parent_results)."""
     now = datetime.now(UTC)
     job_id = job_id or uuid.uuid4().hex[:24]
     return HandlerContext(
@@ -80,6 +82,8 @@ def context(
         planned_at=planned_at,
         template_id=template_id,
         on_progress=progress.append if progress is not None else lambda value: None,
+        parents=tuple(parent_results or ()),
+        read_results=lambda ids: dict(parent_results or {}),
     )
 
 

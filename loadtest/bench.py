@@ -26,6 +26,7 @@ from loadtest.scenarios import (
     api,
     backlog,
     bulk,
+    chain,
     console,
     dispatch,
     drain,
@@ -75,6 +76,7 @@ SCENARIOS: dict[str, Scenario] = {
         soak.SCENARIO,
         store_work.SCENARIO,
         hot_second.SCENARIO,
+        chain.SCENARIO,
     )
 }
 

@@ -1,7 +1,9 @@
 """The Celery application of the Celery peer benchmark (loadtest/celery_peer.py), imported by its worker
 processes (`celery -A loadtest.celery_app worker`) and by the benchmark that sends the tasks. The broker is
 the Redis at PEER_BROKER_URL; no result backend (results ignored, as a team that only runs jobs would set it).
-Tasks report back through the same Redis: a counter of runs, and each run's delay in a list."""
+Tasks report back through the same Redis: a counter of runs, and each run's delay in a list. A chain's tasks pass
+their end time on as the next one's argument (a chain's links need no result backend: the worker sends the next
+task itself)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ BROKER_URL = os.environ.get("PEER_BROKER_URL", "redis://127.0.0.1:6379/0")
 QUEUE = "peer"
 RUNS_KEY = "peer:runs"
 DELAYS_KEY = "peer:delays_ms"
+SPANS_KEY = "peer:spans"  # a chain's links: "<start> <end>" in unix seconds
 
 app = Celery("jobsched_peer", broker=BROKER_URL)
 app.conf.update(
@@ -37,3 +40,16 @@ def timed(due_at: float) -> None:
     started = time.time()
     _reports.rpush(DELAYS_KEY, (started - due_at) * 1000)
     _reports.incr(RUNS_KEY)
+
+
+@app.task(name="peer.link")  # type: ignore[untyped-decorator]
+def link(previous_end: float | None = None) -> float:
+    """A link of a chain: records how long after the previous link's end (unix seconds) it started, and returns
+    its own end for the next."""
+    started = time.time()
+    if previous_end is not None:
+        _reports.rpush(DELAYS_KEY, (started - previous_end) * 1000)
+    ended = time.time()
+    _reports.rpush(SPANS_KEY, f"{started} {ended}")
+    _reports.incr(RUNS_KEY)
+    return ended

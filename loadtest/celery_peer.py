@@ -121,6 +121,21 @@ def sender(broker: Broker) -> Iterator[celery.Celery]:
         app.close()
 
 
+@contextmanager
+def warmed_celery(pool: str, concurrency: int) -> Iterator[tuple[celery.Celery, redis.Redis]]:
+    """A Celery worker on a Redis of its own once it ran a first task, with an app that sends to it and a client
+    of the Redis the tasks report to."""
+    with (
+        redis_broker() as broker,
+        celery_worker(broker, pool, concurrency),
+        sender(broker) as app,
+        broker.client() as reports,
+    ):
+        app.send_task("peer.noop")  # warm-up: the worker is up and consuming
+        wait_until(lambda: int(reports.get(celery_app.RUNS_KEY) or 0) >= 1, 120, "the Celery worker's first task")
+        yield app, reports
+
+
 def measure_celery_drain(count: int, pool: str, concurrency: int, time_box_s: float) -> tuple[Run, Figures]:
     """The drain, and figures beside it: the seconds it took to send the tasks before, and redis-server's CPU
     per job."""
@@ -147,14 +162,7 @@ def measure_celery_timed(
     """Tasks at `rate` per second over `window_s`: sent ahead with an eta (`ahead`), or each at its time and
     due at once. Every task records start - due; a task that never started counts as not started."""
     total = int(rate * window_s)
-    with (
-        redis_broker() as broker,
-        celery_worker(broker, pool, concurrency),
-        sender(broker) as app,
-        broker.client() as reports,
-    ):
-        app.send_task("peer.noop")  # warm-up: the worker is up and consuming
-        wait_until(lambda: int(reports.get(celery_app.RUNS_KEY) or 0) >= 1, 120, "the Celery worker's first task")
+    with warmed_celery(pool, concurrency) as (app, reports):
         first_due = time.time() + LEAD_S
         send_lag_ms = 0.0
         with app.producer_or_acquire() as producer:

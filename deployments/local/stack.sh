@@ -166,12 +166,13 @@ cmd_up() {
   trap 'log "start-up failed; stopping what was started"; stop_components; stop_servers; rm -f "$MANIFEST" "$ENV_FILE"' EXIT
   cd "$REPO_ROOT" || die "no $REPO_ROOT"
   # Nudges (a job due now is claimed at once): each scheduler takes UDP datagrams on the number of its metrics
-  # port (UDP and TCP ports are apart), and the API sends to both.
+  # port (UDP and TCP ports are apart), and the API (a job created due) and the executors (a job others waited
+  # for ended) send to both.
   local nudge_targets="127.0.0.1:$((STACK_METRICS_PORT + 1)),127.0.0.1:$((STACK_METRICS_PORT + 2))"
   while read -r name service port args; do
     local nudge=()
     [ "$service" = scheduler ] && nudge=(NUDGE_LISTEN="127.0.0.1:$port")
-    [ "$service" = api ] && nudge=(NUDGE_TARGETS="$nudge_targets")
+    [ "$service" = api ] || [ "$service" = executor ] && nudge=(NUDGE_TARGETS="$nudge_targets")
     # shellcheck disable=SC2086
     start_bg "$name" env API_HOST=127.0.0.1 API_PORT="$API_PORT" METRICS_PORT="$port" "${nudge[@]}" \
       LOG_LEVEL="${LOG_LEVEL:-INFO}" "$VENV_PY" -m "services.$service" $args

@@ -10,14 +10,15 @@ import argparse
 import sqlite3
 import tempfile
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from loadtest.benchkit import REFERENCE_ENV, Run, Scenario, report, seed_sqlite, setting_label
 from loadtest.cpu import CpuWindow, process_cpu_s, process_rss_mb
-from loadtest.procs import Service, count_until, free_port, running
+from loadtest.procs import Service, count_until, free_port, running, wait_until
 from shared.model import Status, utc_now
 
 
@@ -28,6 +29,21 @@ def count_status(path: Path, status: Status, job_type: str | None = None) -> int
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         row = conn.execute(f"SELECT count(*) FROM jobs WHERE status = ? {of_type}", [status.value, *params]).fetchone()
     return int(row[0])
+
+
+@contextmanager
+def warmed_dev(path: Path) -> Iterator[Service]:
+    """`jobsched dev` on the SQLite file at `path` once a warm-up job written beside the others has run: what is
+    measured after this sees no start-up."""
+    seed_sqlite(path, 1, lambda n: utc_now(), "warm-up")
+    with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(free_port())})) as [dev]:
+
+        def warmed_up() -> bool:
+            dev.check_alive()
+            return count_status(path, Status.COMPLETED) >= 1
+
+        wait_until(warmed_up, 120, "the warm-up job to complete")
+        yield dev
 
 
 def last_completion(path: Path) -> float:

@@ -19,8 +19,7 @@ from typing import Any
 
 from loadtest.benchkit import Figures, Scenario, envelope, ratio, seed_sqlite, target
 from loadtest.celery_peer import add_celery_arguments, measure_celery_timed
-from loadtest.procs import Service, free_port, running, wait_until
-from loadtest.scenarios.embedded import count_status
+from loadtest.scenarios.embedded import count_status, warmed_dev
 from loadtest.scenarios.lateness import lateness_figures, lateness_ms
 from shared.model import Status, utc_now
 from shared.store.sqlite.codecs import from_ms
@@ -63,14 +62,7 @@ def measure_embedded_lateness(rate: float, window_s: float, settle_s: float) -> 
     with tempfile.TemporaryDirectory(prefix="jobsched-lateness-") as folder:
         path = Path(folder) / "jobsched.db"
         seed_sqlite(path, total, lambda n: parked + timedelta(seconds=n / rate), KEY_PREFIX)
-        seed_sqlite(path, 1, lambda n: utc_now(), "warm-up")
-        with running(lambda: Service("dev", {"JOBSCHED_DB": str(path), "API_PORT": str(free_port())})) as [dev]:
-
-            def warmed_up() -> bool:
-                dev.check_alive()
-                return count_status(path, Status.COMPLETED) >= 1
-
-            wait_until(warmed_up, 120, "the warm-up job to complete")
+        with warmed_dev(path) as dev:
             move_to(path, utc_now() + timedelta(seconds=LEAD_S), parked)
             end = time.monotonic() + LEAD_S + window_s + settle_s
             while count_status(path, Status.COMPLETED) < total + 1 and time.monotonic() < end:

@@ -268,7 +268,14 @@ class Embedded:
             # job created right after start (nudged, with a long tick) must find its type live.
             announcer.announce()
             attempts = attempt_runner(
-                settings, backend, bus, self._handlers, job_type, f"{self._name}-{job_type}", type_limits
+                settings,
+                backend,
+                bus,
+                self._handlers,
+                job_type,
+                f"{self._name}-{job_type}",
+                type_limits,
+                nudge=scheduler.nudge,
             )
             loop = executor(attempts, bus.subscribe(job_type), settings, backend, stop=self._stop, announcer=announcer)
             executors.append(threading.Thread(target=loop.run, name=f"executor-{job_type}"))

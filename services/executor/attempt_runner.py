@@ -81,10 +81,13 @@ class AttemptRunner:
         default_timeout: timedelta,
         lease: timedelta,
         limits: Callable[[], Limits] = lambda: NO_LIMITS,
+        on_dependents: Callable[[], None] = lambda: None,
     ) -> None:
         """`limits`: the type's limits now, whose start rates (the type's, per key) every start keeps to in the
-        store."""
+        store. `on_dependents`: called when an outcome ended a job that others waited for (one of them may be due
+        now): the scheduler's nudge, so that it claims at once rather than at its next tick."""
         self._store = store
+        self._on_dependents = on_dependents
         self._limits = limits
         self._bus = bus
         handler = registry.get(job_type)
@@ -326,6 +329,8 @@ class AttemptRunner:
             planned_at=job.plannedAt,
             template_id=job.templateId,
             on_progress=self._progress.reporter(job, logger),
+            parents=tuple(job.dependsOn or ()),
+            read_results=self._store.results_of,
         )
         if job.cancelRequested:  # asked for between the claim and the start
             cancellation.request()
@@ -376,6 +381,8 @@ class AttemptRunner:
         if updated is None:
             self._skip("late_result", job_id=job.id, attempt=job.next_attempt)
             return
+        if updated.hasDependents:
+            self._on_dependents()
         self._processed_counter(result.outcome).inc()
         duration_ms = result.duration_ms
         names = {

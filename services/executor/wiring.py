@@ -5,6 +5,7 @@ the type's topic is made ready, when the announcer is built, the worker id) is t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 
 from jobsched.handlers import JobTypes
@@ -17,6 +18,7 @@ from shared.config import Settings
 from shared.http_jobs.job_type import http_job_types
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.job_types.limits import LimitsView
+from shared.nudge import NudgeSender
 
 
 def with_http_jobs(handlers: JobTypes, settings: Settings, backend: Backend) -> JobTypes:
@@ -35,9 +37,11 @@ def attempt_runner(
     job_type: str,
     worker_id: str,
     limits: LimitsView | None = None,
+    nudge: Callable[[], None] | None = None,
 ) -> AttemptRunner:
     """What `job_type`'s executor does with each wake-up; `limits`: the process's view of the types' limits (one
-    for all the executors of a process; default: a view of this executor's own)."""
+    for all the executors of a process; default: a view of this executor's own); `nudge`: the scheduler's, called
+    when an outcome ended a job others waited for (default: a datagram to NUDGE_TARGETS, if any)."""
     if limits is None:
         limits = LimitsView(backend.job_types, retention=settings.job_type_retention)
     return AttemptRunner(
@@ -49,6 +53,7 @@ def attempt_runner(
         default_timeout=settings.job_timeout,
         lease=settings.claim_timeout,
         limits=partial(limits.in_force, job_type),
+        on_dependents=nudge or (NudgeSender(settings.nudge_targets) if settings.nudge_targets else lambda: None),
     )
 
 

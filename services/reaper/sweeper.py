@@ -11,7 +11,7 @@ deleted once.
 - a concurrency key's start-rate times that have fallen behind the clock → forgotten (they allow what no record
   allows), so keys that no longer start take no room.
 - a parent that ended with waiting dependents a crash left unsettled (MongoDB store) → they are settled
-  (store/mongo/dependencies.py), once the parent's last dependent is DEPENDENTS_GRACE old.
+  (store/mongo/dependencies.py), once the parent's mark is SETTLE_GRACE old.
 """
 
 from __future__ import annotations
@@ -27,13 +27,11 @@ from shared.config import Settings
 from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import ReaperStore, StoreError
+from shared.store.dependencies import SETTLE_GRACE
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
 KEY_RATES_PRUNED_PER_SWEEP = 5000
-# Longer than a create takes from marking a job's parents to settling it (the API's request deadline is far
-# shorter): a parent marked this long ago has every dependent it will get for that mark stored.
-DEPENDENTS_GRACE = timedelta(minutes=1)
 PARENTS_SETTLED_PER_SWEEP = 500
 DEFAULT_RETENTION = Settings.job_type_retention
 
@@ -79,7 +77,7 @@ def sweep(
                 "status": recovered.status.value,
             },
         )
-    store.settle_dependents(now - DEPENDENTS_GRACE, PARENTS_SETTLED_PER_SWEEP)
+    store.settle_dependents(now - SETTLE_GRACE, PARENTS_SETTLED_PER_SWEEP)
     result.deleted = sum(delete_aged(store, jobs_kept, now).values())
     store.prune_key_rates(now, KEY_RATES_PRUNED_PER_SWEEP)
     return result

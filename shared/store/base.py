@@ -397,6 +397,10 @@ class ExecutorStore(StoreLifecycle, Protocol):
         StoreUnavailable for a start the store could not settle. Raise StoreUnavailable when none could be
         written."""
 
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
+        """The `result` of each of these jobs that exists, by id as given (None for one that kept none): what a
+        dependent's handler reads of its parents (HandlerContext.parent_results)."""
+
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
 

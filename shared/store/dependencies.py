@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
@@ -24,6 +24,13 @@ from shared.store.transitions import Fields, attempt_cancelled, cancelled, store
 # The parents one job may name. Settling a wait reads every parent, once per parent's end: a fan-in this wide
 # costs MAX_PARENTS² reads in all, so a wider one is a batch's (a counter), not a dependency list's.
 MAX_PARENTS: Final = 100
+# A store that settles waits in steps (MongoDB: store/mongo/dependencies.py) marks a parent when a dependent is
+# created, and a sweep settles the dependents of parents that ended with a mark SETTLE_GRACE old. A mark younger
+# than MARK_REUSED_FOR is not written again by the next dependent's create (a fan-out of 10,000 writes its parent
+# a few times, not 10,000): so a create relies on a mark at most that old, and the grace must exceed it by more
+# than any create takes (milliseconds; the API's deadline is seconds).
+MARK_REUSED_FOR: Final = timedelta(seconds=30)
+SETTLE_GRACE: Final = timedelta(minutes=1)
 
 
 class ParentFailure(StrEnum):

@@ -4,6 +4,7 @@ its parents are jobs of its tenant; every way a parent ends settles it, however 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -179,3 +180,15 @@ def test_a_parent_ending_while_its_dependent_is_created_never_strands_or_frees_i
     guarded = [store.job_by_key("tenant-a", f"guarded-{n}") for n in range(rounds)]
     assert {g.status for g in guarded if g is not None} == {Status.WAITING}
     assert None not in guarded
+
+
+def test_a_dependent_reads_what_its_parents_returned(store: JobStore) -> None:
+    returned, silent = running(store, jobType="returned"), running(store, jobType="silent")
+    store.finish_attempt(returned, replace(result(Outcome.SUCCEEDED), result={"rows": 42}))
+    store.finish_attempt(silent, result(Outcome.SUCCEEDED))
+    missing = str(ObjectId())
+    assert store.results_of([returned.id.upper(), silent.id, missing, "not-an-id"]) == {
+        returned.id.upper(): {"rows": 42},
+        silent.id: None,
+    }
+    assert store.results_of([]) == {}

@@ -1,6 +1,8 @@
 """Chaos: 2,000 jobs through real processes while executors, the leader and the reaper are killed with
 SIGKILL again and again and Kafka is restarted once. Nothing may be lost and no attempt may run twice at once;
-`slow` runs under a concurrency limit and `flaky` under a start rate, which no crash may let them exceed.
+`slow` runs under a concurrency limit and `flaky` under a start rate, which no crash may let them exceed. Beside
+them run small graphs of jobs that wait for others (a root, three steps after it, one after all three): every step
+ends, none starts before each of its parents has completed, and a dead-lettered parent cancels what waits on it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import subprocess
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from bson import ObjectId
 from pymongo import InsertOne
 from pymongo.database import Database
 
 from jobsched.limits import Limits, Rate
 from shared.model import Outcome, Status, utc_now
+from shared.store.base import NewJob
 from shared.store.mongo import MongoJobStore
 from shared.store.mongo.job_types import MongoJobTypes
 from shared.store.transitions import KIND_RUN
@@ -62,6 +66,58 @@ def job_mix(rng: random.Random, count: int) -> list[dict[str, Any]]:
             }
         )
     return docs
+
+
+DAGS = 60
+DAG_STEPS = ("root", "a", "b", "c", "sink")
+
+
+def write_dags(store: MongoJobStore, rng: random.Random) -> dict[str, list[str]]:
+    """DAGS graphs root → a, b, c → sink, due within the first 20 s, of noop and flaky steps (some dead-letter):
+    each step's parents' ids, by the step's id."""
+    parents_of: dict[str, list[str]] = {}
+    for n in range(DAGS):
+        made: dict[str, str] = {}
+        for step in DAG_STEPS:
+            parents = [made["root"]] if step in ("a", "b", "c") else [made[s] for s in "abc"] if step == "sink" else []
+            flaky = rng.random() < 0.3
+            job = store.create(
+                NewJob(
+                    idempotencyKey=f"dag-{n}-{step}",
+                    tenantId=f"tenant-{n % 5}",
+                    jobType="flaky" if flaky else "noop",
+                    payload={"failRate": 0.5} if flaky else {},
+                    scheduledAt=utc_now() + timedelta(milliseconds=rng.randint(0, 20_000)),
+                    maxAttempts=2,
+                    dependsOn=parents or None,
+                )
+            )
+            made[step] = job.id
+            parents_of[job.id] = parents
+    return parents_of
+
+
+def dag_violations(db: Database[dict[str, object]], parents_of: dict[str, list[str]]) -> list[str]:
+    """What went wrong in the graphs: a step not final, one started before a parent had completed, or one not
+    cancelled though a parent failed."""
+    docs = {str(d["_id"]): d for d in db["jobs"].find({"idempotencyKey": {"$regex": "^dag-"}})}
+    completed_at = {
+        job_id: max(e["finishedAt"] for e in _history(doc) if e["outcome"] == Outcome.SUCCEEDED.value)
+        for job_id, doc in docs.items()
+        if doc["status"] == Status.COMPLETED.value
+    }
+    bad = []
+    for job_id, parents in parents_of.items():
+        doc = docs[job_id]
+        starts = [e["startedAt"] for e in _history(doc) if e.get("startedAt") is not None]
+        if doc["status"] not in (Status.COMPLETED.value, Status.DLQ.value, Status.CANCELLED.value):
+            bad.append(f"{doc['idempotencyKey']} is {doc['status']}")
+        elif any(p not in completed_at for p in parents):
+            if doc["status"] != Status.CANCELLED.value or starts:
+                bad.append(f"{doc['idempotencyKey']} is {doc['status']} though a parent failed")
+        elif parents and starts and min(starts) < max(completed_at[p] for p in parents):
+            bad.append(f"{doc['idempotencyKey']} started before a parent completed")
+    return bad
 
 
 def attempts_ended(db: Database[dict[str, object]], jobs: dict[str, object] | None = None) -> list[dict[str, Any]]:
@@ -128,6 +184,7 @@ def test_nothing_is_lost_when_everything_crashes(
         pytest.fail("the chaos test restarts Kafka: it needs the local broker of deployments/local/kafka.sh")
     rng = random.Random(20261129)
     mongo_db["jobs"].bulk_write([InsertOne(d) for d in job_mix(rng, JOBS)])
+    dags = write_dags(mongo_store, rng)
     registry = MongoJobTypes(mongo_store.database)
     for job_type, limits in LIMITS.items():  # an operator's, stored before any process starts
         registry.set_limits(job_type, limits, utc_now())
@@ -141,7 +198,12 @@ def test_nothing_is_lost_when_everything_crashes(
     kills: Counter[str] = Counter()
 
     def finished() -> int:
-        return mongo_db["jobs"].count_documents({"status": {"$in": [Status.COMPLETED.value, Status.DLQ.value]}})
+        ended = {"status": {"$in": [Status.COMPLETED.value, Status.DLQ.value]}}
+        return mongo_db["jobs"].count_documents({**ended, "idempotencyKey": {"$regex": "^chaos-"}})
+
+    def graphs_ended() -> bool:
+        final = [Status.COMPLETED.value, Status.DLQ.value, Status.CANCELLED.value]
+        return mongo_db["jobs"].count_documents({"idempotencyKey": {"$regex": "^dag-"}, "status": {"$nin": final}}) == 0
 
     def leader() -> ServiceProcess | None:
         return next((s for s in schedulers if s.process.poll() is None and s.metric("scheduler_is_leader") == 1), None)
@@ -171,9 +233,12 @@ def test_nothing_is_lost_when_everything_crashes(
             kafka_restarted = True
 
     wait_until(lambda: finished() == JOBS, DRAIN_BOUND_S, "every job to complete or reach the DLQ")
+    wait_until(graphs_ended, DRAIN_BOUND_S, "every step of the graphs to end")
     drain_s = time.monotonic() - started
 
-    statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({}, {"status": 1}))
+    chaos_jobs = {"idempotencyKey": {"$regex": "^chaos-"}}
+    statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find(chaos_jobs, {"status": 1}))
+    dag_statuses = Counter(str(d["status"]) for d in mongo_db["jobs"].find({"_id": {"$in": _ids(dags)}}, {"status": 1}))
     ended = attempts_ended(mongo_db)
     outcomes = Counter(str(entry["outcome"]) for entry in ended)
     # Every job finished; with flaky's odds a run may dead-letter none (the Counter then has no "dlq" key).
@@ -187,6 +252,8 @@ def test_nothing_is_lost_when_everything_crashes(
     flaky_busiest = most_starts_in_a_second(attempt_spans(mongo_db, "flaky"))
     assert 1 < slow_at_once <= SLOW_AT_ONCE
     assert 1 < flaky_busiest <= FLAKY_PER_SECOND
+    assert dag_violations(mongo_db, dags) == []
+    assert dag_statuses[Status.COMPLETED.value] > 0
     logs = [p.log_text() for p in launch.started]
     skipped = sum(text.count('"action": "delivery_skipped"') for text in logs)
     with capsys.disabled():
@@ -195,6 +262,14 @@ def test_nothing_is_lost_when_everything_crashes(
             f"kafka_restarts={int(kafka_restarted)} recoveries(lost attempts)={outcomes['lost']} "
             f"duplicate/stale deliveries absorbed={skipped} time_to_drain={drain_s:.1f}s "
             f"slow at once={slow_at_once} (limit {SLOW_AT_ONCE}) flaky busiest second={flaky_busiest} "
-            f"(limit {FLAKY_PER_SECOND}) "
+            f"(limit {FLAKY_PER_SECOND}) graphs={DAGS} steps={dict(dag_statuses)} "
             f"at={datetime.now(UTC).isoformat(timespec='seconds')}"
         )
+
+
+def _ids(parents_of: dict[str, list[str]]) -> list[ObjectId]:
+    return [ObjectId(job_id) for job_id in parents_of]
+
+
+def _history(doc: dict[str, object]) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], doc.get("history") or [])

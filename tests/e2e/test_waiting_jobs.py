@@ -67,3 +67,21 @@ def test_a_dead_lettered_parent_cancels_its_dependents_and_run_lets_one_go_on() 
     assert dead.last_error == f"parent job {extract.id} ended dlq"
     assert [(a.outcome, a.error) for a in attempts] == [("cancelled", f"parent job {extract.id} ended dlq")]
     assert ran == ["cleanup"]
+
+
+def test_a_fan_in_reads_what_each_parent_returned() -> None:
+    read: list[dict[str, object]] = []
+    jobs = JobTypes()
+
+    @jobs.handler("count", max_attempts=1)
+    def count(payload: Step, ctx: HandlerContext) -> dict[str, object]:
+        if ctx.parents:
+            read.append(ctx.parent_results())
+            return {"total": sum(int(r["rows"]) for r in ctx.parent_results().values() if isinstance(r, dict))}
+        return {"rows": len(payload.name)}
+
+    with testing.embedded(jobs) as client:
+        parts = [client.enqueue(count, Step("x" * n)) for n in range(1, 5)]
+        total = client.enqueue(count, Step("total"), depends_on=parts)
+        assert client.wait(total.id, timeout=30).result == {"total": 1 + 2 + 3 + 4}
+    assert read == [{part.id: {"rows": n} for n, part in enumerate(parts, start=1)}]

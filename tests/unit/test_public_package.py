@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
@@ -143,3 +144,21 @@ def test_the_old_client_import_path_still_works_with_a_warning() -> None:
         import jobsched_client
     assert jobsched_client.Client is jobsched.Client
     assert jobsched_client.JobType is jobsched.ServedType
+
+
+def test_a_context_gives_its_parents_results_read_once_in_dependsOn_order() -> None:
+    reads: list[tuple[str, ...]] = []
+    ctx = testing.context(parent_results={"b": 2, "a": {"rows": 1}})
+    assert ctx.parents == ("b", "a")
+    assert ctx.parent_results() == {"b": 2, "a": {"rows": 1}}
+
+    def read(ids: Sequence[str]) -> dict[str, Any]:
+        reads.append(tuple(ids))
+        return {"a": 1}
+
+    counted = replace(ctx, parents=("a", "gone"), read_results=read)
+    assert counted.parent_results() == {"a": 1, "gone": None}
+    counted.parent_results()["a"] = "changed"  # a copy: the next call reads the same
+    assert counted.parent_results() == {"a": 1, "gone": None}
+    assert reads == [("a", "gone")]
+    assert testing.context().parent_results() == {}

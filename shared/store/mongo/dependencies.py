@@ -2,12 +2,13 @@
 
 MongoDB has no transaction across a parent and its dependents here, so a wait is settled by steps that each may be
 the last one a crash lets run, and that are safe to repeat:
-1. a create marks its parents first (`hasDependents`, `dependentsAt`: now), then inserts the waiting job, then
-   settles it against its parents as they are (they may have ended before the mark);
+1. a create marks its parents first (`hasDependents`, `dependentsAt`: now; a mark younger than MARK_REUSED_FOR
+   stands), then inserts the waiting job, then settles it against its parents as they are (they may have ended
+   before the mark);
 2. a parent's end (completed, dlq, cancelled) reads the mark in the document its guarded update returns, and
    settles the parent's waiting dependents (index `waiting_on`);
-3. the reaper (settle_stale) settles again the dependents of every marked parent that ended and was marked before
-   a grace period, then clears the mark, guarded on `dependentsAt` (a later create's mark stays).
+3. the reaper (settle_stale) settles again the dependents of every marked parent that ended and was marked
+   SETTLE_GRACE ago, then clears the mark, guarded on `dependentsAt` (a later create's mark stays).
 So a dependent whose parents all ended is settled by 1, by 2, or by 3 within the grace period after a crash; and
 every settling reads all its parents, so none releases it early.
 """
@@ -22,7 +23,7 @@ from pymongo import ReturnDocument
 
 from shared.model import TERMINAL, Job, Status, utc_now
 from shared.store.base import NewJob
-from shared.store.dependencies import Parent, Waiting, check_parents, parents_of, resolution
+from shared.store.dependencies import MARK_REUSED_FOR, Parent, Waiting, check_parents, parents_of, resolution
 from shared.store.mongo.codecs import WITHOUT_HISTORY, closing_update, job_from_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_TEMPLATE
@@ -45,8 +46,10 @@ def create_waiting(database: MongoDatabase, new: NewJob, insert: Callable[[], Jo
             for d in database.jobs.find({"_id": {"$in": _object_ids(parents)}}, {"tenantId": 1, "kind": 1})
         }
         check_parents(new, found)
-        mark = {"$set": {"hasDependents": True, "dependentsAt": utc_now()}}
-        database.jobs.update_many({"_id": {"$in": _object_ids(parents)}}, mark)
+        now = utc_now()
+        fresh = {"hasDependents": True, "dependentsAt": {"$gte": now - MARK_REUSED_FOR}}
+        mark = {"$set": {"hasDependents": True, "dependentsAt": now}}
+        database.jobs.update_many({"_id": {"$in": _object_ids(parents)}, "$nor": [fresh]}, mark)
     job = insert()
     return settle_created(database, job)
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from bson import ObjectId
 from bson.errors import InvalidDocument
@@ -378,6 +379,12 @@ class MongoJobStore:
                     {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}},
                     {"$set": {"leaseExpiresAt": lease_until}},
                 )
+
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
+        by_id = {ObjectId(job_id): job_id for job_id in job_ids if ObjectId.is_valid(job_id)}
+        with translate_errors():
+            docs = self.database.jobs.find({"_id": {"$in": list(by_id)}}, {"result": 1})
+            return {by_id[doc["_id"]]: doc.get("result") for doc in docs}
 
     def record_progress(self, reports: Sequence[ProgressReport]) -> None:
         if not reports:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from shared.model import TERMINAL, Job, Status, utc_now
 from shared.store.base import NewJob, StoreError
@@ -59,23 +60,27 @@ def linked(conn: sqlite3.Connection, job: Job) -> Job:
     return _settle(conn, [job.id]).get(job.id, job)
 
 
-def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> None:
+def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> set[str]:
     """The waiting dependents of these jobs, which end in the caller's transaction, settled; a dependent the
-    settling cancels ends too, and its own dependents are settled next, down the graph."""
+    settling cancels ends too, and its own dependents are settled next, down the graph. Which of `parent_ids`
+    had dependents."""
     # Most ends have no dependents, and most files no waiting job at all: one look at the table (a microsecond)
     # spares each end's transaction the lookup of its jobs (four to sixteen).
     if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM job_dependencies)").fetchone()[0]:
-        return
+        return set()
+    had: set[str] | None = None
     ended = list(parent_ids)
     while ended:
-        children: list[str] = []
+        rows: list[sqlite3.Row] = []
         for chunk in chunks(ended):
-            rows = conn.execute(
-                f"DELETE FROM job_dependencies WHERE parentId IN ({marks(chunk)}) RETURNING childId", chunk
+            rows += conn.execute(
+                f"DELETE FROM job_dependencies WHERE parentId IN ({marks(chunk)}) RETURNING parentId, childId", chunk
             ).fetchall()
-            children += [str(r[0]) for r in rows]
-        moved = _settle(conn, list(dict.fromkeys(children)))
+        if had is None:
+            had = {str(r[0]) for r in rows}
+        moved = _settle(conn, list(dict.fromkeys(str(r[1]) for r in rows)))
         ended = [job.id for job in moved.values() if job.status in TERMINAL]
+    return had or set()
 
 
 def _settle(conn: sqlite3.Connection, job_ids: list[str]) -> dict[str, Job]:
@@ -125,10 +130,23 @@ def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | Stor
     return [linked(conn, a) if isinstance(a, Job) and a.status is Status.WAITING else a for a in answers]
 
 
-def closed(conn: sqlite3.Connection, closings: Sequence[writes.Closing]) -> list[writes.Closing | None]:
+def closed(conn: sqlite3.Connection, closings: Sequence[writes.Closing]) -> Closed:
     """writes.close_attempts, and the dependents of the jobs they ended settled in the same transaction."""
     written = writes.close_attempts(conn, closings)
     ended = [c.job.id for c in written if c is not None and c.fields.get("status") in _ENDED]
-    if ended:
-        settle_dependents(conn, ended)
-    return written
+    return Closed(written, settle_dependents(conn, ended) if ended else set())
+
+
+class Closed(NamedTuple):
+    """What `closed` wrote: the closings (writes.close_attempts), and which of their jobs had dependents."""
+
+    written: list[writes.Closing | None]
+    had_dependents: set[str]
+
+    def jobs(self) -> list[Job | None]:
+        """The jobs as closed (writes.closed), made after the transaction; those that had dependents with
+        hasDependents set, so that their closer may nudge the scheduler (a dependent may be due now)."""
+        jobs = [writes.closed(w) for w in self.written]
+        if not self.had_dependents:
+            return jobs
+        return [j.evolve(hasDependents=True) if j is not None and j.id in self.had_dependents else j for j in jobs]

@@ -14,6 +14,7 @@ claims.py (the claim's queries) and codecs.py (rows and values).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
@@ -51,6 +52,7 @@ from shared.store.sqlite.codecs import (
     chunks,
     job_reader,
     marks,
+    stored_id,
     to_execution,
     to_job,
     to_jobs,
@@ -300,6 +302,15 @@ class SqliteJobStore:
                 [(to_ms(lease_until), j.id, j.attempts, *ATTEMPT_ACTIVE) for j in jobs],
             )
 
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
+        by_stored = {stored: job_id for job_id in job_ids if (stored := stored_id(job_id))}
+        found: dict[str, Any] = {}
+        with self.database.read() as conn:
+            for chunk in chunks(list(by_stored)):
+                for row in conn.execute(f"SELECT id, result FROM jobs WHERE id IN ({marks(chunk)})", chunk):
+                    found[by_stored[str(row[0])]] = None if row[1] is None else json.loads(row[1])
+        return found
+
     def record_progress(self, reports: Sequence[ProgressReport]) -> None:
         if not reports:
             return
@@ -316,7 +327,7 @@ class SqliteJobStore:
         closings = [writes.closing_of(f.job, f.result) for f in finishes]  # made before the write lock is taken
         with self.database.write() as conn:
             written = dependencies.closed(conn, closings)
-        return [writes.closed(w) for w in written]
+        return list(written.jobs())
 
     def in_flight_beside(self, job: Job) -> InFlight:
         with self.database.read() as conn:
@@ -409,5 +420,6 @@ class SqliteJobStore:
 
     def recover_attempt(self, job: Job, reason: str) -> Job | None:
         with self.database.write() as conn:
-            [written] = dependencies.closed(conn, [writes.closing_of(job, AttemptResult.lost(reason, utc_now()))])
-        return writes.closed(written)
+            written = dependencies.closed(conn, [writes.closing_of(job, AttemptResult.lost(reason, utc_now()))])
+        [recovered] = written.jobs()
+        return recovered
