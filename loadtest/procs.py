@@ -230,11 +230,14 @@ class Stack:
 def distributed_stack(
     env: dict[str, str], *, schedulers: int = 1, executors: Sequence[str] = ("noop",), reaper: bool = False
 ) -> Iterator[Stack]:
-    """An API, `schedulers` schedulers (each nudged by the API over UDP, as deployments/docker wires them), one
+    """An API, `schedulers` schedulers (each nudged by the API and the executors over UDP, as deployments/docker
+    wires them), one
     executor per entry of `executors` (its job type) and, with `reaper`, a reaper, as processes on `env`
     (pipeline_env); yielded once a scheduler leads and the API is ready, stopped on exit."""
     api_port = free_port()
     nudge_ports = [free_port() for _ in range(schedulers)]
+    # The API (a job created due) and the executors (a job others waited for ended) nudge every scheduler.
+    targets = ",".join(f"127.0.0.1:{port}" for port in nudge_ports)
     makers: list[Callable[[], Service]] = [
         partial(
             Service,
@@ -245,11 +248,11 @@ def distributed_stack(
         for n, port in enumerate(nudge_ports)
     ]
     makers += [
-        partial(Service, "executor", env, "--type", t, name=f"executor-{t}-{n}") for n, t in enumerate(executors)
+        partial(Service, "executor", {**env, "NUDGE_TARGETS": targets}, "--type", t, name=f"executor-{t}-{n}")
+        for n, t in enumerate(executors)
     ]
     if reaper:
         makers.append(partial(Service, "reaper", env))
-    targets = ",".join(f"127.0.0.1:{port}" for port in nudge_ports)
     makers.append(partial(Service, "api", {**env, "API_PORT": str(api_port), "NUDGE_TARGETS": targets}))
     with running(*makers) as services:
         stack = Stack(f"http://127.0.0.1:{api_port}", services)

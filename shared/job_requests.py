@@ -155,6 +155,11 @@ class JobRequest(SchedulePolicy):
         max_length=MAX_PARENTS,
         description="Ids of jobs of the tenant this one waits for: it is `waiting` until every one has completed",
     )
+    dependsOnKeys: list[Annotated[str, Field(min_length=1, max_length=512)]] | None = Field(
+        default=None,
+        max_length=MAX_PARENTS,
+        description="POST /jobs/batch: idempotency keys of jobs of the same batch this one waits for, as dependsOn",
+    )
     onParentFailure: ParentFailureName | None = Field(
         default=None,
         description="What a parent ending dlq or cancelled does: cancel this job (default) or run it anyway",
@@ -169,12 +174,21 @@ class JobRequest(SchedulePolicy):
             raise ValueError("scheduledAt is required unless cron or interval is set")
         if self.timezone is not None and self.cron is None:
             raise ValueError("timezone applies only to cron schedules")
-        if recurring and (self.dependsOn is not None or self.onParentFailure is not None):
+        parents = [*(self.dependsOn or ()), *(self.dependsOnKeys or ())]
+        if recurring and (self.dependsOn or self.dependsOnKeys or self.onParentFailure is not None):
             raise ValueError("dependsOn and onParentFailure apply only to one-off jobs (scheduledAt)")
-        if self.onParentFailure is not None and not self.dependsOn:
+        if self.onParentFailure is not None and not parents:
             raise ValueError("onParentFailure applies only to a job with dependsOn")
-        if self.dependsOn is not None and len(set(self.dependsOn)) != len(self.dependsOn):
+        if len(set(self.dependsOn or ())) != len(self.dependsOn or ()):
             raise ValueError("dependsOn names a job twice")
+        if len(set(self.dependsOnKeys or ())) != len(self.dependsOnKeys or ()):
+            raise ValueError("dependsOnKeys names a job twice")
+        if len(parents) > MAX_PARENTS:
+            raise ValueError(
+                f"dependsOn and dependsOnKeys name {len(parents)} jobs; a job waits for {MAX_PARENTS} at most"
+            )
+        if self.idempotencyKey in (self.dependsOnKeys or ()):
+            raise ValueError("dependsOnKeys: a job cannot wait for itself")
         policy = sorted(self.policy_fields())
         if policy and not recurring:
             raise ValueError(f"{', '.join(policy)} apply only to recurring templates (cron or interval)")

@@ -28,12 +28,21 @@ TypeDefaultsOf = Callable[[str], TypeDefaults | None]
 
 def new_job(data: Any, type_defaults: TypeDefaultsOf = lambda _: None) -> NewJob:
     """`type_defaults`: a job type's registered defaults (KnownTypes.defaults), which resolve its attempt budget
-    for a request that gives none, and its backoff."""
+    for a request that gives none, and its backoff. A single create has no batch for dependsOnKeys to name."""
+    new, keys = batch_job(data, type_defaults)
+    if keys:
+        raise ApiError(400, "dependsOnKeys names jobs of the same batch: send the jobs together to POST /jobs/batch")
+    return new
+
+
+def batch_job(data: Any, type_defaults: TypeDefaultsOf = lambda _: None) -> tuple[NewJob, list[str]]:
+    """new_job for a job of a batch: the job, and the keys of the jobs of its batch it waits for (dependsOnKeys,
+    which the batch resolves to ids once those are created)."""
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object")
     try:
         request = validated(JobRequest, data)
-        return request.to_new_job(utc_now(), type_defaults(request.jobType))
+        return request.to_new_job(utc_now(), type_defaults(request.jobType)), list(request.dependsOnKeys or ())
     except ScheduleError as exc:
         raise ApiError(400, str(exc)) from None
 

@@ -431,6 +431,23 @@ def test_a_template_links_to_its_runs_and_a_run_to_its_template(dev: Dev, tab: T
     assert dev.http.delete(f"/jobs/{template['id']}").status_code == 200
 
 
+def test_a_waiting_job_links_the_jobs_it_waits_for_and_is_cancelled_from_its_page(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    first = create(dev, "waits", "first", scheduledAt=format_time(utc_now() + LATER))
+    second = create(dev, "waits", "second", scheduledAt=format_time(utc_now() + LATER))
+    waiting = create(dev, "waits", "after-both", dependsOn=[first["id"], second["id"]])
+
+    page.goto(ui(dev, f"/jobs/{waiting['id']}"))
+    expect(page.locator('[data-field="status"]')).to_have_text("waiting")
+    expect(page.locator('[data-field="dependsOn"] a')).to_have_text([first["id"], second["id"]])
+    page.locator("#cancel").click()
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel job").click()
+    expect(page.locator('[data-field="status"]')).to_have_text("cancelled")
+    page.locator('[data-field="dependsOn"] a').first.click()
+    expect(page.locator("h1")).to_contain_text(f"Job {first['id']}")
+    assert job(dev, first["id"])["status"] == "pending"  # a dependent's cancel leaves its parents alone
+
+
 def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     nightly = create(dev, "schedules", "nightly", cron="0 2 * * *", timezone="Europe/Berlin")

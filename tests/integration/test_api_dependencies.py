@@ -94,3 +94,55 @@ def test_the_batch_endpoint_answers_each_dependency_on_its_own(api: TestClient) 
     assert api.get(f"/jobs/{answers[0]['id']}").json()["status"] == "waiting"
     assert answers[1]["status"] == 400
     assert f"dependsOn: job {missing} not found" in answers[1]["error"]
+
+
+def step(key: str, *after: str, **fields: Any) -> dict[str, Any]:
+    return job_body(idempotencyKey=key, scheduledAt=NOW, dependsOnKeys=list(after) or None, **fields)
+
+
+def test_a_batch_creates_a_graph_its_jobs_name_by_key(api: TestClient) -> None:
+    graph = [
+        step("load", "transform-1", "transform-2", "transform-3"),  # parents after their dependent: any order
+        *(step(f"transform-{n}", "extract") for n in (1, 2, 3)),
+        step("extract"),
+    ]
+    response = api.post("/jobs/batch", json={"jobs": graph})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["status"] for r in results] == [201] * 5
+    ids = {body["idempotencyKey"]: r["id"] for body, r in zip(graph, results, strict=True)}
+    load = api.get(f"/jobs/{ids['load']}").json()
+    assert load["status"] == "waiting"
+    assert load["dependsOn"] == [ids[f"transform-{n}"] for n in (1, 2, 3)]
+    assert api.get(f"/jobs/{ids['transform-2']}").json()["dependsOn"] == [ids["extract"]]
+    assert api.get(f"/jobs/{ids['extract']}").json()["status"] == "pending"
+
+    again = api.post("/jobs/batch", json={"jobs": graph}).json()["results"]  # sent again: every key decides
+    assert [(r["status"], r["id"]) for r in again] == [(409, r["id"]) for r in results]
+
+
+def test_a_batch_refuses_a_job_whose_parent_it_could_not_create(api: TestClient) -> None:
+    graph = [
+        step("bad-parent", jobType="no-such-type"),
+        step("after-bad", "bad-parent"),
+        step("a", "b"),
+        step("b", "a"),
+        step("not-in-batch", "elsewhere"),
+        step("self", "self"),
+        step("fine"),
+        step("after-fine", "fine"),
+    ]
+    results = api.post("/jobs/batch", json={"jobs": graph}).json()["results"]
+    assert [r["status"] for r in results] == [400, 400, 400, 400, 400, 400, 201, 201]
+    assert "no job of this batch with idempotencyKey 'bad-parent'" in results[1]["error"]
+    assert "waiting in a cycle" in results[2]["error"]
+    assert "idempotencyKey 'elsewhere'" in results[4]["error"]
+    assert "a job cannot wait for itself" in results[5]["error"]
+    listed = api.get("/jobs", params={"tenantId": "tenant-a"}).json()
+    assert sorted(j["idempotencyKey"] for j in listed) == ["after-fine", "fine"]
+
+
+def test_a_single_create_cannot_name_parents_by_key(api: TestClient) -> None:
+    response = api.post("/jobs", json=step("alone", "somewhere"))
+    assert response.status_code == 400
+    assert "send the jobs together to POST /jobs/batch" in response.json()["error"]

@@ -5,13 +5,17 @@ The body is `{"tenantId"?: ..., "jobs": [<a POST /jobs body>, ...]}`; a job that
 order: `{"status": 201, "id"}` created, `{"status": 409, "id", "error"}` its idempotency key is held (by the job
 `id`: an earlier job of the same batch included), `{"status": 400|413, "error"}` refused as POST /jobs would
 refuse it, `{"status": 503, "error"}` not written (send it again: its key decides). One job's refusal never
-refuses another. Only a body that is not such a list at all is refused whole (400), as is a batch naming a
-tenant its key may not use (403, by the authentication).
+refuses another, except a job that waits for it: a job's `dependsOnKeys` name other jobs of the batch by their
+idempotencyKey, which it waits for as for the ids of `dependsOn` (the batch is created in rounds, parents first;
+a job whose named parent was refused, or is not in the batch, or that waits in a cycle, is a 400 naming the key).
+Only a body that is not such a list at all is refused whole (400), as is a batch naming a tenant its key may not
+use (403, by the authentication).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Final
 
 from starlette.concurrency import run_in_threadpool
@@ -22,7 +26,7 @@ from starlette.routing import Route
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import read_json
-from services.api.new_job import TypeDefaultsOf, new_job, unknown_type
+from services.api.new_job import TypeDefaultsOf, batch_job, unknown_type
 from shared.jsonsafe import shorten
 from shared.model import Job
 from shared.store.base import DuplicateJob, JobRefused, NewJob, StoreError, StoreUnavailable
@@ -38,20 +42,34 @@ async def create_jobs(request: Request) -> Response:
     jobs, tenant = _envelope(await read_json(request))
     checked = await run_in_threadpool(_validated, jobs, tenant, api.known.defaults)
     results: list[Result | None] = [r if isinstance(r, dict) else None for r in checked]
-    news: list[tuple[int, NewJob]] = [(i, n) for i, n in enumerate(checked) if isinstance(n, NewJob)]
+    news = {i: c for i, c in enumerate(checked) if isinstance(c, tuple)}
     accepted: dict[str, bool] = {}
-    for _, new in news:
+    for new, _ in news.values():
         if new.jobType not in accepted:
             accepted[new.jobType] = await api.known.accepts(new.jobType)
-    for i, new in news:
+    for i, (new, _) in list(news.items()):
         if not accepted[new.jobType]:
             results[i] = _refused(400, unknown_type(new.jobType, api.known.names()))
-    news = [(i, n) for i, n in news if accepted[n.jobType]]
+            del news[i]
     if news:
         await api.schema.wait_ready()
-        answers = await api.slots.write(api.store.create_many, [n for _, n in news])
-        for (i, _), answer in zip(news, answers, strict=True):
+    # Each round creates the jobs whose dependsOnKeys name only jobs created (or found) by the rounds before: so a
+    # graph of jobs goes in as many rounds as it is deep, each one create_many.
+    ids: dict[tuple[str, str], str] = {}  # (tenant, key) → the id of the batch's job that holds the key
+    while news:
+        ready = {i: (new, keys) for i, (new, keys) in news.items() if all((new.tenantId, k) in ids for k in keys)}
+        if not ready:
+            for i, (new, keys) in news.items():
+                missing = next(k for k in keys if (new.tenantId, k) not in ids)
+                results[i] = _refused(400, _no_parent_in_batch(missing))
+            break
+        round_jobs = [_with_parents(new, [ids[(new.tenantId, k)] for k in keys]) for new, keys in ready.values()]
+        answers = await api.slots.write(api.store.create_many, round_jobs)
+        for i, new, answer in zip(ready, round_jobs, answers, strict=True):
             results[i] = _result(answer)
+            if (held := _holder(answer)) is not None:
+                ids[(new.tenantId, new.idempotencyKey)] = held
+            del news[i]
         api.stored(answers)
     final = [r for r in results if r is not None]
     counts = {
@@ -88,17 +106,42 @@ def _envelope(data: Any) -> tuple[list[Any], str | None]:
     return jobs, tenant
 
 
-def _validated(jobs: list[Any], tenant: str | None, type_defaults: TypeDefaultsOf) -> list[NewJob | Result]:
-    """Each job as POST /jobs validates it (in the thread pool: a batch's validation takes milliseconds)."""
-    checked: list[NewJob | Result] = []
+def _validated(
+    jobs: list[Any], tenant: str | None, type_defaults: TypeDefaultsOf
+) -> list[tuple[NewJob, list[str]] | Result]:
+    """Each job as POST /jobs validates it, with the keys of the batch's jobs it waits for (in the thread pool: a
+    batch's validation takes milliseconds)."""
+    checked: list[tuple[NewJob, list[str]] | Result] = []
     for data in jobs:
         if isinstance(data, dict) and tenant is not None and "tenantId" not in data:
             data = {**data, "tenantId": tenant}
         try:
-            checked.append(new_job(data, type_defaults))
+            checked.append(batch_job(data, type_defaults))
         except ApiError as exc:
             checked.append(_refused(exc.status, exc.message))
     return checked
+
+
+def _holder(answer: Job | StoreError) -> str | None:
+    """The id of the job that holds a create's key: the job made, or the one that held it already (a batch sent
+    again), which the batch's jobs that name the key wait for."""
+    if isinstance(answer, Job):
+        return answer.id
+    return answer.existing_id if isinstance(answer, DuplicateJob) else None
+
+
+def _with_parents(new: NewJob, batch_parents: list[str]) -> NewJob:
+    """The job waiting also for the batch's jobs its dependsOnKeys named (by their ids now)."""
+    if not batch_parents:
+        return new
+    return replace(new, dependsOn=[*(new.dependsOn or ()), *batch_parents])
+
+
+def _no_parent_in_batch(key: str) -> str:
+    return (
+        f"dependsOnKeys: no job of this batch with idempotencyKey {shorten(key)!r} was created or found (missing, "
+        "refused, or waiting in a cycle)"
+    )
 
 
 def _result(answer: Job | StoreError) -> Result:
