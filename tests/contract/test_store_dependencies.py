@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from bson import ObjectId
 
-from shared.model import Outcome, Status, utc_now
-from shared.store.base import DependencyRefused, JobStore
+from shared.model import Job, Outcome, Status, utc_now
+from shared.store.base import AttemptFinish, DependencyRefused, JobStore
 from tests.contract.store_kit import claim_one, lockstep, new, queued, reload, result, running, start, together
 
 
@@ -192,3 +192,16 @@ def test_a_dependent_reads_what_its_parents_returned(store: JobStore) -> None:
         silent.id: None,
     }
     assert store.results_of([]) == {}
+
+
+def test_a_closed_job_says_whether_others_waited_for_it(store: JobStore) -> None:
+    """What lets its executor nudge the scheduler: one of those may be due now."""
+    parent, lonely = running(store, jobType="parent"), running(store, jobType="lonely")
+    store.create(new(jobType="child", dependsOn=[parent.id]))
+    [closed_lonely, closed_parent] = store.finish_attempts(
+        [AttemptFinish(lonely, result(Outcome.SUCCEEDED)), AttemptFinish(parent, result(Outcome.SUCCEEDED))]
+    )
+    assert isinstance(closed_lonely, Job)
+    assert not closed_lonely.hasDependents
+    assert isinstance(closed_parent, Job)
+    assert closed_parent.hasDependents
