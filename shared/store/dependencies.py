@@ -34,7 +34,7 @@ SETTLE_GRACE: Final = timedelta(minutes=1)
 
 
 class ParentFailure(StrEnum):
-    """What a parent that ends dlq or cancelled (or is deleted) does to its waiting dependent."""
+    """What a parent that ends dlq or cancelled does to its waiting dependent."""
 
     CANCEL = "cancel"  # the dependent is cancelled, its attempt's error naming the parent (the default)
     RUN = "run"  # the dependent runs once every parent has ended, however each ended
@@ -81,20 +81,21 @@ class Settled:
 
 
 def resolution(job: Waiting, statuses: Mapping[str, Status], now: datetime) -> Settled | None:
-    """What the waiting `job` becomes given its parents' statuses (`statuses`: by id; a parent missing from it
-    was deleted), or None while one has not ended. Released: pending, due at its scheduledAt or now if that
-    is later (its lateness counts from the moment it could run). Under the cancel policy the first parent found
-    ended otherwise than completed cancels it at once, whatever the others are doing."""
+    """What the waiting `job` becomes given its parents' statuses (`statuses`: by id), or None while one has not
+    ended. Released: pending, due at its scheduledAt or now if that is later (its lateness counts from the moment
+    it could run). Under the cancel policy the first parent found ended otherwise than completed cancels it at
+    once, whatever the others are doing. A parent missing from `statuses` was deleted, which only a job that ended
+    can be (by hand, or by retention days later): its end settled its dependents then (a failure cancelled them), so
+    one still waiting counts it as done, as a completed parent."""
     policy = ParentFailure(job.onParentFailure or ParentFailure.CANCEL)
     waiting_for_one = False
     for parent_id in job.dependsOn:
         status = statuses.get(parent_id)
-        if status is Status.COMPLETED:
+        if status is None or status is Status.COMPLETED:
             continue
-        if status is None or status in TERMINAL:
+        if status in TERMINAL:
             if policy is ParentFailure.CANCEL:
-                why = "was deleted" if status is None else f"ended {status.value}"
-                record = attempt_cancelled(now) | {"error": f"parent job {parent_id} {why}"}
+                record = attempt_cancelled(now) | {"error": f"parent job {parent_id} ended {status.value}"}
                 fields = cancelled(now) | {"lastError": record["error"]}
                 return Settled(fields, {"attempt": job.attempts + 1, **record})
             continue

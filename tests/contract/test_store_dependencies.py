@@ -107,6 +107,20 @@ def test_a_lost_attempt_that_spends_the_budget_settles_dependents(store: JobStor
     assert reload(store, child).status is Status.PENDING
 
 
+def test_a_parent_re_driven_from_the_dlq_settles_under_run_what_still_waits_when_it_ends_again(
+    store: JobStore,
+) -> None:
+    failing, slow = running(store, jobType="failing", maxAttempts=1), running(store, jobType="slow")
+    child = store.create(new(jobType="child", dependsOn=[failing.id, slow.id], onParentFailure="run"))
+    store.finish_attempt(failing, result(Outcome.FAILED, "boom"))
+    store.settle_dependents(utc_now() + timedelta(minutes=5), 100)  # the sweep has come and gone meanwhile
+    store.redrive(failing.id)
+    store.finish_attempt(slow, result(Outcome.SUCCEEDED))
+    assert reload(store, child).status is Status.WAITING  # the re-driven parent runs again: it is not ended
+    store.finish_attempt(start(store, claim_one(store, reload(store, failing))), result(Outcome.SUCCEEDED))
+    assert reload(store, child).status is Status.PENDING
+
+
 def test_a_retried_parent_keeps_its_dependents_waiting(store: JobStore) -> None:
     parent = running(store, jobType="parent", maxAttempts=3)
     child = store.create(new(jobType="child", dependsOn=[parent.id]))
@@ -140,13 +154,15 @@ def test_a_parent_must_be_a_one_off_job_of_the_tenant(store: JobStore, parent_of
     assert kept.status is Status.WAITING
 
 
-def test_retention_never_takes_a_parent_before_its_dependents_were_settled(store: JobStore) -> None:
-    """A parent's dependents are settled when it ends, before retention can see it: deleting it later leaves them
-    as they were."""
-    parent = running(store, jobType="parent")
-    child = store.create(new(jobType="child", dependsOn=[parent.id]))
-    store.finish_attempt(parent, result(Outcome.SUCCEEDED))
-    store.delete(parent.id)
+def test_a_parent_deleted_once_it_completed_counts_as_done_for_a_dependent_still_waiting(store: JobStore) -> None:
+    """A parent's dependents are settled when it ends; one that still waits for another parent, when the first is
+    deleted (by hand, or by retention days later), counts it as the completed parent it was."""
+    first, second = running(store, jobType="first"), running(store, jobType="second")
+    child = store.create(new(jobType="child", dependsOn=[first.id, second.id]))
+    store.finish_attempt(first, result(Outcome.SUCCEEDED))
+    store.delete(first.id)
+    assert reload(store, child).status is Status.WAITING
+    store.finish_attempt(second, result(Outcome.SUCCEEDED))
     assert reload(store, child).status is Status.PENDING
 
 

@@ -7,7 +7,9 @@ order: `{"status": 201, "id"}` created, `{"status": 409, "id", "error"}` its ide
 refuse it, `{"status": 503, "error"}` not written (send it again: its key decides). One job's refusal never
 refuses another, except a job that waits for it: a job's `dependsOnKeys` name other jobs of the batch by their
 idempotencyKey, which it waits for as for the ids of `dependsOn` (the batch is created in rounds, parents first;
-a job whose named parent was refused, or is not in the batch, or that waits in a cycle, is a 400 naming the key).
+a job whose named parent was refused, or is not in the batch, or that waits in a cycle, is a 400 naming the key;
+one whose parent was not written, a 503). A round after the first that the store cannot take answers its jobs and
+theirs 503, since earlier rounds were written.
 Only a body that is not such a list at all is refused whole (400), as is a batch naming a tenant its key may not
 use (403, by the authentication).
 """
@@ -23,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from services.api.batch_rounds import Key, batch_rounds
 from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import read_json
@@ -53,23 +56,38 @@ async def create_jobs(request: Request) -> Response:
             del news[i]
     if news:
         await api.schema.wait_ready()
-    # Each round creates the jobs whose dependsOnKeys name only jobs created (or found) by the rounds before: so a
-    # graph of jobs goes in as many rounds as it is deep, each one create_many.
-    ids: dict[tuple[str, str], str] = {}  # (tenant, key) → the id of the batch's job that holds the key
-    while news:
-        ready = {i: (new, keys) for i, (new, keys) in news.items() if all((new.tenantId, k) in ids for k in keys)}
+    plan = await run_in_threadpool(batch_rounds, news)
+    for i, key in plan.unplaced.items():
+        results[i] = _refused(400, _no_parent_in_batch(key))
+    # Round by round, each one create_many: a job's parents named by key were answered by the rounds before.
+    held: dict[Key, str] = {}  # the id of the job that holds a (tenant, key) of the batch
+    failed: dict[Key, Result] = {}  # the answer of a job of the batch that holds no key: refused, or not written
+    written = False
+    for round_ in plan.rounds:
+        ready: list[tuple[int, NewJob]] = []
+        for i in round_:
+            new, keys = news[i]
+            blocked = next((k for k in keys if (new.tenantId, k) not in held), None)
+            if blocked is not None:
+                answer = _parent_failed(blocked, failed[(new.tenantId, blocked)])
+                results[i] = failed[(new.tenantId, new.idempotencyKey)] = answer
+            else:
+                ready.append((i, _with_parents(new, [held[(new.tenantId, k)] for k in keys])))
         if not ready:
-            for i, (new, keys) in news.items():
-                missing = next(k for k in keys if (new.tenantId, k) not in ids)
-                results[i] = _refused(400, _no_parent_in_batch(missing))
-            break
-        round_jobs = [_with_parents(new, [ids[(new.tenantId, k)] for k in keys]) for new, keys in ready.values()]
-        answers = await api.slots.write(api.store.create_many, round_jobs)
-        for i, new, answer in zip(ready, round_jobs, answers, strict=True):
-            results[i] = _result(answer)
-            if (held := _holder(answer)) is not None:
-                ids[(new.tenantId, new.idempotencyKey)] = held
-            del news[i]
+            continue
+        try:
+            answers = await api.slots.write(api.store.create_many, [new for _, new in ready])
+        except StoreUnavailable as exc:
+            if not written:
+                raise  # nothing written: the whole request is a 503
+            answers = [exc] * len(ready)
+        written = True
+        for (i, new), created in zip(ready, answers, strict=True):
+            results[i] = result = _result(created)
+            if (holder := _holder(created)) is not None:
+                held[(new.tenantId, new.idempotencyKey)] = holder
+            else:
+                failed[(new.tenantId, new.idempotencyKey)] = result
         api.stored(answers)
     final = [r for r in results if r is not None]
     counts = {
@@ -139,9 +157,17 @@ def _with_parents(new: NewJob, batch_parents: list[str]) -> NewJob:
 
 def _no_parent_in_batch(key: str) -> str:
     return (
-        f"dependsOnKeys: no job of this batch with idempotencyKey {shorten(key)!r} was created or found (missing, "
-        "refused, or waiting in a cycle)"
+        f"dependsOnKeys: no job of this batch with idempotencyKey {shorten(key)!r} can be created before this one "
+        "(missing, refused, or waiting in a cycle)"
     )
+
+
+def _parent_failed(key: str, parent: Result) -> Result:
+    """A job whose parent of the batch was not created: not written either when the parent was not (503: send the
+    batch again), else refused."""
+    if parent["status"] == 503:
+        return _refused(503, f"dependsOnKeys: {shorten(key)!r} was not written; send the batch again")
+    return _refused(400, f"dependsOnKeys: the batch's job {shorten(key)!r} was refused")
 
 
 def _result(answer: Job | StoreError) -> Result:

@@ -15,6 +15,7 @@ every settling reads all its parents, so none releases it early.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
@@ -22,12 +23,13 @@ from bson import ObjectId
 from pymongo import ReturnDocument
 
 from shared.model import TERMINAL, Job, Status, utc_now
-from shared.store.base import NewJob
+from shared.store.base import NewJob, StoreUnavailable
 from shared.store.dependencies import MARK_REUSED_FOR, Parent, Waiting, check_parents, parents_of, resolution
 from shared.store.mongo.codecs import WITHOUT_HISTORY, closing_update, job_from_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_TEMPLATE
 
+log = logging.getLogger("jobsched.store")
 _WAITING = Status.WAITING.value
 _ENDED = [s.value for s in TERMINAL]
 _WAIT_FIELDS: Document = {"dependsOn": 1, "onParentFailure": 1, "scheduledAt": 1, "attempts": 1}
@@ -54,24 +56,48 @@ def create_waiting(database: MongoDatabase, new: NewJob, insert: Callable[[], Jo
     return settle_created(database, job)
 
 
+def mark_again(database: MongoDatabase, job_id: str, now: datetime) -> Document:
+    """The mark a job re-driven from the DLQ takes back when jobs still wait for it (under `run`, its failure
+    left them waiting for their other parents; the sweep has cleared its mark since), so that its next end settles
+    them: to write with the re-drive (a dependent created after this read marks it itself)."""
+    waiting = database.jobs.find_one({"dependsOn": job_id, "status": _WAITING}, {"_id": 1})
+    return {} if waiting is None else {"hasDependents": True, "dependentsAt": now}
+
+
 def settle_created(database: MongoDatabase, job: Job) -> Job:
-    """A waiting job's wait settled once it is stored (a create, or a create sent again whose key found it): the
-    job as it is then."""
+    """A waiting job's wait settled once it is stored: the job as it is then (as stored, when the store fails
+    meanwhile: its parents' marks leave it to the sweep)."""
     if job.status is not Status.WAITING:
         return job
-    with translate_errors():
-        doc = database.jobs.find_one({"_id": ObjectId(job.id), "status": _WAITING}, _WAIT_FIELDS)
-        settled = _settle(database, [doc] if doc else [])
+    try:
+        with translate_errors():
+            doc = database.jobs.find_one({"_id": ObjectId(job.id), "status": _WAITING}, _WAIT_FIELDS)
+            settled = _settle(database, [doc] if doc else [])
+    except StoreUnavailable as exc:  # the job is stored: its parents' marks leave it to the sweep
+        _left_to_the_sweep([job.id], exc)
+        return job
     return settled.get(job.id, job)
 
 
 def settle_dependents(database: MongoDatabase, parents: Sequence[Job]) -> None:
     """Step 2: the waiting dependents of these jobs, which just ended, settled (those of a parent that has none
-    are not looked for)."""
+    are not looked for). Never raises for the store's sake: the ends it follows are written, and a wait it could
+    not settle is the sweep's (step 3)."""
     ended = [p.id for p in parents if p.hasDependents and p.status in TERMINAL]
-    if ended:
+    if not ended:
+        return
+    try:
         with translate_errors():
             _settle_dependents_of(database, ended)
+    except StoreUnavailable as exc:  # the ends are written, with their marks: the sweep settles what is left
+        _left_to_the_sweep(ended, exc)
+
+
+def _left_to_the_sweep(job_ids: list[str], error: StoreUnavailable) -> None:
+    log.warning(
+        "waits left to the reaper's sweep",
+        extra={"action": "dependents_unsettled", "jobIds": job_ids[:10], "error": str(error)},
+    )
 
 
 def _settle_dependents_of(database: MongoDatabase, parent_ids: list[str]) -> None:

@@ -425,9 +425,10 @@ class MongoJobStore:
         transitions.check_redrivable(job)
         now = utc_now()
         with translate_errors():
+            fields = transitions.redriven(job, now) | dependencies.mark_again(self.database, job.id, now)
             doc = self.database.jobs.find_one_and_update(
                 {"_id": ObjectId(job.id), "status": Status.DLQ.value, "attempts": job.attempts},
-                update_document(transitions.redriven(job, now)),
+                update_document(fields),
                 projection=WITHOUT_HISTORY,
                 return_document=ReturnDocument.AFTER,
             )

@@ -60,6 +60,18 @@ def linked(conn: sqlite3.Connection, job: Job) -> Job:
     return _settle(conn, [job.id]).get(job.id, job)
 
 
+def link_again(conn: sqlite3.Connection, parent_id: str) -> None:
+    """A job re-driven from the DLQ: the jobs that still wait for it (under `run`, its failure left them waiting
+    for their other parents; its end deleted their rows) get their rows back, so that its next end settles them.
+    Reads the waiting jobs only (due_order), a re-drive's rare cost."""
+    conn.execute(
+        """INSERT OR IGNORE INTO job_dependencies (parentId, childId)
+           SELECT ?, jobs.id FROM jobs, json_each(jobs.dependsOn) AS parent
+           WHERE jobs.status = ? AND parent.value = ?""",
+        (parent_id, _WAITING, parent_id),
+    )
+
+
 def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> set[str]:
     """The waiting dependents of these jobs, which end in the caller's transaction, settled; a dependent the
     settling cancels ends too, and its own dependents are settled next, down the graph. Which of `parent_ids`

@@ -350,6 +350,7 @@ class SqliteJobStore:
             guard = (Status.DLQ.value, job.attempts)
             fields = transitions.redriven(job, utc_now())
             row = writes.update_job(conn, job.id, fields, "status = ? AND attempts = ?", guard)
+            dependencies.link_again(conn, job.id)
         assert row is not None, "the write lock was held since the job was read"
         return to_job(row)
 
