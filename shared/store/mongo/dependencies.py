@@ -70,9 +70,9 @@ def settle_created(database: MongoDatabase, job: Job) -> Job:
     if job.status is not Status.WAITING:
         return job
     try:
-        with translate_errors():
-            doc = database.jobs.find_one({"_id": ObjectId(job.id), "status": _WAITING}, _WAIT_FIELDS)
-            settled = _settle(database, [doc] if doc else [])
+        with translate_errors():  # as it was inserted: the write is guarded on `waiting`, whatever moved since
+            wait = Waiting(job.id, list(job.dependsOn or ()), job.onParentFailure, job.scheduledAt, job.attempts)
+            settled = _settle(database, [wait])
     except StoreUnavailable as exc:  # the job is stored: its parents' marks leave it to the sweep
         _left_to_the_sweep([job.id], exc)
         return job
@@ -105,13 +105,12 @@ def _settle_dependents_of(database: MongoDatabase, parent_ids: list[str]) -> Non
     graph."""
     while parent_ids:
         waiting = list(database.jobs.find({"dependsOn": {"$in": parent_ids}, "status": _WAITING}, _WAIT_FIELDS))
-        settled = _settle(database, waiting)
+        settled = _settle(database, [_waiting(doc) for doc in waiting])
         parent_ids = [job.id for job in settled.values() if job.hasDependents and job.status in TERMINAL]
 
 
-def _settle(database: MongoDatabase, docs: list[Document]) -> dict[str, Job]:
-    """Each waiting job of `docs` settled against its parents' statuses as they are now: the jobs that moved."""
-    waits = [_waiting(doc) for doc in docs]
+def _settle(database: MongoDatabase, waits: list[Waiting]) -> dict[str, Job]:
+    """Each of these waiting jobs settled against its parents' statuses as they are now: the jobs that moved."""
     if not waits:
         return {}
     statuses = {
