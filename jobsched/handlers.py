@@ -20,17 +20,18 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from jobsched.backoff import Backoff
 from jobsched.limits import Limits
 from jobsched.outcomes import RETRY_ALL, RetryRule
-from jobsched.payloads import Payload, PayloadType, called_function
+from jobsched.payloads import Payload, PayloadType, called_function, decoded
 from jobsched.schedules import Schedule
 from jobsched.type_defaults import TypeDefaults
 
 P = TypeVar("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class JobLogger(logging.LoggerAdapter[logging.Logger]):
@@ -39,6 +40,14 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
         return msg, kwargs
+
+
+class ParentResult(NamedTuple):
+    """What a job that another waited for returned (at its last attempt that kept a result: None if none), and its
+    step's name when it is a step of a workflow."""
+
+    step: str | None
+    result: Any
 
 
 @dataclass(frozen=True)
@@ -65,12 +74,12 @@ class HandlerContext:
     # Where report_progress's values go: the executor keeps the last one for its next heartbeat to write.
     on_progress: Callable[[Any], None] = field(default=lambda value: None, repr=False, compare=False)
     # The jobs this one waited for (its dependsOn, in order), and where their results are read from: once, when
-    # the handler first asks (parent_results).
+    # the handler first asks (parent_results, step_results).
     parents: tuple[str, ...] = ()
-    read_results: Callable[[Sequence[str]], Mapping[str, Any]] = field(
+    read_results: Callable[[Sequence[str]], Mapping[str, ParentResult]] = field(
         default=lambda ids: {}, repr=False, compare=False
     )
-    _results: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _results: dict[str, ParentResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     def report_progress(self, value: Any) -> None:
         """How far this attempt has come, for whoever watches the job: a small JSON value (a dataclass or a
@@ -83,11 +92,35 @@ class HandlerContext:
         the parent's id in dependsOn's order (None for a parent that returned nothing, or was deleted since);
         empty for a job without parents. Read from the store at the first call, in one read for all of them (a
         fan-in of 100 parents too), and kept for the attempt."""
+        return {parent: read.result for parent, read in self._parents().items()}
+
+    def step_results(self) -> dict[str, Any]:
+        """parent_results for a step of a workflow, by its parent steps' names (those of its `after`), read the
+        same way; a parent that is no step (or was deleted since) is left out."""
+        return {read.step: read.result for read in self._parents().values() if read.step is not None}
+
+    @overload
+    def step_result(self, step: str) -> Any: ...
+
+    @overload
+    def step_result(self, step: str, as_type: type[T]) -> T: ...
+
+    def step_result(self, step: str, as_type: type[Any] | None = None) -> Any:
+        """What the parent step `step` returned (step_results), as `as_type` when given: a dataclass or a pydantic
+        model is built from the stored JSON, as a handler's payload is (PayloadMismatch when it does not fit, which
+        fails the attempt). KeyError for a step that is not a parent of this one."""
+        results = self.step_results()
+        if step not in results:
+            raise KeyError(f"{step!r} is not a step this one waited for; its parent steps: {sorted(results)}")
+        return results[step] if as_type is None else decoded(as_type, results[step])
+
+    def _parents(self) -> dict[str, ParentResult]:
         if self._results is None:
             found = self.read_results(self.parents) if self.parents else {}
-            object.__setattr__(self, "_results", {parent: found.get(parent) for parent in self.parents})
+            read = {parent: found.get(parent) or ParentResult(None, None) for parent in self.parents}
+            object.__setattr__(self, "_results", read)
         assert self._results is not None
-        return dict(self._results)
+        return self._results
 
 
 # What the executors call: the stored payload (a JSON object) and the context.

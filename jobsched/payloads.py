@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 P = TypeVar("P")
+T = TypeVar("T")
 
 Payload = dict[str, Any]
 _JSON_CHECKED: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float), bool: (bool,)}
@@ -59,14 +60,7 @@ class PayloadType(Generic[P]):
 
     def decode(self, payload: Payload) -> P:
         cls, kind = self._resolve()
-        if kind == "dataclass":
-            return cast(P, _dataclass_of(cls, payload, cls.__name__))
-        if kind == "model":
-            try:
-                return cast(P, cls.model_validate(payload))
-            except ValueError as exc:  # pydantic's ValidationError is a ValueError
-                raise PayloadMismatch(f"the payload does not fit {cls.__name__}: {exc}") from exc
-        return cast(P, payload)
+        return cast(P, _decoded(cls, kind, payload))
 
     def encode(self, payload: P) -> Payload:
         """The JSON object for `payload`; a TypeError names what was expected when it is of another type."""
@@ -117,6 +111,23 @@ def with_article(name: str) -> str:
     if lower.startswith(_CONSONANT_SOUNDING):
         return f"a {name}"
     return f"{'an' if lower[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {name}"
+
+
+def decoded(cls: type[T], value: Any) -> T:
+    """A stored JSON value as `cls`: a dataclass or a model built from it (PayloadMismatch when it does not fit),
+    any other class's value as it is."""
+    return cast(T, _decoded(cls, _kind_of(cls), value))
+
+
+def _decoded(cls: Any, kind: str, value: Any) -> Any:
+    if kind == "dataclass":
+        return _dataclass_of(cls, value, cls.__name__)
+    if kind == "model":
+        try:
+            return cls.model_validate(value)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise PayloadMismatch(f"the payload does not fit {cls.__name__}: {exc}") from exc
+    return value
 
 
 def _kind_of(annotation: Any) -> str:

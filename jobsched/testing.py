@@ -15,6 +15,10 @@
             job = client.enqueue(write_report, Report(day="not a day"))
             assert client.wait(job.id).status == "dlq"
 
+    def test_the_etl_flows():                       # a workflow's steps in order, no server
+        runs = testing.run_workflow(etl_workflow(client), jobs)
+        assert runs["load"].status == "completed"
+
 `run` calls the handler as an executor does: the payload goes through its stored form (JSON) and back into
 the handler's payload type, and an async handler runs to completion. `embedded` runs the whole product in this
 process on a temporary SQLite file, serving only the collections given, and hands out a Client; its `backoff`
@@ -38,9 +42,12 @@ from typing import Any, Final, TypeVar, cast
 
 from jobsched.backoff import Backoff
 from jobsched.client import Client
-from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes, not_a_coroutine
+from jobsched.client.workflows import WorkflowBuilder
+from jobsched.handlers import HandlerContext, JobLogger, JobType, JobTypes, ParentResult, not_a_coroutine
+from jobsched.outcomes import jsonable_result
+from shared import graph
 
-__all__ = ["NO_BACKOFF", "arun", "context", "embedded", "run", "stored"]
+__all__ = ["NO_BACKOFF", "StepRun", "arun", "context", "embedded", "run", "run_workflow", "stored"]
 
 # Retries 1 ms after each failure (a Backoff's wait must be more than 0): `embedded(..., backoff=NO_BACKOFF)`.
 NO_BACKOFF: Final = Backoff(base_s=0.001, cap_s=0.001)
@@ -64,12 +71,16 @@ def context(
     cancelled: threading.Event | None = None,
     progress: list[Any] | None = None,
     parent_results: Mapping[str, Any] | None = None,
+    step_results: Mapping[str, Any] | None = None,
 ) -> HandlerContext:
     """A HandlerContext as an executor builds it; set `cancelled` to test a handler's cancellation path, pass a
-    list as `progress` to collect what the handler reports with ctx.report_progress, and `parent_results` (by
-    parent id) for a handler of a job that waited for others (ctx.parent_results)."""
+    list as `progress` to collect what the handler reports with ctx.report_progress, `parent_results` (by parent
+    id) for a handler of a job that waited for others (ctx.parent_results), `step_results` (by step name) for a
+    workflow's step (ctx.step_results, step_result)."""
     now = datetime.now(UTC)
     job_id = job_id or uuid.uuid4().hex[:24]
+    parents = {parent: ParentResult(None, result) for parent, result in (parent_results or {}).items()}
+    parents |= {f"step-{name}": ParentResult(name, result) for name, result in (step_results or {}).items()}
     return HandlerContext(
         job_id=job_id,
         job_type=job_type,
@@ -82,8 +93,8 @@ def context(
         planned_at=planned_at,
         template_id=template_id,
         on_progress=progress.append if progress is not None else lambda value: None,
-        parents=tuple(parent_results or ()),
-        read_results=lambda ids: dict(parent_results or {}),
+        parents=tuple(parents),
+        read_results=lambda ids: parents,
     )
 
 
@@ -114,6 +125,48 @@ async def arun(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: Handle
 def _called(job_type: JobType[P, R], payload: P | dict[str, Any], ctx: HandlerContext | None) -> Any:
     """The handler called as an executor calls it: what it returned (a coroutine for an async one)."""
     return job_type.fn(stored(job_type, cast(P, payload)), ctx or context(job_type.name))
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRun:
+    """How a step of `run_workflow` ended: `completed` with what its handler returned (as the store keeps it:
+    JSON), `dlq` with what it raised, or `cancelled` (a parent did not complete, under onParentFailure cancel)."""
+
+    status: str
+    result: Any = None
+    error: BaseException | None = None
+
+
+def run_workflow(flow: WorkflowBuilder[Any], *collections: JobTypes, tenant_id: str = "test") -> dict[str, StepRun]:
+    """Run a workflow built with `client.workflow()` in this process, without a server: each step once, after
+    its parents, its handler (from `collections`) reading their results by name (ctx.step_results, as stored:
+    JSON). A step whose handler raises ends `dlq` (one attempt: retries are the executors'), and cancels the steps
+    waiting for it unless they run anyway (onParentFailure "run"), as the product does. The steps by name, in the
+    order they ran."""
+    steps = {step["name"]: step for step in flow.body()["steps"]}
+    order = graph.rounds({name: step.get("after", []) for name, step in steps.items()})
+    runs: dict[str, StepRun] = {}
+    for name in (name for round_ in order.rounds for name in round_):
+        step, parents = steps[name], steps[name].get("after", [])
+        if step.get("onParentFailure", "cancel") == "cancel" and any(runs[p].status != "completed" for p in parents):
+            runs[name] = StepRun("cancelled")
+            continue
+        job_type = _served(collections, step["jobType"])
+        ctx = context(job_type.name, tenant_id=tenant_id, step_results={p: runs[p].result for p in parents})
+        try:
+            returned = run(job_type, step["payload"], ctx)
+        except Exception as exc:
+            runs[name] = StepRun("dlq", error=exc)
+        else:
+            runs[name] = StepRun("completed", json.loads(json.dumps(jsonable_result(returned))))
+    return runs
+
+
+def _served(collections: tuple[JobTypes, ...], name: str) -> JobType[Any, Any]:
+    for collection in collections:
+        if (job_type := collection.get(name)) is not None:
+            return job_type
+    raise LookupError(f"no handler for job type {name!r} in the collections given")
 
 
 @contextmanager

@@ -35,6 +35,7 @@ SUMMARIES = {
     "jobs": "list, show, cancel, retry and wait for jobs, through the API (--url, --api-key)",
     "dlq": "list the dead letters by error and send them back, through the API",
     "schedules": "list, show, pause, resume, trigger and backfill schedules, through the API",
+    "workflows": "list, show and cancel workflows, through the API",
     "credentials": "set (the value from stdin), list and delete the credentials http jobs name, through the API",
 }
 HELP = "\n".join(

@@ -14,6 +14,7 @@ from jobsched.client.errors import (
     Conflict,
     ConnectionFailed,
     DuplicateJob,
+    DuplicateWorkflow,
     JobschedError,
     NotFound,
     PayloadTooLarge,
@@ -37,8 +38,11 @@ from jobsched.client.models import (
     ServedType,
     SigningSecret,
     TypeLimits,
+    Workflow,
+    WorkflowStep,
 )
 from jobsched.client.sync import Client
+from jobsched.client.workflows import StepGroup, StepOptions, StepRef, WorkflowBuilder
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -53,6 +57,7 @@ __all__ = [
     "DeadLetters",
     "Deleted",
     "DuplicateJob",
+    "DuplicateWorkflow",
     "Enqueued",
     "Execution",
     "Job",
@@ -65,8 +70,14 @@ __all__ = [
     "ServedType",
     "ServerError",
     "SigningSecret",
+    "StepGroup",
+    "StepOptions",
+    "StepRef",
     "TypeLimits",
     "Unauthorized",
     "Unavailable",
     "WaitTimeout",
+    "Workflow",
+    "WorkflowBuilder",
+    "WorkflowStep",
 ]

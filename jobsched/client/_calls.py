@@ -30,6 +30,7 @@ from jobsched.client.models import (
     ServedType,
     SigningSecret,
     TypeLimits,
+    Workflow,
     parse_time,
 )
 from jobsched.limits import Limits
@@ -491,6 +492,102 @@ def set_credential(name: str, value: str, tenant_id: str | None) -> Call[Credent
 def delete_credential(name: str, tenant_id: str | None) -> Call[None]:
     params = {"tenantId": tenant_id} if tenant_id is not None else None
     return Call("DELETE", f"/credentials/{quote(name, safe='')}", _nothing, params=params)
+
+
+# --- workflows ------------------------------------------------------------------------------------------
+
+
+def create_workflow(
+    idempotency_key: str,
+    tenant_id: str | None,
+    name: str | None,
+    scheduled_at: datetime | str | None,
+    steps: Sequence[Mapping[str, Any]],
+) -> Call[Workflow]:
+    """POST /workflows with `steps` as the API takes them (name, jobType, payload, after...), checked first as
+    the API would check them, so that a misspelt `after` is named before anything is sent. Resent after a
+    failure like create: the key decides, so a workflow an earlier try made comes back as a 409 naming it."""
+    check_steps(steps)
+    body: dict[str, Any] = {
+        "idempotencyKey": idempotency_key,
+        "tenantId": tenant_id,
+        "name": name,
+        # Left out when not given: the API's now, not this machine's clock.
+        "scheduledAt": format_time(scheduled_at) if scheduled_at is not None else None,
+        "steps": [dict(step) for step in steps],
+    }
+    return Call("POST", "/workflows", Workflow.from_wire, body={k: v for k, v in body.items() if v is not None})
+
+
+def check_steps(steps: Sequence[Mapping[str, Any]]) -> None:
+    """ValueError, worded as the API's 400s, for steps the API would refuse whatever the tenant: none, two of
+    one name, an `after` naming no step or the step itself, onParentFailure without after, or a cycle."""
+    if not steps:
+        raise ValueError("a workflow needs at least one step")
+    names: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        if step["name"] in names:
+            raise ValueError(f"steps[{i}] ({step['name']}): name: steps[{names[step['name']]}] has this name too")
+        names[step["name"]] = i
+    for i, step in enumerate(steps):
+        after = step.get("after") or ()
+        for parent in after:
+            if parent not in names:
+                raise ValueError(f"steps[{i}] ({step['name']}): after: no step named {parent!r}")
+            if parent == step["name"]:
+                raise ValueError(f"steps[{i}] ({step['name']}): after: a step cannot wait for itself")
+        if step.get("onParentFailure") is not None and not after:
+            raise ValueError(f"steps[{i}] ({step['name']}): onParentFailure: only a step with `after` has parents")
+    if cycle := _cycle({step["name"]: list(step.get("after") or ()) for step in steps}):
+        raise ValueError(f"steps {' -> '.join(cycle)} wait for one another: after forms a cycle")
+
+
+def _cycle(parents: dict[str, list[str]]) -> list[str]:
+    """One cycle of the graph (a step's name, the parent it waits for, ..., the step again), or [] for none."""
+    waiting = {name: len(set(after)) for name, after in parents.items()}
+    children: dict[str, list[str]] = {name: [] for name in parents}
+    for name, after in parents.items():
+        for parent in set(after):
+            children[parent].append(name)
+    ready = [name for name, count in waiting.items() if count == 0]
+    while ready:  # Kahn: take away every step that can start once the ones before it have
+        for child in children[ready.pop()]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    stuck = {name for name, count in waiting.items() if count > 0}
+    if not stuck:
+        return []
+    # Each stuck step waits for a stuck parent: walking to one, then its, ... comes back round to a step seen.
+    walk = [min(stuck)]
+    while walk[-1] not in walk[:-1]:
+        walk.append(min(parent for parent in parents[walk[-1]] if parent in stuck))
+    return walk[walk.index(walk[-1]) :]
+
+
+def get_workflow(workflow_id: str) -> Call[Workflow]:
+    return Call("GET", _workflow_path(workflow_id), Workflow.from_wire)
+
+
+def list_workflows(tenant_id: str | None, limit: int | None, before: str | Workflow | None) -> Call[list[Workflow]]:
+    params = {
+        "tenantId": tenant_id,
+        "limit": str(limit) if limit is not None else None,
+        "before": before.id if isinstance(before, Workflow) else before,
+    }
+    return Call("GET", "/workflows", _workflows, params={k: v for k, v in params.items() if v is not None})
+
+
+def _workflows(body: Any) -> list[Workflow]:
+    return [Workflow.from_wire(item) for item in body]
+
+
+def cancel_workflow(workflow_id: str) -> Call[Workflow]:
+    return Call("DELETE", _workflow_path(workflow_id), Workflow.from_wire)
+
+
+def _workflow_path(workflow_id: str) -> str:
+    return f"/workflows/{quote(workflow_id, safe='')}"
 
 
 def _secrets(body: Any) -> list[SigningSecret]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
@@ -24,7 +24,7 @@ from jobsched.client._calls import (
     RetryIn,
     UpdateOptions,
 )
-from jobsched.client.errors import DuplicateJob, WaitTimeout
+from jobsched.client.errors import DuplicateJob, DuplicateWorkflow, WaitTimeout
 from jobsched.client.models import (
     Applied,
     Backfilled,
@@ -38,7 +38,9 @@ from jobsched.client.models import (
     ServedType,
     SigningSecret,
     TypeLimits,
+    Workflow,
 )
+from jobsched.client.workflows import WorkflowBuilder
 from jobsched.handlers import JobType
 from jobsched.limits import Limits
 from jobsched.schedules import Schedule
@@ -281,6 +283,38 @@ class AsyncClient:
         """Jobs that name it fail their next attempt (NotFound when the tenant has no such credential)."""
         await self._call(_calls.delete_credential(name, tenant_id or self.tenant_id))
 
+    def workflow(
+        self,
+        idempotency_key: str | None = None,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        scheduled_at: datetime | str | None = None,
+    ) -> WorkflowBuilder[Awaitable[Workflow]]:
+        """A workflow to build (see Client.workflow); `await builder.submit()` makes it."""
+        return WorkflowBuilder(
+            self._submit_workflow,
+            idempotency_key,
+            name=name,
+            tenant_id=tenant_id or self.tenant_id,
+            scheduled_at=scheduled_at,
+        )
+
+    async def get_workflow(self, workflow_id: str) -> Workflow:
+        """A workflow with its steps and their jobs' statuses (NotFound for an unknown id or another tenant's)."""
+        return await self._call(_calls.get_workflow(workflow_id))
+
+    async def workflows(
+        self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Workflow | None = None
+    ) -> builtins.list[Workflow]:
+        """The tenant's newest workflows, without their steps (`step_count` says how many); the next page is
+        `before=` the last one of this page."""
+        return await self._call(_calls.list_workflows(tenant_id or self.tenant_id, limit, before))
+
+    async def cancel_workflow(self, workflow_id: str) -> Workflow:
+        """Cancel every unfinished step of the workflow (a running one is asked to stop); returns the workflow."""
+        return await self._call(_calls.cancel_workflow(workflow_id))
+
     async def wait(
         self,
         job_id: str,
@@ -297,6 +331,30 @@ class AsyncClient:
             if time.monotonic() >= deadline:
                 raise WaitTimeout(f"job {job_id} is {job.status} after {timeout:g}s", job)
             await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+
+    async def wait_workflow(
+        self,
+        workflow_id: str,
+        timeout: float = 60.0,  # noqa: ASYNC109 - the same call as Client.wait_workflow
+        poll: float = 0.2,
+    ) -> Workflow:
+        deadline = time.monotonic() + timeout
+        while True:
+            workflow = await self.get_workflow(workflow_id)
+            if workflow.finished:
+                return workflow
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"workflow {workflow_id} is {workflow.status} after {timeout:g}s", workflow)
+            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+
+    async def _submit_workflow(self, call: Call[Workflow]) -> Workflow:
+        exchange = Exchange(call, self._retries)
+        try:
+            return await self._send(exchange)
+        except DuplicateWorkflow as duplicate:
+            if exchange.retried and duplicate.workflow_id:  # an earlier try of this very call landed
+                return await self.get_workflow(duplicate.workflow_id)
+            raise
 
     async def _call(self, call: Call[T]) -> T:
         return await self._send(Exchange(call, self._retries))

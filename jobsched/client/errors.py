@@ -23,7 +23,7 @@ class Unauthorized(JobschedError):
 
 
 class NotFound(JobschedError):
-    """404: no such job."""
+    """404: no such job (or workflow)."""
 
 
 class Conflict(JobschedError):
@@ -36,6 +36,15 @@ class DuplicateJob(Conflict):
     def __init__(self, message: str, job_id: str | None) -> None:
         super().__init__(message, 409)
         self.job_id = job_id
+
+
+class DuplicateWorkflow(Conflict):
+    """409 on submitting a workflow: one with this idempotency key exists; `workflow_id` is its id (fetch it with
+    `get_workflow`)."""
+
+    def __init__(self, message: str, workflow_id: str | None) -> None:
+        super().__init__(message, 409)
+        self.workflow_id = workflow_id
 
 
 class PayloadTooLarge(JobschedError):
@@ -55,7 +64,8 @@ class ConnectionFailed(JobschedError):
 
 
 class WaitTimeout(JobschedError):
-    """`wait` gave up: the job did not reach one of the statuses in time. `job` is what it was last."""
+    """`wait` gave up: the job did not reach one of the statuses in time. `job` is what it was last (for
+    `wait_workflow`, the workflow)."""
 
     def __init__(self, message: str, job: Any) -> None:
         super().__init__(message)
@@ -80,4 +90,7 @@ def error_for(status: int, body: Any) -> JobschedError:
     if status == 409 and isinstance(body, dict) and "jobId" in body:
         job_id = body.get("jobId")
         return DuplicateJob(text, str(job_id) if job_id else None)
+    if status == 409 and isinstance(body, dict) and "workflowId" in body:
+        workflow_id = body.get("workflowId")
+        return DuplicateWorkflow(text, str(workflow_id) if workflow_id else None)
     return _BY_STATUS.get(status, ServerError)(text, status)

@@ -9,6 +9,8 @@ from typing import Any
 from jobsched.limits import Limits
 
 TERMINAL_STATUSES = frozenset({"completed", "dlq", "cancelled"})
+# A workflow's statuses once every step's job has ended (it is "creating" or "running" before).
+WORKFLOW_FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "expired"})
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -61,6 +63,8 @@ class Job:
     attempt_base: int = 0  # a re-drive's fresh budget counts from here: attempts - attempt_base of max_attempts
     depends_on: list[str] = field(default_factory=list)  # the jobs it waits for (status `waiting` until they end)
     on_parent_failure: str | None = None  # what a parent ending dlq or cancelled does: cancel (default) or run
+    workflow_id: str | None = None  # a workflow's step: the workflow's id, and `step` the step's name
+    step: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -97,6 +101,77 @@ class Job:
             attempt_base=int(body.get("attemptBase") or 0),
             depends_on=[str(parent) for parent in body.get("dependsOn") or ()],
             on_parent_failure=body.get("onParentFailure"),
+            workflow_id=body.get("workflowId"),
+            step=body.get("step"),
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowStep:
+    """One step of a workflow: its name, the job that runs it (an ordinary job: `client.get(job_id)`), its job
+    type, the steps it waits for and its job's status (None once retention deleted the job)."""
+
+    name: str
+    job_id: str
+    job_type: str
+    after: list[str]
+    status: str | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> WorkflowStep:
+        return cls(
+            name=str(body["name"]),
+            job_id=str(body["jobId"]),
+            job_type=str(body["jobType"]),
+            after=[str(parent) for parent in body.get("after") or ()],
+            status=str(body["status"]) if "status" in body else None,
+        )
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A workflow: steps (jobs) that wait for one another. `status` is "running" while a step is unfinished, then
+    "succeeded" (every step completed), "failed" (one ended in the DLQ) or "cancelled" ("expired" once retention
+    deleted every step's job; "creating" while a MongoDB store writes it); `counts` counts its steps'
+    jobs by job status. A listing (`client.workflows()`) leaves `steps` empty: `step_count` says how many."""
+
+    id: str
+    tenant_id: str
+    idempotency_key: str
+    name: str | None
+    created_at: datetime | None
+    status: str
+    counts: dict[str, int]
+    steps: list[WorkflowStep]
+    step_count: int
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        """Every step has ended: succeeded, failed or cancelled."""
+        return self.status in WORKFLOW_FINAL_STATUSES
+
+    def step(self, name: str) -> WorkflowStep:
+        """The step called `name` (KeyError when there is none, or the workflow came from a listing)."""
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"workflow {self.id} has no step {name!r}")
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Workflow:
+        steps = [WorkflowStep.from_wire(step) for step in body.get("steps") or ()]
+        return cls(
+            id=str(body["id"]),
+            tenant_id=str(body["tenantId"]),
+            idempotency_key=str(body["idempotencyKey"]),
+            name=body.get("name"),
+            created_at=parse_time(body.get("createdAt")),
+            status=str(body["status"]),
+            counts={str(status): int(n) for status, n in (body.get("counts") or {}).items()},
+            steps=steps,
+            step_count=int(body.get("stepCount", len(steps))),
             raw=body,
         )
 

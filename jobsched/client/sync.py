@@ -23,7 +23,7 @@ from jobsched.client._calls import (
     RetryIn,
     UpdateOptions,
 )
-from jobsched.client.errors import DuplicateJob, WaitTimeout
+from jobsched.client.errors import DuplicateJob, DuplicateWorkflow, WaitTimeout
 from jobsched.client.models import (
     Applied,
     Backfilled,
@@ -37,7 +37,9 @@ from jobsched.client.models import (
     ServedType,
     SigningSecret,
     TypeLimits,
+    Workflow,
 )
+from jobsched.client.workflows import WorkflowBuilder
 from jobsched.handlers import JobType
 from jobsched.limits import Limits
 from jobsched.schedules import Schedule
@@ -300,6 +302,40 @@ class Client:
         """Jobs that name it fail their next attempt (NotFound when the tenant has no such credential)."""
         self._call(_calls.delete_credential(name, tenant_id or self.tenant_id))
 
+    def workflow(
+        self,
+        idempotency_key: str | None = None,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        scheduled_at: datetime | str | None = None,
+    ) -> WorkflowBuilder[Workflow]:
+        """A workflow to build: add its steps to the builder, then `submit()` makes them all in one request and
+        returns the Workflow. Nothing is sent before. An idempotency key is generated when none is given; the
+        first steps are due at `scheduled_at` (default now)."""
+        return WorkflowBuilder(
+            self._submit_workflow,
+            idempotency_key,
+            name=name,
+            tenant_id=tenant_id or self.tenant_id,
+            scheduled_at=scheduled_at,
+        )
+
+    def get_workflow(self, workflow_id: str) -> Workflow:
+        """A workflow with its steps and their jobs' statuses (NotFound for an unknown id or another tenant's)."""
+        return self._call(_calls.get_workflow(workflow_id))
+
+    def workflows(
+        self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Workflow | None = None
+    ) -> builtins.list[Workflow]:
+        """The tenant's newest workflows, without their steps (`step_count` says how many); the next page is
+        `before=` the last one of this page."""
+        return self._call(_calls.list_workflows(tenant_id or self.tenant_id, limit, before))
+
+    def cancel_workflow(self, workflow_id: str) -> Workflow:
+        """Cancel every unfinished step of the workflow (a running one is asked to stop); returns the workflow."""
+        return self._call(_calls.cancel_workflow(workflow_id))
+
     def wait(
         self, job_id: str, statuses: Iterable[str] | str | None = None, timeout: float = 60.0, poll: float = 0.2
     ) -> Job:
@@ -314,6 +350,27 @@ class Client:
             if time.monotonic() >= deadline:
                 raise WaitTimeout(f"job {job_id} is {job.status} after {timeout:g}s", job)
             time.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+
+    def wait_workflow(self, workflow_id: str, timeout: float = 60.0, poll: float = 0.2) -> Workflow:
+        """Poll until every step of the workflow has ended (succeeded, failed or cancelled); raise WaitTimeout
+        after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            workflow = self.get_workflow(workflow_id)
+            if workflow.finished:
+                return workflow
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"workflow {workflow_id} is {workflow.status} after {timeout:g}s", workflow)
+            time.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+
+    def _submit_workflow(self, call: Call[Workflow]) -> Workflow:
+        exchange = Exchange(call, self._retries)
+        try:
+            return self._send(exchange)
+        except DuplicateWorkflow as duplicate:
+            if exchange.retried and duplicate.workflow_id:  # an earlier try of this very call landed
+                return self.get_workflow(duplicate.workflow_id)
+            raise
 
     def _call(self, call: Call[T]) -> T:
         return self._send(Exchange(call, self._retries))

@@ -10,6 +10,8 @@ from jobsched.commands.credentials import add_commands as add_credential_command
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 STATUSES = ("waiting", "pending", "buffered", "queued", "claimed", "running", "completed", "dlq", "cancelled")
+WORKFLOW_STATUSES = ("creating", "running", "succeeded", "failed", "cancelled", "expired")
+WORKFLOW_SCAN = 5000  # `workflows list --status` reads at most this many to find its matches
 OUTPUTS = ("table", "json")
 
 EPILOG = """exit status: 0 done; 1 the job did not succeed (wait: it ended dlq or cancelled) or a re-drive was
@@ -48,11 +50,11 @@ def parser(program: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=program,
         parents=[_connection(defaults=True)],
-        description="Operate jobs, the DLQ, schedules and credentials through the API (any deployment; the API's auth "
-        "applies).",
+        description="Operate jobs, workflows, the DLQ, schedules and credentials through the API (any deployment; the "
+        "API's auth applies).",
         epilog=EPILOG,
     )
-    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,dlq,schedules,credentials}")
+    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,workflows,dlq,schedules,credentials}")
 
     jobs = groups.add_parser("jobs", help="list, show, cancel, retry and wait for jobs", epilog=EPILOG).add_subparsers(
         dest="command", required=True
@@ -76,6 +78,8 @@ def parser(program: str) -> argparse.ArgumentParser:
     wait = jobs.add_parser("wait", parents=[after], help="wait until a job has ended (exit 0 if it completed)")
     wait.add_argument("job_id")
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+
+    _add_workflows(groups, after)
 
     dlq = groups.add_parser("dlq", help="the dead letters, and sending them back", epilog=EPILOG).add_subparsers(
         dest="command", required=True
@@ -123,3 +127,23 @@ def parser(program: str) -> argparse.ArgumentParser:
     backfill.add_argument("--end", required=True, help="RFC 3339, after --start")
     add_credential_commands(groups, after)
     return top
+
+
+def _add_workflows(groups: argparse._SubParsersAction[argparse.ArgumentParser], after: argparse.ArgumentParser) -> None:
+    """`jobsched workflows list|get|cancel`, as `jobsched jobs` has them."""
+    workflows = groups.add_parser("workflows", help="list, show and cancel workflows", epilog=EPILOG).add_subparsers(
+        dest="command", required=True
+    )
+    listing = workflows.add_parser("list", parents=[after], help="the newest workflows (without their steps)")
+    listing.add_argument(
+        "--status",
+        choices=WORKFLOW_STATUSES,
+        help=f"only this status, among the newest {WORKFLOW_SCAN} (the API has no such filter: done here)",
+    )
+    listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    listing.add_argument("--before", metavar="WORKFLOW_ID", help="older than this one (the last of a previous page)")
+    for name, text in (
+        ("get", "a workflow and its steps"),
+        ("cancel", "cancel every unfinished step of a workflow (a running one is asked to stop)"),
+    ):
+        workflows.add_parser(name, parents=[after], help=text).add_argument("workflow_id")

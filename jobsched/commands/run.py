@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobsched.client import Applied, Client, Execution, Job, JobschedError
+from jobsched.client import Applied, Client, Execution, Job, JobschedError, Workflow, WorkflowStep
 from jobsched.commands.credentials import COMMANDS as CREDENTIAL_COMMANDS
+from jobsched.commands.parser import WORKFLOW_SCAN
 from jobsched.commands.render import as_json, cell, fields, table
 from jobsched.commands.schedule_file import read_schedules
 
@@ -16,6 +17,9 @@ from jobsched.commands.schedule_file import read_schedules
 JOB_COLUMNS = ("id", "tenantId", "jobType", "status", "runs", "failed", "scheduledAt", "lastError")
 SCHEDULE_COLUMNS = ("id", "jobType", "schedule", "timezone", "status", "paused", "nextRun", "lastFiredAt")
 ATTEMPT_COLUMNS = ("attempt", "outcome", "worker", "startedAt", "durationMs", "error")
+WORKFLOW_COLUMNS = ("id", "tenantId", "name", "status", "steps", "counts", "createdAt")
+STEP_COLUMNS = ("step", "jobId", "jobType", "status", "after")
+WORKFLOW_PAGE = 50  # workflows read a request while `workflows list --status` looks for its matches
 
 
 class NotSucceeded(Exception):
@@ -68,6 +72,38 @@ def jobs_wait(client: Client, args: argparse.Namespace) -> str:
             f"job {job.id} ended {job.status}" + (f": {job.last_error}" if job.last_error else ""), shown
         )
     return shown
+
+
+def workflows_list(client: Client, args: argparse.Namespace) -> str:
+    if args.status is None:
+        listed = client.workflows(limit=args.limit, before=args.before)
+    else:
+        listed = _workflows_in(client, args.status, args.limit, args.before)
+    if args.output == "json":
+        return as_json([w.raw for w in listed])
+    return table(WORKFLOW_COLUMNS, (_workflow_row(w) for w in listed))
+
+
+def _workflows_in(client: Client, status: str, limit: int, before: str | None) -> list[Workflow]:
+    """The newest `limit` workflows in `status`, among the newest WORKFLOW_SCAN: the API has no status filter,
+    so pages are read, older and older, until enough match."""
+    found: list[Workflow] = []
+    scanned = 0
+    while len(found) < limit and scanned < WORKFLOW_SCAN:
+        page = client.workflows(limit=min(max(limit, WORKFLOW_PAGE), WORKFLOW_SCAN - scanned), before=before)
+        found += [w for w in page if w.status == status]
+        if not page:
+            break
+        scanned, before = scanned + len(page), page[-1].id
+    return found[:limit]
+
+
+def workflows_get(client: Client, args: argparse.Namespace) -> str:
+    return _workflow(client.get_workflow(args.workflow_id), args.output)
+
+
+def workflows_cancel(client: Client, args: argparse.Namespace) -> str:
+    return _workflow(client.cancel_workflow(args.workflow_id), args.output)
 
 
 def dlq_list(client: Client, args: argparse.Namespace) -> str:
@@ -205,6 +241,32 @@ def _jobs(jobs: Sequence[Job], output: str) -> str:
     return table(JOB_COLUMNS, (_job_row(j) for j in jobs))
 
 
+def _workflow(workflow: Workflow, output: str) -> str:
+    """A workflow's fields, then its steps as a table (or the API's JSON)."""
+    if output == "json":
+        return as_json(workflow.raw)
+    shown = dict(zip(WORKFLOW_COLUMNS, _workflow_row(workflow), strict=True))
+    steps = table(STEP_COLUMNS, (_step_row(step) for step in workflow.steps))
+    return f"{fields([*shown.items(), ('idempotencyKey', workflow.idempotency_key)])}\n\n{steps}"
+
+
+def _workflow_row(workflow: Workflow) -> list[Any]:
+    counts = ",".join(f"{status}:{n}" for status, n in workflow.counts.items() if n)
+    return [
+        workflow.id,
+        workflow.tenant_id,
+        workflow.name,
+        workflow.status,
+        workflow.step_count,
+        counts,
+        workflow.created_at,
+    ]
+
+
+def _step_row(step: WorkflowStep) -> list[Any]:
+    return [step.name, step.job_id, step.job_type, step.status, ",".join(step.after)]
+
+
 def _schedule(template: Job, output: str) -> str:
     if output == "json":
         return as_json(template.raw)
@@ -251,6 +313,9 @@ COMMANDS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], str]] = {
     ("jobs", "cancel"): jobs_cancel,
     ("jobs", "retry"): jobs_retry,
     ("jobs", "wait"): jobs_wait,
+    ("workflows", "list"): workflows_list,
+    ("workflows", "get"): workflows_get,
+    ("workflows", "cancel"): workflows_cancel,
     ("dlq", "list"): dlq_list,
     ("dlq", "retry"): dlq_retry,
     ("schedules", "list"): schedules_list,

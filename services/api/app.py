@@ -42,6 +42,7 @@ from services.api.routes import (
     schedule_apply,
     schedules,
     signing_secrets,
+    workflows,
 )
 from services.api.schema_readiness import SchemaReadiness
 from services.api.store_ping import StorePing
@@ -127,6 +128,7 @@ def create_app(
         *operator.ROUTES,
         *signing_secrets.ROUTES,
         *credentials.ROUTES,
+        *workflows.ROUTES,
     ]
     if auth is not None:
         routes = auth.protect([*routes, *keys.ROUTES])

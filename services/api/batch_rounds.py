@@ -1,13 +1,14 @@
 """The order in which POST /jobs/batch creates jobs that name others of the batch as parents (`dependsOnKeys`):
-rounds, parents first, worked out in one pass over the jobs and the keys they name (Kahn's algorithm), so that a
-batch of any shape costs time in proportion to its size. What a round's creates answer then decides its
-dependents' answers (batch_answers: a parent refused refuses them, one not written leaves them unwritten)."""
+rounds, parents first (shared/graph.py), the jobs' keys turned into the batch's indexes. What a round's creates
+answer then decides its dependents' answers (batch_answers: a parent refused refuses them, one not written leaves
+them unwritten)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared import graph
 from shared.store.base import NewJob
 
 Key = tuple[str, str]  # (tenant, idempotency key)
@@ -27,29 +28,13 @@ def batch_rounds(jobs: Mapping[int, tuple[NewJob, list[str]]]) -> Rounds:
     holders: dict[Key, int] = {}
     for i, (new, _) in jobs.items():
         holders.setdefault((new.tenantId, new.idempotencyKey), i)
-    waiting_for: dict[int, int] = {}
-    dependents: dict[int, list[int]] = {}
-    for i, (new, keys) in jobs.items():
-        parents = {holders.get((new.tenantId, key)) for key in keys}
-        parents.discard(None)
-        waiting_for[i] = len(parents) + (len(parents) < len(set(keys)))  # a key no job holds: never placed
-        for parent in parents:
-            if parent is not None:
-                dependents.setdefault(parent, []).append(i)
-    rounds: list[list[int]] = []
-    ready = [i for i, count in waiting_for.items() if count == 0]
-    while ready:
-        rounds.append(ready)
-        following: list[int] = []
-        for parent in ready:
-            for child in dependents.get(parent, ()):
-                waiting_for[child] -= 1
-                if waiting_for[child] == 0:
-                    following.append(child)
-        ready = following
-    placed = {i for round_ in rounds for i in round_}
+    missing = -1  # the parent of a key no job of the batch holds: never placed
+    plan = graph.rounds(
+        {i: {holders.get((new.tenantId, key), missing) for key in keys} for i, (new, keys) in jobs.items()}
+    )
+    placed = {i for round_ in plan.rounds for i in round_}
     unplaced: dict[int, str] = {}
-    for i, (new, keys) in jobs.items():
-        if i not in placed:
-            unplaced[i] = next(k for k in keys if holders.get((new.tenantId, k)) not in placed)
-    return Rounds(rounds, unplaced)
+    for i in plan.unplaced:
+        new, keys = jobs[i]
+        unplaced[i] = next(k for k in keys if holders.get((new.tenantId, k)) not in placed)
+    return Rounds(plan.rounds, unplaced)

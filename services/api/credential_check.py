@@ -18,7 +18,8 @@ from shared.http_jobs.credential_refs import referenced
 from shared.http_jobs.credentials import Credentials
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.model import Job
-from shared.store.base import JobRefused, JobStore, NewJob, RunSpec, StoreError
+from shared.store.base import JobRefused, JobStore, NewJob, NewWorkflow, RunSpec, StoreError
+from shared.workflows import WorkflowView
 
 
 class CredentialMissing(JobRefused):
@@ -57,6 +58,14 @@ class CredentialsChecked:
         kept = [new for index, new in enumerate(news) if index not in refused]
         written = iter(self._store.create_many(kept) if kept else [])
         return [refused[index] if index in refused else next(written) for index in range(len(news))]
+
+    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
+        for step in new.steps:
+            try:
+                self.check(new.tenantId, step.job.jobType, step.job.payload)
+            except CredentialMissing as exc:
+                raise CredentialMissing(f"steps: {step.name!r}: {exc}") from None
+        return self._store.create_workflow(new)
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
         if run.payload is not None:  # a trigger's own payload; the template's own was checked when written

@@ -12,6 +12,8 @@ deleted once.
   allows), so keys that no longer start take no room.
 - a parent that ended with waiting dependents a crash left unsettled (MongoDB store) → they are settled
   (store/mongo/dependencies.py), once the parent's mark is SETTLE_GRACE old.
+- a workflow a crash left half written (MongoDB store) → finished, or removed when steps are missing
+  (store/mongo/workflows.py), once CREATING_GRACE old.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from shared.job_types.announcements import JobTypeRegistry
 from shared.model import utc_now
 from shared.store.base import ReaperStore, StoreError
 from shared.store.dependencies import SETTLE_GRACE
+from shared.workflows import CREATING_GRACE
 
 log = logging.getLogger("jobsched.reaper")
 RECOVER_BATCH = 500
 KEY_RATES_PRUNED_PER_SWEEP = 5000
 PARENTS_SETTLED_PER_SWEEP = 500
+WORKFLOWS_SETTLED_PER_SWEEP = 100
 DEFAULT_RETENTION = Settings.job_type_retention
 
 
@@ -78,6 +82,7 @@ def sweep(
             },
         )
     store.settle_dependents(now - SETTLE_GRACE, PARENTS_SETTLED_PER_SWEEP)
+    store.settle_workflows(now - CREATING_GRACE, WORKFLOWS_SETTLED_PER_SWEEP)
     result.deleted = sum(delete_aged(store, jobs_kept, now).values())
     store.prune_key_rates(now, KEY_RATES_PRUNED_PER_SWEEP)
     return result

@@ -13,13 +13,17 @@ from collections.abc import Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobsched.backoff import Backoff
+from jobsched.handlers import ParentResult
 from jobsched.limits import Rate
 from shared.model import DEFAULT_PRIORITY, Execution, Job, Outcome, Status, TemplatePolicy, format_time
 from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.fair_claims import Claim
+
+if TYPE_CHECKING:
+    from shared.workflows import WorkflowView
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
 # Set by a caller that prefers a quick StoreUnavailable to a long wait (the API answers 503 instead of making
@@ -76,6 +80,12 @@ class JobNotFound(StoreError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job {job_id} not found")
         self.job_id = job_id
+
+
+class WorkflowNotFound(StoreError):
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow {workflow_id} not found")
+        self.workflow_id = workflow_id
 
 
 class AttemptTaken(StoreError):
@@ -225,6 +235,36 @@ class NewJob(TemplatePolicy):
     # dlq or cancelled does to it: see Job.
     dependsOn: list[str] | None = None
     onParentFailure: str | None = None
+    # A workflow's step (set by the store that writes the workflow): see Job.
+    workflowId: str | None = None
+    step: str | None = None
+
+
+@dataclass(frozen=True)
+class NewStep:
+    """A step as a client asks for it: its job (its idempotency key and parents are the store's to set) and the
+    names of the steps it waits for."""
+
+    name: str
+    job: NewJob
+    after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NewWorkflow:
+    """What POST /workflows asks for, validated: `steps` parents first (every step after those it names)."""
+
+    tenantId: str
+    idempotencyKey: str
+    steps: tuple[NewStep, ...]
+    name: str | None = None
+
+
+class DuplicateWorkflow(StoreError):
+    def __init__(self, idempotency_key: str, existing_id: str) -> None:
+        super().__init__(f"a workflow with idempotencyKey {idempotency_key!r} already exists")
+        self.idempotency_key = idempotency_key
+        self.existing_id = existing_id
 
 
 @dataclass(frozen=True)
@@ -303,7 +343,29 @@ class ScheduleStore(Protocol):
         an update); the updated job, or None when it moved meanwhile and nothing was written."""
 
 
-class ApiStore(StoreLifecycle, ScheduleStore, Protocol):
+class WorkflowStore(Protocol):
+    """Workflows (shared/workflows.py): named steps, each a job, written all or nothing and read as one."""
+
+    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
+        """Store the workflow's record and its steps' jobs, all or nothing: no step's job is claimed before every
+        step is stored (the roots pending, the others waiting for their parents' jobs as jobs with dependsOn do),
+        and a create that fails leaves no step that can run. Raise DuplicateWorkflow naming the holder when the
+        tenant has a workflow with its idempotencyKey (on a store that writes in steps, a create that finds that
+        workflow still being written, a resend after a failure or a create racing it, finishes it and returns it
+        instead), JobRefused (nothing kept) for a step's job the
+        database cannot hold, StoreUnavailable when it could not be written (sending it again is safe: its key
+        decides)."""
+
+    def workflow(self, workflow_id: str) -> WorkflowView | None:
+        """The workflow with this id, with each step's job's status (a step whose job was deleted has none), or
+        None (also for an id that is not a valid ObjectId)."""
+
+    def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
+        """The tenant's workflows, newest first, at most `limit`, those created before the workflow `before` (a
+        page after the previous page's last one); with their steps' counts by status."""
+
+
+class ApiStore(StoreLifecycle, ScheduleStore, WorkflowStore, Protocol):
     """The API's: jobs as clients see them."""
 
     def create(self, new: NewJob) -> Job:
@@ -397,9 +459,10 @@ class ExecutorStore(StoreLifecycle, Protocol):
         StoreUnavailable for a start the store could not settle. Raise StoreUnavailable when none could be
         written."""
 
-    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
-        """The `result` of each of these jobs that exists, by id as given (None for one that kept none): what a
-        dependent's handler reads of its parents (HandlerContext.parent_results)."""
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, ParentResult]:
+        """The `result` of each of these jobs that exists (None for one that kept none) with its workflow step's
+        name (None for a job outside a workflow), by id as given: what a dependent's handler reads of its parents
+        (HandlerContext.parent_results, step_results)."""
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
@@ -443,6 +506,11 @@ class ReaperStore(StoreLifecycle, Protocol):
         """The waits a crash left unsettled: the waiting dependents of up to `limit` parents that ended (and got
         their last dependent) before `ended_before`, each settled as a parent's end settles it; how many parents
         were looked at. A store that settles a parent's dependents in the transaction that ends it has none."""
+
+    def settle_workflows(self, created_before: datetime, limit: int) -> int:
+        """The workflows a crash left half written (a store that writes them in steps) since before
+        `created_before`: each finished when all its steps were written, removed with them otherwise (none of them
+        ran); how many. A store that writes a workflow in one transaction has none."""
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of

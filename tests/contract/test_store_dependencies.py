@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from bson import ObjectId
 
+from jobsched.handlers import ParentResult
 from shared.model import Job, Outcome, Status, utc_now
 from shared.store.base import AttemptFinish, DependencyRefused, JobStore
 from tests.contract.store_kit import claim_one, lockstep, new, queued, reload, result, running, start, together
@@ -204,8 +205,8 @@ def test_a_dependent_reads_what_its_parents_returned(store: JobStore) -> None:
     store.finish_attempt(silent, result(Outcome.SUCCEEDED))
     missing = str(ObjectId())
     assert store.results_of([returned.id.upper(), silent.id, missing, "not-an-id"]) == {
-        returned.id.upper(): {"rows": 42},
-        silent.id: None,
+        returned.id.upper(): ParentResult(None, {"rows": 42}),
+        silent.id: ParentResult(None, None),
     }
     assert store.results_of([]) == {}
 

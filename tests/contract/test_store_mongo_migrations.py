@@ -48,6 +48,7 @@ RELEASED = [
     ("leaner_job_indexes", "69c8b0d994a4099d659fc95e08f19fbf298a54711b78e061c8004f019d2c743a"),
     ("attempt_history_in_jobs", "2b96b315d56173d08416ca8ba8efb93bb476a0b963e9ae099b881ef1dc517bb2"),
     ("dependency_indexes", "297134ab07ab2b077427e232937d9285cb94dc5358dcb2c54ca63a5399356b3d"),
+    ("workflow_indexes", "0b69bbaae0a25ccce274b27219cfc1b5f50b6557831933ba73ce1b1b06b91095"),
 ]
 
 

@@ -12,6 +12,7 @@ import random
 import subprocess
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -22,7 +23,7 @@ from pymongo.database import Database
 
 from jobsched.limits import Limits, Rate
 from shared.model import Outcome, Status, utc_now
-from shared.store.base import NewJob
+from shared.store.base import NewJob, NewStep, NewWorkflow
 from shared.store.mongo import MongoJobStore
 from shared.store.mongo.job_types import MongoJobTypes
 from shared.store.transitions import KIND_RUN
@@ -73,34 +74,40 @@ DAG_STEPS = ("root", "a", "b", "c", "sink")
 
 
 def write_dags(store: MongoJobStore, rng: random.Random) -> dict[str, list[str]]:
-    """DAGS graphs root → a, b, c → sink, due within the first 20 s, of noop and flaky steps (some dead-letter):
-    each step's parents' ids, by the step's id."""
+    """DAGS graphs root → a, b, c → sink, due within the first 20 s, of noop and flaky steps (some dead-letter),
+    half of them jobs with dependsOn, half workflows: each step's parents' ids, by the step's id."""
     parents_of: dict[str, list[str]] = {}
     for n in range(DAGS):
-        made: dict[str, str] = {}
+        after = {"root": (), "a": ("root",), "b": ("root",), "c": ("root",), "sink": ("a", "b", "c")}
+        steps: list[NewStep] = []
         for step in DAG_STEPS:
-            parents = [made["root"]] if step in ("a", "b", "c") else [made[s] for s in "abc"] if step == "sink" else []
             flaky = rng.random() < 0.3
-            job = store.create(
-                NewJob(
-                    idempotencyKey=f"dag-{n}-{step}",
-                    tenantId=f"tenant-{n % 5}",
-                    jobType="flaky" if flaky else "noop",
-                    payload={"failRate": 0.5} if flaky else {},
-                    scheduledAt=utc_now() + timedelta(milliseconds=rng.randint(0, 20_000)),
-                    maxAttempts=2,
-                    dependsOn=parents or None,
-                )
+            new = NewJob(
+                idempotencyKey=f"dag-{n}-{step}",
+                tenantId=f"tenant-{n % 5}",
+                jobType="flaky" if flaky else "noop",
+                payload={"failRate": 0.5} if flaky else {},
+                scheduledAt=utc_now() + timedelta(milliseconds=rng.randint(0, 20_000)),
+                maxAttempts=2,
             )
-            made[step] = job.id
-            parents_of[job.id] = parents
+            steps.append(NewStep(step, new, after[step]))
+        if n % 2:
+            view = store.create_workflow(NewWorkflow(f"tenant-{n % 5}", f"dag-{n}", tuple(steps)))
+            made = {s.name: s.jobId for s in view.workflow.steps}
+        else:
+            made = {}
+            for s in steps:
+                parents = [made[p] for p in s.after]
+                made[s.name] = store.create(replace(s.job, dependsOn=parents or None)).id
+        for s in steps:
+            parents_of[made[s.name]] = [made[p] for p in s.after]
     return parents_of
 
 
 def dag_violations(db: Database[dict[str, object]], parents_of: dict[str, list[str]]) -> list[str]:
     """What went wrong in the graphs: a step not final, one started before a parent had completed, or one not
     cancelled though a parent failed."""
-    docs = {str(d["_id"]): d for d in db["jobs"].find({"idempotencyKey": {"$regex": "^dag-"}})}
+    docs = {str(d["_id"]): d for d in db["jobs"].find({"_id": {"$in": _ids(parents_of)}})}
     completed_at = {
         job_id: max(e["finishedAt"] for e in _history(doc) if e["outcome"] == Outcome.SUCCEEDED.value)
         for job_id, doc in docs.items()
@@ -203,7 +210,7 @@ def test_nothing_is_lost_when_everything_crashes(
 
     def graphs_ended() -> bool:
         final = [Status.COMPLETED.value, Status.DLQ.value, Status.CANCELLED.value]
-        return mongo_db["jobs"].count_documents({"idempotencyKey": {"$regex": "^dag-"}, "status": {"$nin": final}}) == 0
+        return mongo_db["jobs"].count_documents({"_id": {"$in": _ids(dags)}, "status": {"$nin": final}}) == 0
 
     def leader() -> ServiceProcess | None:
         return next((s for s in schedulers if s.process.poll() is None and s.metric("scheduler_is_leader") == 1), None)

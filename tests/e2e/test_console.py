@@ -448,6 +448,58 @@ def test_a_waiting_job_links_the_jobs_it_waits_for_and_is_cancelled_from_its_pag
     assert job(dev, first["id"])["status"] == "pending"  # a dependent's cancel leaves its parents alone
 
 
+def workflow(dev: Dev, tenant: str, key: str, steps: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    response = dev.http.post("/workflows", json={"idempotencyKey": key, "tenantId": tenant, "steps": steps, **fields})
+    assert response.status_code == 201, response.text
+    made: dict[str, Any] = response.json()
+    return made
+
+
+def test_a_workflow_is_drawn_as_a_graph_of_its_steps_and_cancelled_from_its_page(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    steps: list[dict[str, Any]] = [
+        {"name": "extract", "jobType": "noop"},
+        {"name": "orders", "jobType": "noop", "after": ["extract"]},
+        {"name": "refunds", "jobType": "flaky", "payload": {"failRate": 1}, "maxAttempts": 1, "after": ["extract"]},
+        {"name": "load", "jobType": "noop", "after": ["orders", "refunds"]},
+        {"name": "report", "jobType": "noop", "after": ["load"], "onParentFailure": "run"},
+    ]
+    failing = workflow(dev, "flows", "nightly-0612", steps, name="nightly-etl")
+    wait_until(
+        lambda: dev.http.get(f"/workflows/{failing['id']}").json()["status"] == "failed", 60, "the workflow to fail"
+    )
+    later = workflow(dev, "flows", "next-week", steps[:2], scheduledAt=format_time(utc_now() + LATER))
+
+    page.goto(ui(dev, "/workflows?tenantId=flows"))
+    expect(page.locator("tbody tr")).to_have_count(2)
+    expect(page.locator(f'tr[data-workflow-id="{failing["id"]}"] .badge')).to_have_text("failed")
+    page.get_by_role("link", name="nightly-etl").click()
+    expect(page.locator("h1")).to_contain_text("Workflow nightly-etl failed")
+    graph = page.locator(".graph svg")
+    expect(graph.locator("a[data-step]")).to_have_count(5)
+    expected = {"extract": "completed", "orders": "completed", "refunds": "dlq", "load": "cancelled"}
+    for name, status in expected.items():
+        expect(graph.locator(f'a[data-step="{name}"] rect')).to_have_class(f"node {status}")
+    expect(graph.locator('a[data-step="report"] rect')).to_have_class("node completed")  # it runs anyway
+    expect(graph.locator("path.edge")).to_have_count(5)
+    boxes = {name: graph.locator(f'a[data-step="{name}"] rect').bounding_box() for name in ("extract", "load")}
+    assert boxes["extract"] is not None
+    assert boxes["load"] is not None
+    assert boxes["extract"]["x"] < boxes["load"]["x"]  # parents left of their steps
+    expect(page.locator("#cancel-workflow")).to_have_count(0)  # finished: nothing to cancel
+    screenshot(page, "workflow")
+    graph.locator('a[data-step="refunds"]').click()
+    expect(page.locator("h1")).to_contain_text("Job ")
+    expect(page.locator('[data-field="workflowId"] a')).to_have_text(failing["id"])
+
+    page.goto(ui(dev, f"/workflows/{later['id']}"))
+    expect(page.locator("h1")).to_contain_text("running")
+    page.locator("#cancel-workflow").click()
+    page.locator("dialog#confirm").get_by_role("button", name="Cancel workflow").click()
+    expect(page.locator("h1")).to_contain_text("cancelled")
+    expect(page.locator("td .badge")).to_have_text(["cancelled", "cancelled"])
+
+
 def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     nightly = create(dev, "schedules", "nightly", cron="0 2 * * *", timezone="Europe/Berlin")

@@ -1,4 +1,4 @@
-"""`jobsched jobs|dlq|schedules` as an operator types them, against `jobsched dev` with AUTH=required: every
+"""`jobsched jobs|dlq|schedules|workflows` as an operator types them, against `jobsched dev` with AUTH=required: every
 command, its JSON output parsed, its table read, and the exit status a script relies on."""
 
 from __future__ import annotations
@@ -235,3 +235,30 @@ def test_an_empty_schedule_listing_points_at_the_schedules_declared_in_code(tmp_
         assert "none in this tenant" not in listed.stdout
     finally:
         node.close()
+
+
+def test_workflows_from_the_command_line(dev: Dev) -> None:
+    key = dev.new_api_key("acme")
+    operator = Operator(dev.base_url, key)
+    with jobsched.Client(dev.base_url, key) as client:
+        flow = client.workflow("nightly", name="nightly-etl", scheduled_at=utc_now() + timedelta(hours=1))
+        flow.chain(flow.step("extract", "noop"), flow.step("load", "noop"))
+        later = flow.submit()
+        now = client.workflow("now")
+        now.step("only", "noop")
+        done = client.wait_workflow(now.submit().id, timeout=30)
+    assert done.status == "succeeded"
+
+    assert [w["id"] for w in operator.json("workflows", "list")] == [done.id, later.id]
+    assert [w["id"] for w in operator.json("workflows", "list", "--status", "running")] == [later.id]
+    table = operator.run("workflows", "list").stdout
+    assert later.id in table
+    assert "nightly-etl" in table
+    shown = operator.json("workflows", "get", later.id)
+    assert [s["name"] for s in shown["steps"]] == ["extract", "load"]
+    assert "extract" in operator.run("workflows", "get", later.id).stdout
+    assert operator.json("workflows", "cancel", later.id)["status"] == "cancelled"
+    assert "404" in operator.fails(3, "workflows", "get", "ffffffffffffffffffffffff")
+    stranger = Operator(dev.base_url, dev.new_api_key("other"))
+    assert "404" in stranger.fails(3, "workflows", "get", done.id)
+    assert stranger.json("workflows", "list") == []

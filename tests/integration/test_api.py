@@ -366,6 +366,8 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/signing-secrets/{secret_id}",
         "/credentials",
         "/credentials/{name}",
+        "/workflows",
+        "/workflows/{id}",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
     assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}

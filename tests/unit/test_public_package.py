@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import jobsched
 from jobsched import HandlerContext, JobTypes, PayloadMismatch, testing
-from jobsched.handlers import DuplicateHandler
+from jobsched.handlers import DuplicateHandler, ParentResult
 
 
 @dataclass(frozen=True)
@@ -152,9 +152,9 @@ def test_a_context_gives_its_parents_results_read_once_in_dependsOn_order() -> N
     assert ctx.parents == ("b", "a")
     assert ctx.parent_results() == {"b": 2, "a": {"rows": 1}}
 
-    def read(ids: Sequence[str]) -> dict[str, Any]:
+    def read(ids: Sequence[str]) -> dict[str, ParentResult]:
         reads.append(tuple(ids))
-        return {"a": 1}
+        return {"a": ParentResult(None, 1)}
 
     counted = replace(ctx, parents=("a", "gone"), read_results=read)
     assert counted.parent_results() == {"a": 1, "gone": None}

@@ -60,6 +60,7 @@ CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
 TENANT_BODIES: Final = frozenset(
     {("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply"), ("POST", "/signing-secrets")}
+    | {("POST", "/workflows")}
 )
 # Routes that bind every tenant (a job type's limits): admin keys only, by path and method.
 ADMIN_ROUTES: Final = frozenset({("/job-types/{job_type}/limits", "PUT"), ("/job-types/{job_type}/limits", "DELETE")})

@@ -2,13 +2,13 @@
 
 The API's routes never see the real job store: create_app hands them a TenantGuard, which reads the request's
 principal (set by the authentication wrapper, auth.py) and applies one rule per kind of argument, whatever the
-method is called. An argument named `job_id` (or `template_id`) must name a job of the principal's tenant, and a
-Job passed as `job` or `template` must be one, or the call raises JobNotFound (the 404 of an unknown id: another
-tenant's job is indistinguishable from none); `tenant_id`, and the tenant of a NewJob argument `new` (of each
-of `news`), must be the principal's, or the call is 403. A store method with none of these arguments is refused
-unless it is one of the tenant-free ones (schema, ping, close), so a route added later that calls a new store
-method is scoped by its arguments' names, or fails loudly, never leaks. An admin key's principal may use every
-tenant.
+method is called. An argument named `job_id` (or `template_id`) must name a job of the principal's tenant (a
+`workflow_id` a workflow of it), and a Job passed as `job` or `template` must be one, or the call raises
+JobNotFound (the 404 of an unknown id: another tenant's job is indistinguishable from none); `tenant_id`, and the
+tenant of a NewJob argument `new` (of each of `news`), must be the principal's, or the call is 403. A store method
+with none of these arguments is refused unless it is one of the tenant-free ones (schema, ping, close), so a route
+added later that calls a new store method is scoped by its arguments' names, or fails loudly, never leaks. An admin
+key's principal may use every tenant.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from starlette.exceptions import HTTPException
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Job
-from shared.store.base import JobNotFound, JobStore, NewJob
+from shared.store.base import JobNotFound, JobStore, NewJob, NewWorkflow, WorkflowNotFound
 from shared.store.browse import JobBrowser
+from shared.workflows import WorkflowView
 
 audit_log = logging.getLogger("jobsched.audit")
 TENANT_FREE: Final = frozenset({"ensure_schema", "ping", "close"})
@@ -118,6 +119,17 @@ class TenantGuard:
             return None
         return job
 
+    def workflow(self, workflow_id: str) -> WorkflowView | None:
+        """As `get`: another tenant's workflow reads as none."""
+        found = self._store.workflow(workflow_id)
+        if found is None:
+            return None
+        principal = _principal()
+        if not principal.may_use(found.workflow.tenantId):
+            audit_denied("other_tenant", 404, principal)
+            return None
+        return found
+
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._store, name)
         scoped = method if name in TENANT_FREE else self._scoped(name, method)
@@ -146,6 +158,11 @@ def _check_job_id(guard: TenantGuard, principal: Principal, job_id: str) -> None
         raise JobNotFound(job_id)
 
 
+def _check_workflow_id(guard: TenantGuard, principal: Principal, workflow_id: str) -> None:
+    if guard.workflow(workflow_id) is None:
+        raise WorkflowNotFound(workflow_id)
+
+
 def _check_job(guard: TenantGuard, principal: Principal, job: Job) -> None:
     """A job the route read through the guard already: scoped again all the same, by its tenant."""
     if not principal.may_use(job.tenantId):
@@ -165,7 +182,7 @@ def _check_tenant_id(guard: TenantGuard, principal: Principal, tenant: str | Non
     check_tenant(principal, tenant)
 
 
-def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob) -> None:
+def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob | NewWorkflow) -> None:
     check_tenant(principal, new.tenantId)
 
 
@@ -177,6 +194,7 @@ def _check_new_jobs(guard: TenantGuard, principal: Principal, news: Sequence[New
 _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "job_id": _check_job_id,
     "template_id": _check_job_id,
+    "workflow_id": _check_workflow_id,
     "job": _check_job,
     "template": _check_job,
     "tenant_id": _check_tenant_id,

@@ -18,7 +18,7 @@ from starlette.routing import Match
 
 from shared import jsonsafe
 from shared.schedules.engine import ScheduleRefused
-from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, TransitionRefused
+from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, TransitionRefused, WorkflowNotFound
 
 log = logging.getLogger("jobsched.api")
 RETRY_AFTER_S = 1
@@ -57,6 +57,7 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
         ApiError: _api_error,
         HTTPException: _http_error,
         JobNotFound: _status_error(404),
+        WorkflowNotFound: _status_error(404),
         JobRefused: _status_error(400),
         TransitionRefused: _status_error(409),
         ScheduleRefused: _status_error(409),

@@ -9,6 +9,7 @@ from pydantic import TypeAdapter
 from services.api.openapi.credentials import credential_paths
 from services.api.openapi.operator import LIST_PARAMETERS, operator_paths, operator_schemas
 from services.api.openapi.schedules import patch_operation, schedule_paths, schedule_schemas
+from services.api.openapi.workflows import workflow_paths, workflow_schemas
 from shared.job_requests import STATUS_VALUES, ErrorBody, JobRequest
 from shared.model import Execution, Job
 
@@ -253,8 +254,9 @@ def openapi_document() -> dict[str, Any]:
             },
             **operator_paths(),
             **credential_paths(),
+            **workflow_paths(),
         },
-        "components": {"schemas": {**_schemas(), **operator_schemas()}},
+        "components": {"schemas": {**_schemas(), **operator_schemas(), **workflow_schemas()}},
     }
 
 

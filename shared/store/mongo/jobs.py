@@ -12,13 +12,13 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from bson import ObjectId
 from bson.errors import InvalidDocument
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
+from jobsched.handlers import ParentResult
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Execution, Job, Status, utc_now
 from shared.store import transitions
@@ -31,6 +31,7 @@ from shared.store.base import (
     JobNotFound,
     JobRefused,
     NewJob,
+    NewWorkflow,
     ProgressReport,
     RunSpec,
     StoreError,
@@ -44,6 +45,7 @@ from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, claims, dependencies, schema
+from shared.store.mongo import workflows as stored_workflows
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
     WITHOUT_HISTORY,
@@ -62,6 +64,7 @@ from shared.store.transitions import (
     KIND_RUN,
     KIND_TEMPLATE,
 )
+from shared.workflows import WorkflowView
 
 DELETE_CHUNK = 1000  # ids per $in of a template's deletion
 CANCEL_TRIES = 5
@@ -164,6 +167,18 @@ class MongoJobStore:
             for tenant, keys in keys_by_tenant.items()
             for key, job_id in self._ids_by_key(tenant, keys).items()
         }
+
+    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
+        return stored_workflows.create(self.database, new)
+
+    def workflow(self, workflow_id: str) -> WorkflowView | None:
+        return stored_workflows.read(self.database, workflow_id)
+
+    def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
+        return stored_workflows.listing(self.database, tenant_id, limit, before)
+
+    def settle_workflows(self, created_before: datetime, limit: int) -> int:
+        return stored_workflows.settle_creating(self.database, created_before, limit)
 
     def get(self, job_id: str) -> Job | None:
         return read_job(self.database, job_id)
@@ -380,11 +395,11 @@ class MongoJobStore:
                     {"$set": {"leaseExpiresAt": lease_until}},
                 )
 
-    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, ParentResult]:
         by_id = {ObjectId(job_id): job_id for job_id in job_ids if ObjectId.is_valid(job_id)}
         with translate_errors():
-            docs = self.database.jobs.find({"_id": {"$in": list(by_id)}}, {"result": 1})
-            return {by_id[doc["_id"]]: doc.get("result") for doc in docs}
+            docs = self.database.jobs.find({"_id": {"$in": list(by_id)}}, {"step": 1, "result": 1})
+            return {by_id[doc["_id"]]: ParentResult(doc.get("step"), doc.get("result")) for doc in docs}
 
     def record_progress(self, reports: Sequence[ProgressReport]) -> None:
         if not reports:

@@ -280,6 +280,20 @@ def dependency_indexes(database: MongoDatabase) -> None:
     )
 
 
+def workflow_indexes(database: MongoDatabase) -> None:
+    """Workflows (issue 50): one per tenant and idempotency key (the unique insert decides a create), listed newest
+    first per tenant; the reaper finds the ones a crash left half written; a workflow's jobs are found by
+    `jobs_of_workflow`, which holds only jobs of a workflow (partial), so other jobs cost it nothing."""
+    workflows = database.collection("workflows")
+    workflows.create_index([("tenantId", 1), ("idempotencyKey", 1)], name="workflow_key", unique=True)
+    workflows.create_index([("tenantId", 1), ("_id", -1)], name="workflows_of_tenant")
+    workflows.create_index([("createdAt", 1)], name="workflows_creating", partialFilterExpression={"state": "creating"})
+    jobs = database.collection("jobs")
+    jobs.create_index(
+        [("workflowId", 1)], name="jobs_of_workflow", partialFilterExpression={"workflowId": {"$exists": True}}
+    )
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -290,5 +304,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     leaner_job_indexes,
     attempt_history_in_jobs,
     dependency_indexes,
+    workflow_indexes,
 )
 LATEST: Final = len(MIGRATIONS)

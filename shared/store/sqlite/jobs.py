@@ -22,6 +22,7 @@ from typing import Any
 
 from bson import ObjectId
 
+from jobsched.handlers import ParentResult
 from shared.model import Execution, Job, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -31,6 +32,7 @@ from shared.store.base import (
     Deleted,
     JobNotFound,
     NewJob,
+    NewWorkflow,
     ProgressReport,
     RunSpec,
     StoreError,
@@ -47,6 +49,7 @@ from shared.store.claiming import claim_due_runs
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
 from shared.store.sqlite import claims, dependencies, schema, writes
+from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
     chunks,
@@ -71,6 +74,7 @@ from shared.store.transitions import (
     KIND_TEMPLATE,
     attempt_record_id,
 )
+from shared.workflows import WorkflowView
 
 
 class SqliteJobStore:
@@ -130,6 +134,18 @@ class SqliteJobStore:
                 created = [exc] * len(chunk)
             answers += created
         return answers
+
+    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
+        return stored_workflows.create(self.database, new)
+
+    def workflow(self, workflow_id: str) -> WorkflowView | None:
+        return stored_workflows.read(self.database, workflow_id)
+
+    def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
+        return stored_workflows.listing(self.database, tenant_id, limit, before)
+
+    def settle_workflows(self, created_before: datetime, limit: int) -> int:
+        return 0  # written in one transaction: never half
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
@@ -302,13 +318,14 @@ class SqliteJobStore:
                 [(to_ms(lease_until), j.id, j.attempts, *ATTEMPT_ACTIVE) for j in jobs],
             )
 
-    def results_of(self, job_ids: Sequence[str]) -> dict[str, Any]:
+    def results_of(self, job_ids: Sequence[str]) -> dict[str, ParentResult]:
         by_stored = {stored: job_id for job_id in job_ids if (stored := stored_id(job_id))}
-        found: dict[str, Any] = {}
+        found: dict[str, ParentResult] = {}
         with self.database.read() as conn:
             for chunk in chunks(list(by_stored)):
-                for row in conn.execute(f"SELECT id, result FROM jobs WHERE id IN ({marks(chunk)})", chunk):
-                    found[by_stored[str(row[0])]] = None if row[1] is None else json.loads(row[1])
+                for row in conn.execute(f"SELECT id, step, result FROM jobs WHERE id IN ({marks(chunk)})", chunk):
+                    result = None if row[2] is None else json.loads(row[2])
+                    found[by_stored[str(row[0])]] = ParentResult(row[1], result)
         return found
 
     def record_progress(self, reports: Sequence[ProgressReport]) -> None:

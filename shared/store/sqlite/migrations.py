@@ -452,6 +452,27 @@ def job_dependencies(conn: sqlite3.Connection) -> None:
     )
 
 
+def workflows_table(conn: sqlite3.Connection) -> None:
+    """Workflows (issue 50): a workflow's record (its steps by name, with their jobs' ids), one per tenant and
+    idempotency key, listed newest first; a step's job names its workflow and step, and a workflow's jobs are found
+    by an index that holds only jobs of a workflow."""
+    add_missing_columns(conn, "jobs", "workflowId TEXT, step TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_of_workflow ON jobs (workflowId) WHERE workflowId IS NOT NULL")
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS workflows (
+            id             TEXT PRIMARY KEY,
+            tenantId       TEXT NOT NULL,
+            idempotencyKey TEXT NOT NULL,
+            name           TEXT,
+            createdAt      INTEGER NOT NULL,
+            state          TEXT NOT NULL,
+            steps          TEXT NOT NULL,
+            UNIQUE (tenantId, idempotencyKey)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS workflows_of_tenant ON workflows (tenantId, id)")
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -466,5 +487,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     api_keys_table,
     backoff_on_jobs,
     job_dependencies,
+    workflows_table,
 )
 LATEST: Final = len(MIGRATIONS)

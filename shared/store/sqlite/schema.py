@@ -62,6 +62,7 @@ PARTIAL_INDEXES: Final = {
     "pending_listing": PENDING_SQL,
     "tenant_templates": TEMPLATES_SQL,
     "template_runs": "templateId IS NOT NULL",
+    "jobs_of_workflow": "workflowId IS NOT NULL",  # a query's `workflowId = ?` implies it
     "recent_endings": FINAL_SQL,
     "dead_letters": DEAD_SQL,
     "tenant_dead_letters": DEAD_SQL,

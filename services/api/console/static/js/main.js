@@ -11,6 +11,8 @@ import * as jobs from "./pages/jobs.js";
 import * as job from "./pages/job.js";
 import * as dlq from "./pages/dlq.js";
 import * as schedules from "./pages/schedules.js";
+import * as workflows from "./pages/workflows.js";
+import * as workflow from "./pages/workflow.js";
 
 const ROUTES = [
   { pattern: /^\/$/, page: overview, nav: "overview" },
@@ -18,6 +20,8 @@ const ROUTES = [
   { pattern: /^\/jobs\/([0-9a-fA-F]{24})$/, page: job, nav: "jobs" },
   { pattern: /^\/dlq$/, page: dlq, nav: "dlq" },
   { pattern: /^\/schedules$/, page: schedules, nav: "schedules" },
+  { pattern: /^\/workflows$/, page: workflows, nav: "workflows" },
+  { pattern: /^\/workflows\/([0-9a-fA-F]{24})$/, page: workflow, nav: "workflows" },
 ];
 
 let stopCurrent = null;

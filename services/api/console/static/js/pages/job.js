@@ -68,6 +68,7 @@ function fieldValue(key, value, fields) {
   if (key === "scheduledAt" && (fields.cron || fields.interval)) return zonedTime(value, fields.timezone);
   if (TIME_FIELDS.has(key)) return time(value);
   if (key === "templateId") return link(`#/jobs/${value}`, h("code", {}, value));
+  if (key === "workflowId") return link(`#/workflows/${value}`, h("code", {}, value));
   // The jobs it waits for (or waited for): each a link to that job.
   if (key === "dependsOn") return value.flatMap((id, i) => [i ? ", " : "", link(`#/jobs/${id}`, h("code", {}, id))]);
   if (key === "lastError") return h("span", { class: "error-text" }, value);
