@@ -26,11 +26,14 @@ from jobsched.client import (
     AsyncClient,
     Backfilled,
     BadRequest,
+    Batch,
+    BatchCallback,
     Client,
     Conflict,
     ConnectionFailed,
     DeadLetters,
     Deleted,
+    DuplicateBatch,
     DuplicateJob,
     DuplicateWorkflow,
     Enqueued,
@@ -52,8 +55,9 @@ from jobsched.client import (
     Workflow,
     WorkflowBuilder,
     WorkflowStep,
+    callback,
 )
-from jobsched.handlers import HandlerContext, HandlerError, JobType, JobTypes
+from jobsched.handlers import BatchMember, BatchProgress, HandlerContext, HandlerError, JobType, JobTypes
 from jobsched.limits import Limits, Rate
 from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
 from jobsched.payloads import Payload, PayloadMismatch
@@ -68,12 +72,17 @@ __all__ = [
     "Backfilled",
     "Backoff",
     "BadRequest",
+    "Batch",
+    "BatchCallback",
+    "BatchMember",
+    "BatchProgress",
     "Cancel",
     "Client",
     "Conflict",
     "ConnectionFailed",
     "DeadLetters",
     "Deleted",
+    "DuplicateBatch",
     "DuplicateJob",
     "DuplicateWorkflow",
     "Enqueued",
@@ -108,4 +117,5 @@ __all__ = [
     "WorkflowBuilder",
     "WorkflowStep",
     "__version__",
+    "callback",
 ]

@@ -42,6 +42,25 @@ class JobLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
+@dataclass(frozen=True)
+class BatchProgress:
+    """A batch as its callback sees it (ctx.batch()): its status (succeeded, failed; running or open before it
+    fired), its members counted by status, and how many there are."""
+
+    batch_id: str
+    status: str
+    total: int
+    counts: Mapping[str, int]
+
+
+class BatchMember(NamedTuple):
+    """A member of a batch as its callback reads it (ctx.batch_results()): its job's id, status and result."""
+
+    job_id: str
+    status: str
+    result: Any
+
+
 class ParentResult(NamedTuple):
     """What a job that another waited for returned (at its last attempt that kept a result: None if none), and its
     step's name when it is a step of a workflow."""
@@ -80,6 +99,12 @@ class HandlerContext:
         default=lambda ids: {}, repr=False, compare=False
     )
     _results: dict[str, ParentResult] | None = field(default=None, init=False, repr=False, compare=False)
+    # A batch's callback: the batch it runs for, and where the batch and its members are read from.
+    batch_id: str | None = None
+    read_batch: Callable[[str], BatchProgress] | None = field(default=None, repr=False, compare=False)
+    read_members: Callable[[str, BatchMember | None, int], Sequence[BatchMember]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def report_progress(self, value: Any) -> None:
         """How far this attempt has come, for whoever watches the job: a small JSON value (a dataclass or a
@@ -113,6 +138,26 @@ class HandlerContext:
         if step not in results:
             raise KeyError(f"{step!r} is not a step this one waited for; its parent steps: {sorted(results)}")
         return results[step] if as_type is None else decoded(as_type, results[step])
+
+    def batch(self) -> BatchProgress:
+        """For a batch's callback (onComplete, onSuccess): the batch's counts as they are now (read from the
+        store at each call). LookupError for a job that is no batch's callback."""
+        if self.batch_id is None or self.read_batch is None:
+            raise LookupError(f"job {self.job_id} is no batch's callback")
+        return self.read_batch(self.batch_id)
+
+    def batch_results(self, page: int = 1000) -> Iterator[BatchMember]:
+        """For a batch's callback: every member with its status and result, read from the store `page` members
+        at a time as the iteration goes (a batch of 100,000 is never in memory at once), by status then id.
+        LookupError for a job that is no batch's callback."""
+        if self.batch_id is None or self.read_members is None:
+            raise LookupError(f"job {self.job_id} is no batch's callback")
+        if page < 1:
+            raise ValueError(f"page: {page}; members are read at least one at a time")
+        after: BatchMember | None = None
+        while chunk := self.read_members(self.batch_id, after, page):
+            yield from chunk
+            after = chunk[-1]
 
     def _parents(self) -> dict[str, ParentResult]:
         if self._results is None:

@@ -34,6 +34,7 @@ from loadtest.scenarios import (
     embedded,
     failover,
     fairness,
+    fan,
     hot_second,
     keepalive,
     lateness,
@@ -77,6 +78,7 @@ SCENARIOS: dict[str, Scenario] = {
         store_work.SCENARIO,
         hot_second.SCENARIO,
         chain.SCENARIO,
+        fan.SCENARIO,
     )
 }
 

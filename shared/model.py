@@ -146,6 +146,9 @@ class Job(TemplatePolicy):
     # A step of a workflow (shared/workflows.py): the workflow's id and the step's name in it.
     workflowId: str | None = None
     step: str | None = None
+    # A member of a batch, or a batch's callback (shared/batches.py): the batch's id.
+    batchId: str | None = None
+    callbackOf: str | None = None
     # A job some waiting job depends on, since when (the last dependent's creation): its end looks its dependents
     # up, and the reaper settles them after a crash in between (MongoDB store). Internal.
     hasDependents: bool | None = field(default=None, metadata={"wire": False})

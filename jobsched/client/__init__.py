@@ -7,12 +7,14 @@ with Client("http://127.0.0.1:8080", tenant_id="tenant-a") as client:
     done = client.wait(job.id)
 """
 
+from jobsched.client._batch_calls import BatchCallback, callback
 from jobsched.client._calls import Retries
 from jobsched.client.aio import AsyncClient
 from jobsched.client.errors import (
     BadRequest,
     Conflict,
     ConnectionFailed,
+    DuplicateBatch,
     DuplicateJob,
     DuplicateWorkflow,
     JobschedError,
@@ -27,6 +29,7 @@ from jobsched.client.models import (
     TERMINAL_STATUSES,
     Applied,
     Backfilled,
+    Batch,
     Credential,
     DeadLetters,
     Deleted,
@@ -50,12 +53,15 @@ __all__ = [
     "AsyncClient",
     "Backfilled",
     "BadRequest",
+    "Batch",
+    "BatchCallback",
     "Client",
     "Conflict",
     "ConnectionFailed",
     "Credential",
     "DeadLetters",
     "Deleted",
+    "DuplicateBatch",
     "DuplicateJob",
     "DuplicateWorkflow",
     "Enqueued",
@@ -80,4 +86,5 @@ __all__ = [
     "Workflow",
     "WorkflowBuilder",
     "WorkflowStep",
+    "callback",
 ]

@@ -198,11 +198,16 @@ class ManyOptions(TypedDict, total=False):
 
 
 def create_many(
-    job_type: str, payloads: Sequence[dict[str, Any]], default_tenant: str | None, options: ManyOptions
+    job_type: str,
+    payloads: Sequence[dict[str, Any]],
+    default_tenant: str | None,
+    options: ManyOptions,
+    path: str = "/jobs/batch",
 ) -> Iterator[Call[list[Enqueued]]]:
-    """One-off jobs of one type, one per payload: POST /jobs/batch calls of up to MAX_BATCH_JOBS jobs each, made
-    as they are sent (a million payloads are never one body). Resent after a failure like create: the keys
-    decide, so a job that an earlier try made comes back as a 409 naming it."""
+    """One-off jobs of one type, one per payload: POST /jobs/batch calls (or to `path`, which answers alike: a
+    batch's /batches/{id}/jobs) of up to MAX_BATCH_JOBS jobs each, made as they are sent (a million payloads are
+    never one body). Resent after a failure like create: the keys decide, so a job that an earlier try made comes
+    back as a 409 naming it."""
     keys = options.get("idempotency_keys")
     if keys is not None and len(keys) != len(payloads):
         raise ValueError(f"{len(keys)} idempotency_keys for {len(payloads)} payloads: give one per payload")
@@ -227,7 +232,7 @@ def create_many(
             for i in range(start, min(start + MAX_BATCH_JOBS, len(payloads)))
         ]
         body: dict[str, Any] = {"jobs": jobs} if tenant is None else {"tenantId": tenant, "jobs": jobs}
-        yield Call("POST", "/jobs/batch", partial(_enqueued, start), body=body)
+        yield Call("POST", path, partial(_enqueued, start), body=body)
 
 
 def _enqueued(offset: int, body: Any) -> list[Enqueued]:

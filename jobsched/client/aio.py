@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobsched.client import _calls
+from jobsched.client import _batch_calls, _calls
+from jobsched.client._batch_calls import BatchCallback
 from jobsched.client._calls import (
     Call,
     CreateOptions,
@@ -28,6 +30,7 @@ from jobsched.client.errors import DuplicateJob, DuplicateWorkflow, WaitTimeout
 from jobsched.client.models import (
     Applied,
     Backfilled,
+    Batch,
     Credential,
     DeadLetters,
     Deleted,
@@ -323,14 +326,54 @@ class AsyncClient:
         poll: float = 0.2,
     ) -> Job:
         wanted = _calls.wanted_statuses(statuses)
-        deadline = time.monotonic() + timeout
-        while True:
-            job = await self.get(job_id)
-            if job.status in wanted:
-                return job
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {job_id} is {job.status} after {timeout:g}s", job)
-            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+        return await _polled(partial(self.get, job_id), lambda j: j.status in wanted, f"job {job_id}", timeout, poll)
+
+    async def batch(
+        self,
+        idempotency_key: str | None = None,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        on_complete: BatchCallback | None = None,
+        on_success: BatchCallback | None = None,
+    ) -> Batch:
+        return await self._call(
+            _batch_calls.create_batch(idempotency_key, tenant_id or self.tenant_id, name, on_complete, on_success)
+        )
+
+    async def add_to_batch(
+        self, batch_id: str, job_type: str, payloads: Iterable[dict[str, Any]], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        results: builtins.list[Enqueued] = []
+        for call in _batch_calls.add_to_batch(batch_id, job_type, builtins.list(payloads), options):
+            added: builtins.list[Enqueued] = await self._call(call)
+            results += added
+        return results
+
+    async def enqueue_to_batch(
+        self, batch_id: str, job_type: JobType[P, Any], payloads: Iterable[P], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        return await self.add_to_batch(batch_id, job_type.name, [job_type.encode(p) for p in payloads], **options)
+
+    async def seal_batch(self, batch_id: str) -> Batch:
+        return await self._call(_batch_calls.seal_batch(batch_id))
+
+    async def get_batch(self, batch_id: str) -> Batch:
+        return await self._call(_batch_calls.get_batch(batch_id))
+
+    async def batches(
+        self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Batch | None = None
+    ) -> builtins.list[Batch]:
+        return await self._call(_batch_calls.list_batches(tenant_id or self.tenant_id, limit, before))
+
+    async def wait_batch(
+        self,
+        batch_id: str,
+        timeout: float = 60.0,  # noqa: ASYNC109 - the same call as Client.wait_batch
+        poll: float = 0.2,
+    ) -> Batch:
+        read = partial(self.get_batch, batch_id)
+        return await _polled(read, lambda b: b.finished, f"batch {batch_id}", timeout, poll)
 
     async def wait_workflow(
         self,
@@ -338,14 +381,8 @@ class AsyncClient:
         timeout: float = 60.0,  # noqa: ASYNC109 - the same call as Client.wait_workflow
         poll: float = 0.2,
     ) -> Workflow:
-        deadline = time.monotonic() + timeout
-        while True:
-            workflow = await self.get_workflow(workflow_id)
-            if workflow.finished:
-                return workflow
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"workflow {workflow_id} is {workflow.status} after {timeout:g}s", workflow)
-            await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+        read = partial(self.get_workflow, workflow_id)
+        return await _polled(read, lambda w: w.finished, f"workflow {workflow_id}", timeout, poll)
 
     async def _submit_workflow(self, call: Call[Workflow]) -> Workflow:
         exchange = Exchange(call, self._retries)
@@ -371,3 +408,24 @@ class AsyncClient:
                 return exchange.answered(response)
             except RetryIn as retry:
                 await asyncio.sleep(retry.delay)
+
+
+Read = TypeVar("Read", Job, Workflow, Batch)
+
+
+async def _polled(
+    read: Callable[[], Awaitable[Read]],
+    done: Callable[[Read], bool],
+    what: str,
+    timeout: float,  # noqa: ASYNC109 - the wait methods' own argument: polls stop by it, not by cancellation
+    poll: float,
+) -> Read:
+    """Client._polled's loop, awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await read()
+        if done(found):
+            return found
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{what} is {found.status} after {timeout:g}s", found)
+        await asyncio.sleep(min(poll, max(deadline - time.monotonic(), 0)))

@@ -47,6 +47,14 @@ class DuplicateWorkflow(Conflict):
         self.workflow_id = workflow_id
 
 
+class DuplicateBatch(Conflict):
+    """409 on creating a batch: one with this idempotency key exists; `batch_id` is its id (`get_batch`)."""
+
+    def __init__(self, message: str, batch_id: str | None) -> None:
+        super().__init__(message, 409)
+        self.batch_id = batch_id
+
+
 class PayloadTooLarge(JobschedError):
     """413: the payload is over the API's limit."""
 
@@ -93,4 +101,7 @@ def error_for(status: int, body: Any) -> JobschedError:
     if status == 409 and isinstance(body, dict) and "workflowId" in body:
         workflow_id = body.get("workflowId")
         return DuplicateWorkflow(text, str(workflow_id) if workflow_id else None)
+    if status == 409 and isinstance(body, dict) and "batchId" in body:
+        batch_id = body.get("batchId")
+        return DuplicateBatch(text, str(batch_id) if batch_id else None)
     return _BY_STATUS.get(status, ServerError)(text, status)

@@ -177,6 +177,52 @@ class Workflow:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """A batch: jobs added in one or several calls, with callbacks once all have ended. `status` is "open"
+    (members may be added) until sealed, then "running" while a member has not ended, then "succeeded" (every
+    member completed) or "failed"; `counts` counts its members by job status (its progress), `total` them all;
+    `on_complete` and `on_success` are its callbacks' job ids (`client.get(...)`)."""
+
+    id: str
+    tenant_id: str
+    idempotency_key: str
+    name: str | None
+    created_at: datetime | None
+    sealed: bool
+    status: str
+    total: int
+    counts: dict[str, int]
+    on_complete: str | None = None
+    on_success: str | None = None
+    fired_at: datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        """Sealed, and every member has ended: its callbacks were released (or onSuccess cancelled)."""
+        return self.status in ("succeeded", "failed")
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Batch:
+        callbacks = body.get("callbacks") or {}
+        return cls(
+            id=str(body["id"]),
+            tenant_id=str(body["tenantId"]),
+            idempotency_key=str(body["idempotencyKey"]),
+            name=body.get("name"),
+            created_at=parse_time(body.get("createdAt")),
+            sealed=bool(body.get("sealed")),
+            status=str(body["status"]),
+            total=int(body.get("total", 0)),
+            counts={str(status): int(n) for status, n in (body.get("counts") or {}).items()},
+            on_complete=callbacks.get("onComplete"),
+            on_success=callbacks.get("onSuccess"),
+            fired_at=parse_time(body.get("firedAt")),
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
 class SigningSecret:
     """One of a tenant's secrets that its http jobs' requests are signed with (docs/http-jobs.md)."""
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from jobsched.client import _calls
+from jobsched.client import _batch_calls, _calls
+from jobsched.client._batch_calls import BatchCallback
 from jobsched.client._calls import (
     Call,
     CreateOptions,
@@ -27,6 +29,7 @@ from jobsched.client.errors import DuplicateJob, DuplicateWorkflow, WaitTimeout
 from jobsched.client.models import (
     Applied,
     Backfilled,
+    Batch,
     Credential,
     DeadLetters,
     Deleted,
@@ -342,26 +345,64 @@ class Client:
         """Poll until the job is in one of `statuses` (default: completed, dlq or cancelled); raise WaitTimeout
         after `timeout` seconds."""
         wanted = _calls.wanted_statuses(statuses)
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.get(job_id)
-            if job.status in wanted:
-                return job
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {job_id} is {job.status} after {timeout:g}s", job)
-            time.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+        return _polled(partial(self.get, job_id), lambda j: j.status in wanted, f"job {job_id}", timeout, poll)
+
+    def batch(
+        self,
+        idempotency_key: str | None = None,
+        *,
+        name: str | None = None,
+        tenant_id: str | None = None,
+        on_complete: BatchCallback | None = None,
+        on_success: BatchCallback | None = None,
+    ) -> Batch:
+        """Create an open batch with its callbacks (`jobsched.client.callback(...)`): onComplete runs once every
+        member has ended, onSuccess once every member completed (cancelled when one did not). Add members with
+        `add_to_batch`, then `seal_batch`. DuplicateBatch (409) when the key is taken."""
+        return self._call(
+            _batch_calls.create_batch(idempotency_key, tenant_id or self.tenant_id, name, on_complete, on_success)
+        )
+
+    def add_to_batch(
+        self, batch_id: str, job_type: str, payloads: Iterable[dict[str, Any]], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """`create_many` into the batch (of its tenant): one Enqueued per payload, 1,000 a request. A sealed
+        batch is a Conflict (409)."""
+        results: builtins.list[Enqueued] = []
+        for call in _batch_calls.add_to_batch(batch_id, job_type, builtins.list(payloads), options):
+            added: builtins.list[Enqueued] = self._call(call)
+            results += added
+        return results
+
+    def enqueue_to_batch(
+        self, batch_id: str, job_type: JobType[P, Any], payloads: Iterable[P], **options: Unpack[ManyOptions]
+    ) -> builtins.list[Enqueued]:
+        """`add_to_batch` for a JobType, each payload checked as `enqueue` checks it."""
+        return self.add_to_batch(batch_id, job_type.name, [job_type.encode(p) for p in payloads], **options)
+
+    def seal_batch(self, batch_id: str) -> Batch:
+        """No more members: the callbacks fire once every member has ended (at once if all have)."""
+        return self._call(_batch_calls.seal_batch(batch_id))
+
+    def get_batch(self, batch_id: str) -> Batch:
+        """A batch and its progress: its members counted by status."""
+        return self._call(_batch_calls.get_batch(batch_id))
+
+    def batches(
+        self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Batch | None = None
+    ) -> builtins.list[Batch]:
+        """The tenant's newest batches; the next page is `before=` the last of this one."""
+        return self._call(_batch_calls.list_batches(tenant_id or self.tenant_id, limit, before))
+
+    def wait_batch(self, batch_id: str, timeout: float = 60.0, poll: float = 0.2) -> Batch:
+        """Poll until the batch is sealed and every member has ended; raise WaitTimeout after `timeout` s."""
+        return _polled(partial(self.get_batch, batch_id), lambda b: b.finished, f"batch {batch_id}", timeout, poll)
 
     def wait_workflow(self, workflow_id: str, timeout: float = 60.0, poll: float = 0.2) -> Workflow:
         """Poll until every step of the workflow has ended (succeeded, failed or cancelled); raise WaitTimeout
         after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            workflow = self.get_workflow(workflow_id)
-            if workflow.finished:
-                return workflow
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"workflow {workflow_id} is {workflow.status} after {timeout:g}s", workflow)
-            time.sleep(min(poll, max(deadline - time.monotonic(), 0)))
+        read = partial(self.get_workflow, workflow_id)
+        return _polled(read, lambda w: w.finished, f"workflow {workflow_id}", timeout, poll)
 
     def _submit_workflow(self, call: Call[Workflow]) -> Workflow:
         exchange = Exchange(call, self._retries)
@@ -387,3 +428,18 @@ class Client:
                 return exchange.answered(response)
             except RetryIn as retry:
                 time.sleep(retry.delay)
+
+
+Read = TypeVar("Read", Job, Workflow, Batch)
+
+
+def _polled(read: Callable[[], Read], done: Callable[[Read], bool], what: str, timeout: float, poll: float) -> Read:
+    """`read()` every `poll` seconds until `done` says so; WaitTimeout naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = read()
+        if done(found):
+            return found
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{what} is {found.status} after {timeout:g}s", found)
+        time.sleep(min(poll, max(deadline - time.monotonic(), 0)))

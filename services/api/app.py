@@ -31,6 +31,7 @@ from services.api.http.store_slots import StoreSlots
 from services.api.openapi.auth import secured
 from services.api.openapi.document import openapi_document
 from services.api.routes import (
+    batches,
     credentials,
     docs,
     job_batch,
@@ -129,6 +130,7 @@ def create_app(
         *signing_secrets.ROUTES,
         *credentials.ROUTES,
         *workflows.ROUTES,
+        *batches.ROUTES,
     ]
     if auth is not None:
         routes = auth.protect([*routes, *keys.ROUTES])

@@ -24,6 +24,7 @@ from prometheus_client import Counter
 from jobsched.handlers import HandlerContext, JobLogger, JobTypes
 from jobsched.limits import NO_LIMITS, Limits
 from services.executor.attempt_results import bounded_snooze, kept_result
+from services.executor.batch_reads import BatchReads
 from services.executor.handler_calls import (
     Cancellation,
     Deadlines,
@@ -111,6 +112,7 @@ class AttemptRunner:
         # flight; the others go on without waiting (record_later).
         self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts)
         self._progress = ProgressReports()
+        self._batch_reads = BatchReads(store)
 
     @property
     def job_type(self) -> str:
@@ -331,6 +333,9 @@ class AttemptRunner:
             on_progress=self._progress.reporter(job, logger),
             parents=tuple(job.dependsOn or ()),
             read_results=self._store.results_of,
+            batch_id=job.callbackOf,
+            read_batch=self._batch_reads.progress,
+            read_members=self._batch_reads.members,
         )
         if job.cancelRequested:  # asked for between the claim and the start
             cancellation.request()

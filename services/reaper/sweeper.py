@@ -14,6 +14,8 @@ deleted once.
   (store/mongo/dependencies.py), once the parent's mark is SETTLE_GRACE old.
 - a workflow a crash left half written (MongoDB store) → finished, or removed when steps are missing
   (store/mongo/workflows.py), once CREATING_GRACE old.
+- a sealed batch whose members have all ended and that was not fired (MongoDB store: a crash between a member's
+  end and its batch's check) → fired (store/mongo/batches.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ RECOVER_BATCH = 500
 KEY_RATES_PRUNED_PER_SWEEP = 5000
 PARENTS_SETTLED_PER_SWEEP = 500
 WORKFLOWS_SETTLED_PER_SWEEP = 100
+BATCHES_SETTLED_PER_SWEEP = 100
 DEFAULT_RETENTION = Settings.job_type_retention
 
 
@@ -83,6 +86,7 @@ def sweep(
         )
     store.settle_dependents(now - SETTLE_GRACE, PARENTS_SETTLED_PER_SWEEP)
     store.settle_workflows(now - CREATING_GRACE, WORKFLOWS_SETTLED_PER_SWEEP)
+    store.settle_batches(BATCHES_SETTLED_PER_SWEEP)
     result.deleted = sum(delete_aged(store, jobs_kept, now).values())
     store.prune_key_rates(now, KEY_RATES_PRUNED_PER_SWEEP)
     return result

@@ -23,6 +23,7 @@ from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.fair_claims import Claim
 
 if TYPE_CHECKING:
+    from shared.batches import BatchView, MemberResult
     from shared.workflows import WorkflowView
 
 # How long a call may wait for its turn inside the store (SQLite's write lock), as a time.monotonic() deadline.
@@ -86,6 +87,26 @@ class WorkflowNotFound(StoreError):
     def __init__(self, workflow_id: str) -> None:
         super().__init__(f"workflow {workflow_id} not found")
         self.workflow_id = workflow_id
+
+
+class BatchNotFound(StoreError):
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"batch {batch_id} not found")
+        self.batch_id = batch_id
+
+
+class BatchSealed(StoreError):
+    """Members cannot be added to a sealed batch (HTTP 409)."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__(f"batch {batch_id} is sealed: no member can be added to it")
+
+
+class DuplicateBatch(StoreError):
+    def __init__(self, idempotency_key: str, existing_id: str) -> None:
+        super().__init__(f"a batch with idempotencyKey {idempotency_key!r} already exists")
+        self.idempotency_key = idempotency_key
+        self.existing_id = existing_id
 
 
 class AttemptTaken(StoreError):
@@ -235,9 +256,11 @@ class NewJob(TemplatePolicy):
     # dlq or cancelled does to it: see Job.
     dependsOn: list[str] | None = None
     onParentFailure: str | None = None
-    # A workflow's step (set by the store that writes the workflow): see Job.
+    # A workflow's step (set by the store that writes the workflow), a batch's member or callback: see Job.
     workflowId: str | None = None
     step: str | None = None
+    batchId: str | None = None
+    callbackOf: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +288,17 @@ class DuplicateWorkflow(StoreError):
         super().__init__(f"a workflow with idempotencyKey {idempotency_key!r} already exists")
         self.idempotency_key = idempotency_key
         self.existing_id = existing_id
+
+
+@dataclass(frozen=True)
+class NewBatch:
+    """What POST /batches asks for, validated: the callbacks' jobs (their keys are the store's to set)."""
+
+    tenantId: str
+    idempotencyKey: str
+    name: str | None = None
+    onComplete: NewJob | None = None
+    onSuccess: NewJob | None = None
 
 
 @dataclass(frozen=True)
@@ -365,7 +399,35 @@ class WorkflowStore(Protocol):
         page after the previous page's last one); with their steps' counts by status."""
 
 
-class ApiStore(StoreLifecycle, ScheduleStore, WorkflowStore, Protocol):
+class BatchReads(Protocol):
+    def batch(self, batch_id: str) -> BatchView | None:
+        """The batch with this id and its members counted by status (its progress), or None (also for an id that
+        is not a valid ObjectId)."""
+
+
+class BatchStore(BatchReads, Protocol):
+    """Batches (shared/batches.py): jobs of any number with callbacks when all have ended."""
+
+    def create_batch(self, new: NewBatch) -> BatchView:
+        """Store an open batch and its callbacks' jobs (held until it fires). Raise DuplicateBatch naming the holder
+        when the tenant has a batch with its idempotencyKey, JobRefused (nothing stored) for a callback the
+        database cannot hold."""
+
+    def add_to_batch(self, batch_id: str, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        """create_many for jobs that become members of the batch (each with batchId set), answered as create_many
+        answers. Raise BatchNotFound, BatchSealed for a sealed batch (nothing written); a job of another tenant than
+        the batch's is refused on its own (JobRefused). Members added while a seal is under way may miss the
+        batch's firing on a store that writes in steps: seal once the adds were answered."""
+
+    def seal_batch(self, batch_id: str) -> BatchView:
+        """No more members: from now on the end of the batch's last member fires it (at once when every member has
+        ended already, or there are none). Sealing again changes nothing. Raise BatchNotFound."""
+
+    def batches(self, tenant_id: str, limit: int, before: str | None = None) -> list[BatchView]:
+        """The tenant's batches, newest first, at most `limit`, those created before the batch `before`."""
+
+
+class ApiStore(StoreLifecycle, ScheduleStore, WorkflowStore, BatchStore, Protocol):
     """The API's: jobs as clients see them."""
 
     def create(self, new: NewJob) -> Job:
@@ -438,7 +500,7 @@ class SchedulerStore(StoreLifecycle, ScheduleStore, Protocol):
         """pending → dlq for a template whose schedule no longer parses, with the reason in lastError."""
 
 
-class ExecutorStore(StoreLifecycle, Protocol):
+class ExecutorStore(StoreLifecycle, BatchReads, Protocol):
     """An executor's: its attempts started, kept, cancelled on request and ended."""
 
     def cancel_requested(self, jobs: Sequence[Job]) -> set[str]:
@@ -463,6 +525,10 @@ class ExecutorStore(StoreLifecycle, Protocol):
         """The `result` of each of these jobs that exists (None for one that kept none) with its workflow step's
         name (None for a job outside a workflow), by id as given: what a dependent's handler reads of its parents
         (HandlerContext.parent_results, step_results)."""
+
+    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+        """The batch's members by status then id, after the member `after` (the last of the previous page), at
+        most `limit`, each with its status and result: what a callback's handler reads (HandlerContext)."""
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""
@@ -511,6 +577,10 @@ class ReaperStore(StoreLifecycle, Protocol):
         """The workflows a crash left half written (a store that writes them in steps) since before
         `created_before`: each finished when all its steps were written, removed with them otherwise (none of them
         ran); how many. A store that writes a workflow in one transaction has none."""
+
+    def settle_batches(self, limit: int) -> int:
+        """Up to `limit` sealed batches not fired yet, each fired when every member has ended (a crash between a
+        member's end and its batch's check, on a store that checks in steps); how many were looked at."""
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of

@@ -49,6 +49,7 @@ RELEASED = [
     ("attempt_history_in_jobs", "2b96b315d56173d08416ca8ba8efb93bb476a0b963e9ae099b881ef1dc517bb2"),
     ("dependency_indexes", "297134ab07ab2b077427e232937d9285cb94dc5358dcb2c54ca63a5399356b3d"),
     ("workflow_indexes", "0b69bbaae0a25ccce274b27219cfc1b5f50b6557831933ba73ce1b1b06b91095"),
+    ("batch_indexes", "ae41bff21015dc4183aeb377c72a58db59a9c6507952b75e658e1bb86353cd39"),
 ]
 
 

@@ -57,6 +57,7 @@ RELEASED = [
     ("backoff_on_jobs", "217cdbfef2c79a75420c26109a9b493870919f8c908b534837403405d77598a3"),
     ("job_dependencies", "bcfc01cc697ea8f141adba2c248788a5d5a9dc9a8a213eaf0e06b756ed893ac1"),
     ("workflows_table", "2b87185309ede2abadeb2875defae2dd1fd5b2835c403530e05bb70779191093"),
+    ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]

@@ -18,6 +18,7 @@ from jobsched.client import (
     Conflict,
     ConnectionFailed,
     DuplicateJob,
+    DuplicateWorkflow,
     Job,
     NotFound,
     Retries,
@@ -193,6 +194,27 @@ def test_a_create_whose_answer_was_lost_returns_the_job_it_made(dev: Dev) -> Non
         assert [j["id"] for j in dev.http.get("/jobs", params={"tenantId": "lossy"}).json()] == [job.id]
         with Client(f"http://127.0.0.1:{proxy.port}", retries=PATIENT) as client, pytest.raises(DuplicateJob):
             client.create("noop", tenant_id="lossy", idempotency_key="answer-lost")  # a first try: no guessing
+    finally:
+        proxy.close()
+
+
+def test_a_workflow_whose_answer_was_lost_is_returned_by_the_resend(dev: Dev) -> None:
+    """As a create: the first submit is processed but its answer lost; the retry's 409 names the workflow."""
+    dev.start()
+    proxy = LossyProxy(dev.port, lose=1)
+    try:
+        with Client(f"http://127.0.0.1:{proxy.port}", tenant_id="lossy", retries=PATIENT) as client:
+            flow = client.workflow("flow-answer-lost")
+            flow.chain(flow.step("a", "noop"), flow.step("b", "noop"))
+            workflow = flow.submit()
+            assert [s.name for s in workflow.steps] == ["a", "b"]
+            assert proxy.requests == 3  # the lost submit, the submit answered 409, the get of the existing one
+            again = client.workflow("flow-answer-lost")
+            again.step("a", "noop")
+            with pytest.raises(DuplicateWorkflow) as taken:  # a first try: no guessing
+                again.submit()
+            assert taken.value.workflow_id == workflow.id
+        assert [w["id"] for w in dev.http.get("/workflows", params={"tenantId": "lossy"}).json()] == [workflow.id]
     finally:
         proxy.close()
 

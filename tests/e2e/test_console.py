@@ -500,6 +500,38 @@ def test_a_workflow_is_drawn_as_a_graph_of_its_steps_and_cancelled_from_its_page
     expect(page.locator("td .badge")).to_have_text(["cancelled", "cancelled"])
 
 
+def test_the_batches_page_shows_each_batchs_progress(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    body = {
+        "idempotencyKey": "december",
+        "tenantId": "batches",
+        "name": "December invoices",
+        "onComplete": {"jobType": "noop"},
+    }
+    made = dev.http.post("/batches", json=body)
+    assert made.status_code == 201, made.text
+    batch = made.json()
+    members = [
+        {
+            "idempotencyKey": f"invoice-{n}",
+            "jobType": "noop",
+            "scheduledAt": format_time(utc_now() + (LATER if n else timedelta(0))),
+        }
+        for n in range(4)
+    ]
+    assert dev.http.post(f"/batches/{batch['id']}/jobs", json={"jobs": members}).status_code == 200
+    wait_until(lambda: dev.http.get(f"/batches/{batch['id']}").json()["counts"].get("completed") == 1, 60, "one member")
+
+    page.goto(ui(dev, "/batches?tenantId=batches"))
+    row = page.locator(f'tr[data-batch-id="{batch["id"]}"]')
+    expect(row.locator(".badge")).to_have_text("open")
+    expect(row.locator("progress")).to_have_attribute("aria-valuetext", "25% (1 of 4)")
+    expect(row.locator("td[data-counts]")).to_have_text("1 completed, 3 pending")
+    screenshot(page, "batches")
+    row.get_by_role("link", name="onComplete").click()
+    expect(page.locator('[data-field="callbackOf"] code')).to_have_text(batch["id"])
+
+
 def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     nightly = create(dev, "schedules", "nightly", cron="0 2 * * *", timezone="Europe/Berlin")

@@ -368,6 +368,10 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         "/credentials/{name}",
         "/workflows",
         "/workflows/{id}",
+        "/batches",
+        "/batches/{id}",
+        "/batches/{id}/jobs",
+        "/batches/{id}/seal",
     }
     assert set(doc["paths"]["/jobs"]) == {"post", "get"}
     assert set(doc["paths"]["/jobs/{id}"]) == {"get", "delete", "patch"}

@@ -1,33 +1,28 @@
 """The client's workflows (jobsched/client/workflows.py, _calls.py): the builder makes the body the API takes
 (POST /workflows), checks it as the API would before anything is sent, and both clients submit it, get, list and
-cancel workflows. The API is an httpx.MockTransport here: what is sent, and what a given answer becomes."""
+cancel workflows: the body and the checks here, without a server; what the API answers is tested against a real
+one (tests/e2e/test_workflows.py, test_client.py, test_operator_cli.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 
 import jobsched
 from jobsched import HandlerContext, JobTypes
 from jobsched.client import (
-    AsyncClient,
     Client,
     Conflict,
     DuplicateWorkflow,
     Job,
-    NotFound,
     Retries,
     StepGroup,
     StepRef,
-    Workflow,
     WorkflowBuilder,
 )
 from jobsched.client.errors import error_for
@@ -72,31 +67,6 @@ def workflow_body(**changed: Any) -> dict[str, Any]:
     return {**body, **changed}
 
 
-class Api:
-    """Answers each request with the next of `answers` (a Response, or an exception to raise), and keeps the
-    requests."""
-
-    def __init__(self, *answers: httpx.Response | Exception) -> None:
-        self.answers = list(answers)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def client(self) -> Client:
-        return Client("http://api", tenant_id="acme", retries=NO_WAIT, transport=httpx.MockTransport(self))
-
-    def async_client(self) -> AsyncClient:
-        return AsyncClient("http://api", tenant_id="acme", retries=NO_WAIT, transport=httpx.MockTransport(self))
-
-    def sent(self, i: int = -1) -> Any:
-        return json.loads(self.requests[i].content)
-
-
 def unsent() -> WorkflowBuilder[None]:
     """A builder whose submit would fail the test: for what is checked before anything is sent."""
 
@@ -110,8 +80,7 @@ def unsent() -> WorkflowBuilder[None]:
 
 
 def test_the_body_is_the_contracts_steps_with_typed_payloads_encoded() -> None:
-    api = Api()
-    with api.client() as client:
+    with Client("http://127.0.0.1:1", tenant_id="acme") as client:  # nothing is sent before submit
         flow = client.workflow("etl-2026-12-06", name="nightly-etl", scheduled_at=datetime(2026, 12, 6, 2, tzinfo=UTC))
         first = flow.step("extract", extract, Day("2026-12-06", rows=3), priority=5, max_attempts=2)
         flow.step(
@@ -125,7 +94,6 @@ def test_the_body_is_the_contracts_steps_with_typed_payloads_encoded() -> None:
         )
         flow.step("load", load, {"table": "facts"}, after=["transform-1", first])
         body = flow.body()
-    assert api.requests == []  # nothing is sent before submit
     assert first == StepRef("extract", "extract")
     assert body == {
         "idempotencyKey": "etl-2026-12-06",
@@ -273,106 +241,6 @@ def test_fan_in_makes_one_step_wait_for_many() -> None:
 
 
 # --- submitting, reading, listing, cancelling -------------------------------------------------------------
-
-
-def test_submit_posts_the_body_and_returns_the_workflow() -> None:
-    api = Api(httpx.Response(201, json=workflow_body()))
-    with api.client() as client:
-        flow = client.workflow("etl-2026-12-06", name="nightly-etl")
-        flow.fan_in([flow.step("extract", extract, Day("d"))], flow.step("load", load, {}))
-        made = flow.submit()
-    assert (api.requests[0].method, api.requests[0].url.path) == ("POST", "/workflows")
-    assert api.sent() == flow.body()
-    assert isinstance(made, Workflow)
-    assert (made.id, made.status, made.name, made.step_count, made.finished) == (
-        WORKFLOW_ID,
-        "running",
-        "nightly-etl",
-        2,
-        False,
-    )
-    assert made.counts == {"completed": 1, "waiting": 1}
-    assert made.step("load").after == ["extract"]
-    assert made.created_at == datetime(2026, 12, 6, 2, tzinfo=UTC)
-
-
-def test_a_taken_key_is_a_duplicate_workflow_naming_the_holder() -> None:
-    taken = {"error": "a workflow with idempotencyKey 'k' already exists", "workflowId": WORKFLOW_ID}
-    api = Api(httpx.Response(409, json=taken))
-    with api.client() as client:
-        flow = client.workflow("k")
-        flow.step("only", "noop")
-        with pytest.raises(DuplicateWorkflow) as refused:
-            flow.submit()
-    assert isinstance(refused.value, Conflict)
-    assert (refused.value.workflow_id, refused.value.status) == (WORKFLOW_ID, 409)
-    assert len(api.requests) == 1
-
-
-def test_a_resent_submit_whose_first_try_landed_returns_that_workflow() -> None:
-    taken = {"error": "a workflow with idempotencyKey 'k' already exists", "workflowId": WORKFLOW_ID}
-    api = Api(httpx.ReadTimeout("lost"), httpx.Response(409, json=taken), httpx.Response(200, json=workflow_body()))
-    with api.client() as client:
-        flow = client.workflow("k")
-        flow.step("only", "noop")
-        made = flow.submit()
-    assert made.id == WORKFLOW_ID
-    assert [(r.method, r.url.path) for r in api.requests] == [
-        ("POST", "/workflows"),
-        ("POST", "/workflows"),
-        ("GET", f"/workflows/{WORKFLOW_ID}"),
-    ]
-    assert api.sent(0) == api.sent(1)  # the same key both times
-
-
-def test_the_async_client_awaits_the_same_builder() -> None:
-    taken = {"error": "exists", "workflowId": WORKFLOW_ID}
-    api = Api(
-        httpx.ConnectError("refused"),
-        httpx.Response(201, json=workflow_body()),
-        httpx.Response(409, json=taken),
-        httpx.Response(202, json=workflow_body(status="running")),
-    )
-
-    async def scenario() -> tuple[Workflow, Workflow]:
-        async with api.async_client() as client:
-            flow = client.workflow("k")
-            flow.step("extract", extract, Day("d"))
-            made = await flow.submit()
-            with pytest.raises(DuplicateWorkflow):  # not resent: another call holds the key
-                await flow.submit()
-            return made, await client.cancel_workflow(WORKFLOW_ID)
-
-    made, cancelled = asyncio.run(scenario())
-    assert made.id == cancelled.id == WORKFLOW_ID
-    assert api.sent(1)["steps"] == [{"name": "extract", "jobType": "extract", "payload": {"day": "d", "rows": 0}}]
-    assert (api.requests[-1].method, api.requests[-1].url.path) == ("DELETE", f"/workflows/{WORKFLOW_ID}")
-
-
-def test_get_list_and_cancel() -> None:
-    listed = {key: value for key, value in workflow_body(stepCount=2).items() if key != "steps"}
-    api = Api(
-        httpx.Response(200, json=workflow_body(status="succeeded")),
-        httpx.Response(200, json=[listed]),
-        httpx.Response(200, json=[]),
-        httpx.Response(200, json=workflow_body(status="cancelled")),
-        httpx.Response(404, json={"error": f"workflow {WORKFLOW_ID} not found"}),
-    )
-    with api.client() as client:
-        assert client.get_workflow(WORKFLOW_ID).finished
-        page = client.workflows(limit=50)
-        assert (page[0].steps, page[0].step_count) == ([], 2)
-        assert client.workflows("other", before=page[-1]) == []
-        assert client.cancel_workflow(WORKFLOW_ID).status == "cancelled"
-        with pytest.raises(NotFound, match="not found"):
-            client.get_workflow(WORKFLOW_ID)
-    assert [(r.method, r.url.path, dict(r.url.params)) for r in api.requests] == [
-        ("GET", f"/workflows/{WORKFLOW_ID}", {}),
-        ("GET", "/workflows", {"tenantId": "acme", "limit": "50"}),
-        ("GET", "/workflows", {"tenantId": "other", "before": WORKFLOW_ID}),
-        ("DELETE", f"/workflows/{WORKFLOW_ID}", {}),
-        ("GET", f"/workflows/{WORKFLOW_ID}", {}),
-    ]
 
 
 def test_a_409_names_a_workflow_or_a_job() -> None:

@@ -60,14 +60,19 @@ CHALLENGE: Final = 'Bearer realm="jobsched"'
 # Routes whose JSON body names the tenant of what they create: there an omitted tenantId becomes the key's.
 TENANT_BODIES: Final = frozenset(
     {("POST", "/jobs"), ("POST", "/jobs/batch"), ("POST", "/schedules/apply"), ("POST", "/signing-secrets")}
-    | {("POST", "/workflows")}
+    | {("POST", "/workflows"), ("POST", "/batches")}
 )
 # Routes that bind every tenant (a job type's limits): admin keys only, by path and method.
 ADMIN_ROUTES: Final = frozenset({("/job-types/{job_type}/limits", "PUT"), ("/job-types/{job_type}/limits", "DELETE")})
 # Routes that take a writer key whatever the method: a signing secret, even read, lets its holder sign requests.
 WRITER_PATHS: Final = frozenset({"/signing-secrets", "/signing-secrets/{secret_id}"})
 # Routes whose JSON body lists what they create (under the key named here), each of which may name its own tenant.
-LISTED_BODIES: Final = {("POST", "/jobs/batch"): "jobs", ("POST", "/schedules/apply"): "schedules"}
+LISTED_BODIES: Final = {
+    ("POST", "/jobs/batch"): "jobs",
+    ("POST", "/schedules/apply"): "schedules",
+    ("POST", "/batches"): "jobs",
+    ("POST", "/batches/{batch_id}/jobs"): "jobs",
+}
 VERDICT: Final = "jobsched.key_verdict"  # the scope's verdict on its key, when the request limits checked it
 
 

@@ -3,12 +3,12 @@
 The API's routes never see the real job store: create_app hands them a TenantGuard, which reads the request's
 principal (set by the authentication wrapper, auth.py) and applies one rule per kind of argument, whatever the
 method is called. An argument named `job_id` (or `template_id`) must name a job of the principal's tenant (a
-`workflow_id` a workflow of it), and a Job passed as `job` or `template` must be one, or the call raises
-JobNotFound (the 404 of an unknown id: another tenant's job is indistinguishable from none); `tenant_id`, and the
-tenant of a NewJob argument `new` (of each of `news`), must be the principal's, or the call is 403. A store method
-with none of these arguments is refused unless it is one of the tenant-free ones (schema, ping, close), so a route
-added later that calls a new store method is scoped by its arguments' names, or fails loudly, never leaks. An admin
-key's principal may use every tenant.
+`workflow_id` a workflow of it, a `batch_id` a batch of it), and a Job passed as `job` or `template` must be one,
+or the call raises JobNotFound (the 404 of an unknown id: another tenant's job is indistinguishable from none);
+`tenant_id`, and the tenant of a NewJob argument `new` (of each of `news`), must be the principal's, or the call is
+403. A store method with none of these arguments is refused unless it is one of the tenant-free ones (schema, ping,
+close), so a route added later that calls a new store method is scoped by its arguments' names, or fails loudly,
+never leaks. An admin key's principal may use every tenant.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from typing import Any, Final, cast
 
 from starlette.exceptions import HTTPException
 
+from shared.batches import BatchView
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Job
-from shared.store.base import JobNotFound, JobStore, NewJob, NewWorkflow, WorkflowNotFound
+from shared.store.base import BatchNotFound, JobNotFound, JobStore, NewBatch, NewJob, NewWorkflow, WorkflowNotFound
 from shared.store.browse import JobBrowser
 from shared.workflows import WorkflowView
 
@@ -122,13 +123,12 @@ class TenantGuard:
     def workflow(self, workflow_id: str) -> WorkflowView | None:
         """As `get`: another tenant's workflow reads as none."""
         found = self._store.workflow(workflow_id)
-        if found is None:
-            return None
-        principal = _principal()
-        if not principal.may_use(found.workflow.tenantId):
-            audit_denied("other_tenant", 404, principal)
-            return None
-        return found
+        return found if found is not None and _own(found.workflow.tenantId) else None
+
+    def batch(self, batch_id: str) -> BatchView | None:
+        """As `get`: another tenant's batch reads as none."""
+        found = self._store.batch(batch_id)
+        return found if found is not None and _own(found.batch.tenantId) else None
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._store, name)
@@ -153,6 +153,15 @@ class TenantGuard:
         return call
 
 
+def _own(tenant: str) -> bool:
+    """Whether the request's principal may see what belongs to `tenant` (audited when not: a 404 follows)."""
+    principal = _principal()
+    if principal.may_use(tenant):
+        return True
+    audit_denied("other_tenant", 404, principal)
+    return False
+
+
 def _check_job_id(guard: TenantGuard, principal: Principal, job_id: str) -> None:
     if guard.get(job_id) is None:
         raise JobNotFound(job_id)
@@ -161,6 +170,11 @@ def _check_job_id(guard: TenantGuard, principal: Principal, job_id: str) -> None
 def _check_workflow_id(guard: TenantGuard, principal: Principal, workflow_id: str) -> None:
     if guard.workflow(workflow_id) is None:
         raise WorkflowNotFound(workflow_id)
+
+
+def _check_batch_id(guard: TenantGuard, principal: Principal, batch_id: str) -> None:
+    if guard.batch(batch_id) is None:
+        raise BatchNotFound(batch_id)
 
 
 def _check_job(guard: TenantGuard, principal: Principal, job: Job) -> None:
@@ -182,7 +196,7 @@ def _check_tenant_id(guard: TenantGuard, principal: Principal, tenant: str | Non
     check_tenant(principal, tenant)
 
 
-def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob | NewWorkflow) -> None:
+def _check_new_job(guard: TenantGuard, principal: Principal, new: NewJob | NewWorkflow | NewBatch) -> None:
     check_tenant(principal, new.tenantId)
 
 
@@ -195,6 +209,7 @@ _CHECKS: Final[dict[str, Callable[[TenantGuard, Principal, Any], None]]] = {
     "job_id": _check_job_id,
     "template_id": _check_job_id,
     "workflow_id": _check_workflow_id,
+    "batch_id": _check_batch_id,
     "job": _check_job,
     "template": _check_job,
     "tenant_id": _check_tenant_id,

@@ -18,7 +18,15 @@ from starlette.routing import Match
 
 from shared import jsonsafe
 from shared.schedules.engine import ScheduleRefused
-from shared.store.base import JobNotFound, JobRefused, StoreUnavailable, TransitionRefused, WorkflowNotFound
+from shared.store.base import (
+    BatchNotFound,
+    BatchSealed,
+    JobNotFound,
+    JobRefused,
+    StoreUnavailable,
+    TransitionRefused,
+    WorkflowNotFound,
+)
 
 log = logging.getLogger("jobsched.api")
 RETRY_AFTER_S = 1
@@ -58,6 +66,8 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
         HTTPException: _http_error,
         JobNotFound: _status_error(404),
         WorkflowNotFound: _status_error(404),
+        BatchNotFound: _status_error(404),
+        BatchSealed: _status_error(409),
         JobRefused: _status_error(400),
         TransitionRefused: _status_error(409),
         ScheduleRefused: _status_error(409),

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from services.api.openapi.batches import batch_paths, batch_schemas
 from services.api.openapi.credentials import credential_paths
 from services.api.openapi.operator import LIST_PARAMETERS, operator_paths, operator_schemas
 from services.api.openapi.schedules import patch_operation, schedule_paths, schedule_schemas
@@ -255,8 +256,9 @@ def openapi_document() -> dict[str, Any]:
             **operator_paths(),
             **credential_paths(),
             **workflow_paths(),
+            **batch_paths(),
         },
-        "components": {"schemas": {**_schemas(), **operator_schemas(), **workflow_schemas()}},
+        "components": {"schemas": {**_schemas(), **operator_schemas(), **workflow_schemas(), **batch_schemas()}},
     }
 
 

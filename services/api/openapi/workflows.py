@@ -40,28 +40,37 @@ def workflow_schemas() -> dict[str, Any]:
     return {"WorkflowRequest": WorkflowRequest.model_json_schema(ref_template=REF), "Workflow": _WORKFLOW}
 
 
+def created_and_listed(model: str, summary: str, what: str) -> dict[str, Any]:
+    """POST (a `model`Request body, the `model` created) and GET (the tenant's, newest first, paged) of a
+    collection of workflows or batches."""
+    one = {"$ref": REF.format(model=model)}
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": REF.format(model=f"{model}Request")}}},
+            },
+            "responses": {"201": answer("Created", one), **error_answers(400, 409, 413, 503)},
+        },
+        "get": {
+            "summary": f"The tenant's {what}s, newest first (a workflow without its steps)",
+            "parameters": [
+                OWN_TENANT,
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 200}},
+                {"name": "before", "in": "query", "schema": {"type": "string"}, "description": f"A {what}'s id"},
+            ],
+            "responses": {"200": answer(f"{model}s", {"type": "array", "items": one}), **error_answers(400)},
+        },
+    }
+
+
 def workflow_paths() -> dict[str, Any]:
     workflow = {"$ref": REF.format(model="Workflow")}
     return {
-        "/workflows": {
-            "post": {
-                "summary": "Create a workflow: named steps, each a one-off job, stored all or nothing",
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": {"$ref": REF.format(model="WorkflowRequest")}}},
-                },
-                "responses": {"201": answer("Created", workflow), **error_answers(400, 409, 413, 503)},
-            },
-            "get": {
-                "summary": "The tenant's workflows, newest first, without their steps",
-                "parameters": [
-                    OWN_TENANT,
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 200}},
-                    {"name": "before", "in": "query", "schema": {"type": "string"}, "description": "A workflow's id"},
-                ],
-                "responses": {"200": answer("Workflows", {"type": "array", "items": workflow}), **error_answers(400)},
-            },
-        },
+        "/workflows": created_and_listed(
+            "Workflow", "Create a workflow: named steps, each a one-off job, stored all or nothing", "workflow"
+        ),
         "/workflows/{id}": {
             "get": {
                 "summary": "A workflow, its status and each step's job",

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from services.api.batch_rounds import Key, batch_rounds
-from services.api.context import context
+from services.api.context import ApiContext, context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import read_json
 from services.api.new_job import TypeDefaultsOf, batch_job, unknown_type
@@ -43,17 +43,7 @@ Result = dict[str, Any]
 async def create_jobs(request: Request) -> Response:
     api = context(request)
     jobs, tenant = _envelope(await read_json(request))
-    checked = await run_in_threadpool(_validated, jobs, tenant, api.known.defaults)
-    results: list[Result | None] = [r if isinstance(r, dict) else None for r in checked]
-    news = {i: c for i, c in enumerate(checked) if isinstance(c, tuple)}
-    accepted: dict[str, bool] = {}
-    for new, _ in news.values():
-        if new.jobType not in accepted:
-            accepted[new.jobType] = await api.known.accepts(new.jobType)
-    for i, (new, _) in list(news.items()):
-        if not accepted[new.jobType]:
-            results[i] = _refused(400, unknown_type(new.jobType, api.known.names()))
-            del news[i]
+    results, news = await checked_jobs(api, jobs, tenant)
     if news:
         await api.schema.wait_ready()
     plan = await run_in_threadpool(batch_rounds, news)
@@ -83,18 +73,14 @@ async def create_jobs(request: Request) -> Response:
             answers = [exc] * len(ready)
         written = True
         for (i, new), created in zip(ready, answers, strict=True):
-            results[i] = result = _result(created)
+            results[i] = result = batch_result(created)
             if (holder := _holder(created)) is not None:
                 held[(new.tenantId, new.idempotencyKey)] = holder
             else:
                 failed[(new.tenantId, new.idempotencyKey)] = result
         api.stored(answers)
     final = [r for r in results if r is not None]
-    counts = {
-        "created": sum(r["status"] == 201 for r in final),
-        "duplicates": sum(r["status"] == 409 for r in final),
-        "refused": sum(r["status"] not in (201, 409) for r in final),
-    }
+    counts = batch_counts(final)
     log.info(
         "jobs created in a batch",
         extra={
@@ -105,6 +91,26 @@ async def create_jobs(request: Request) -> Response:
         },
     )
     return SafeJSONResponse({**counts, "results": final})
+
+
+async def checked_jobs(
+    api: ApiContext, jobs: list[Any], tenant: str | None
+) -> tuple[list[Result | None], dict[int, tuple[NewJob, list[str]]]]:
+    """Each job as POST /jobs checks it (the job types it names accepted): the refusals by index, and the jobs to
+    create with the keys of the batch's jobs each waits for (in the thread pool: a batch's validation takes
+    milliseconds)."""
+    checked = await run_in_threadpool(_validated, jobs, tenant, api.known.defaults)
+    results: list[Result | None] = [r if isinstance(r, dict) else None for r in checked]
+    news = {i: c for i, c in enumerate(checked) if isinstance(c, tuple)}
+    accepted: dict[str, bool] = {}
+    for new, _ in news.values():
+        if new.jobType not in accepted:
+            accepted[new.jobType] = await api.known.accepts(new.jobType)
+    for i, (new, _) in list(news.items()):
+        if not accepted[new.jobType]:
+            results[i] = _refused(400, unknown_type(new.jobType, api.known.names()))
+            del news[i]
+    return results, news
 
 
 def _envelope(data: Any) -> tuple[list[Any], str | None]:
@@ -170,7 +176,7 @@ def _parent_failed(key: str, parent: Result) -> Result:
     return _refused(400, f"dependsOnKeys: the batch's job {shorten(key)!r} was refused")
 
 
-def _result(answer: Job | StoreError) -> Result:
+def batch_result(answer: Job | StoreError) -> Result:
     if isinstance(answer, Job):
         return {"status": 201, "id": answer.id}
     if isinstance(answer, DuplicateJob):
@@ -182,6 +188,14 @@ def _result(answer: Job | StoreError) -> Result:
         return _refused(503, "the job store is unavailable; send this job again")
     log.warning("batch create refused", extra={"action": "batch_create_error", "error": str(answer)})
     return _refused(500, "internal error")
+
+
+def batch_counts(results: list[Result]) -> dict[str, int]:
+    return {
+        "created": sum(r["status"] == 201 for r in results),
+        "duplicates": sum(r["status"] == 409 for r in results),
+        "refused": sum(r["status"] not in (201, 409) for r in results),
+    }
 
 
 def _refused(status: int, message: str) -> Result:

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from services.api.context import context
-from services.api.http.errors import ApiError, SafeJSONResponse, error
+from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import list_limit, read_json
 from services.api.models.workflows import new_workflow
 from shared import jsonsafe
@@ -52,15 +52,20 @@ async def create_workflow(request: Request) -> Response:
 
 async def list_workflows(request: Request) -> Response:
     api = context(request)
-    tenant = request.query_params.get("tenantId")
-    if not tenant:
-        return error(400, "tenantId is required")
-    limit = min(list_limit(request.query_params.get("limit")), WORKFLOWS_PER_PAGE_MAX)
-    before = request.query_params.get("before")
-    if before is not None:
-        before = _workflow_id(before)
+    tenant, limit, before = page_asked(request, "workflow")
     views = await api.slots.read(api.store.workflows, tenant, limit, before)
     return SafeJSONResponse([view.to_wire(with_steps=False) for view in views])
+
+
+def page_asked(request: Request, what: str) -> tuple[str, int, str | None]:
+    """A listing's tenant, page size and the id it starts after (of a `what`), from the query; a 400 for a
+    missing tenant or a malformed id."""
+    tenant = request.query_params.get("tenantId")
+    if not tenant:
+        raise ApiError(400, "tenantId is required")
+    limit = min(list_limit(request.query_params.get("limit")), WORKFLOWS_PER_PAGE_MAX)
+    before = request.query_params.get("before")
+    return tenant, limit, None if before is None else object_id(before, what)
 
 
 async def get_workflow(request: Request) -> Response:
@@ -96,16 +101,17 @@ def _cancel_steps(store: ApiStore, view: WorkflowView) -> bool:
 
 async def _read(request: Request) -> WorkflowView:
     api = context(request)
-    workflow_id = _workflow_id(request.path_params["workflow_id"])
+    workflow_id = object_id(request.path_params["workflow_id"], "workflow")
     view = await api.slots.read(api.store.workflow, workflow_id)
     if view is None:
         raise WorkflowNotFound(workflow_id)
     return view
 
 
-def _workflow_id(raw: str) -> str:
+def object_id(raw: str, what: str) -> str:
+    """A workflow's or a batch's id from the request, lowercased; a malformed one is a 400."""
     if len(raw) != 24 or any(c not in "0123456789abcdefABCDEF" for c in raw):
-        raise ApiError(400, f"malformed workflow id {jsonsafe.shorten(raw)!r}: expected 24 hex characters")
+        raise ApiError(400, f"malformed {what} id {jsonsafe.shorten(raw)!r}: expected 24 hex characters")
     return raw.lower()
 
 

@@ -40,6 +40,7 @@ from shared.store.base import (
     StoreUnavailable,
 )
 from shared.store.claim_limits import KeyOwner
+from shared.store.mongo import batches
 from shared.store.mongo.claims import counted_starts, key_rate_id
 from shared.store.mongo.codecs import (
     WITHOUT_HISTORY,
@@ -244,6 +245,7 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
             closed = _closed_by(database, [finishes[i] for i in bulk])
     for i, closed_job in zip(bulk, closed, strict=True):
         results[i] = closed_job
+    batches.ended(database, closed)
     return results
 
 
@@ -305,6 +307,7 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
             _count_failure(database, doc, entry)
     closed = job_from_document(doc)
     settle_dependents(database, [closed])
+    batches.ended(database, [closed])
     return closed
 
 

@@ -25,6 +25,7 @@ from pymongo import ReturnDocument
 from shared.model import TERMINAL, Job, Status, utc_now
 from shared.store.base import NewJob, StoreUnavailable
 from shared.store.dependencies import MARK_REUSED_FOR, Parent, Waiting, check_parents, parents_of, resolution
+from shared.store.mongo import batches
 from shared.store.mongo.codecs import WITHOUT_HISTORY, closing_update, job_from_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_TEMPLATE
@@ -106,6 +107,7 @@ def _settle_dependents_of(database: MongoDatabase, parent_ids: list[str]) -> Non
     while parent_ids:
         waiting = list(database.jobs.find({"dependsOn": {"$in": parent_ids}, "status": _WAITING}, _WAIT_FIELDS))
         settled = _settle(database, [_waiting(doc) for doc in waiting])
+        batches.ended(database, settled.values())  # a cancelled dependent may be its batch's last member
         parent_ids = [job.id for job in settled.values() if job.hasDependents and job.status in TERMINAL]
 
 

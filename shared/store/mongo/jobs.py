@@ -19,6 +19,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
 from jobsched.handlers import ParentResult
+from shared.batches import BatchView, MemberResult
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Execution, Job, Status, utc_now
 from shared.store import transitions
@@ -30,6 +31,7 @@ from shared.store.base import (
     DuplicateJob,
     JobNotFound,
     JobRefused,
+    NewBatch,
     NewJob,
     NewWorkflow,
     ProgressReport,
@@ -44,7 +46,7 @@ from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
-from shared.store.mongo import attempts, claims, dependencies, schema
+from shared.store.mongo import attempts, batches, claims, dependencies, schema
 from shared.store.mongo import workflows as stored_workflows
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
@@ -76,6 +78,7 @@ class MongoJobStore:
         # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the elected scheduler claims.
         self._turns = Turns()
         self._claims = MongoClaimPort(database, self._turns)
+        self._batches_after: str | None = None  # where the reaper's next check of firing batches starts
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -180,6 +183,28 @@ class MongoJobStore:
     def settle_workflows(self, created_before: datetime, limit: int) -> int:
         return stored_workflows.settle_creating(self.database, created_before, limit)
 
+    def create_batch(self, new: NewBatch) -> BatchView:
+        return batches.create(self.database, new)
+
+    def add_to_batch(self, batch_id: str, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        return batches.add(self.database, batch_id, news, self.create_many)
+
+    def seal_batch(self, batch_id: str) -> BatchView:
+        return batches.seal(self.database, batch_id)
+
+    def batch(self, batch_id: str) -> BatchView | None:
+        return batches.read(self.database, batch_id)
+
+    def batches(self, tenant_id: str, limit: int, before: str | None = None) -> list[BatchView]:
+        return batches.listing(self.database, tenant_id, limit, before)
+
+    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+        return batches.members(self.database, batch_id, after, limit)
+
+    def settle_batches(self, limit: int) -> int:
+        looked, self._batches_after = batches.settle(self.database, limit, self._batches_after)
+        return looked
+
     def get(self, job_id: str) -> Job | None:
         return read_job(self.database, job_id)
 
@@ -216,6 +241,7 @@ class MongoJobStore:
             return current if current.status is Status.CANCELLED else None
         cancelled_job = job_from_document(updated)
         dependencies.settle_dependents(self.database, [cancelled_job])
+        batches.ended(self.database, [cancelled_job])
         return cancelled_job
 
     def _request_cancel(self, job: Job) -> Job | None:
@@ -449,7 +475,9 @@ class MongoJobStore:
             )
         if doc is None:
             raise TransitionRefused(self.get(job_id) or job, "retry")
-        return job_from_document(doc)
+        redriven = job_from_document(doc)
+        batches.redriven(self.database, redriven)
+        return redriven
 
     def delete(self, job_id: str) -> Deleted:
         job = self.get(job_id)

@@ -294,6 +294,23 @@ def workflow_indexes(database: MongoDatabase) -> None:
     )
 
 
+def batch_indexes(database: MongoDatabase) -> None:
+    """Batches (issue 50): one per tenant and idempotency key, listed newest first per tenant; the reaper finds the
+    sealed ones not fired yet (`firing`, partial); a batch's members are found by status (a member's end probes
+    for one that has not ended), in id order within a status (a callback reads them in pages): partial, so a job
+    of no batch costs it nothing. And the workflows being written in any state (creating, releasing, removing),
+    by state, for the reaper: one entry per workflow, not per job."""
+    database.collection("workflows").create_index([("state", 1), ("createdAt", 1)], name="workflows_by_state")
+    batches = database.collection("batches")
+    batches.create_index([("tenantId", 1), ("idempotencyKey", 1)], name="batch_key", unique=True)
+    batches.create_index([("tenantId", 1), ("_id", -1)], name="batches_of_tenant")
+    batches.create_index([("firing", 1)], name="batches_firing", partialFilterExpression={"firing": True})
+    in_a_batch = {"batchId": {"$exists": True}}
+    database.collection("jobs").create_index(
+        [("batchId", 1), ("status", 1), ("_id", 1)], name="jobs_of_batch", partialFilterExpression=in_a_batch
+    )
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -305,5 +322,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     attempt_history_in_jobs,
     dependency_indexes,
     workflow_indexes,
+    batch_indexes,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -27,6 +27,7 @@ from shared.model import Status, utc_now
 from shared.store.base import DuplicateWorkflow, JobRefused, NewWorkflow, StoreUnavailable
 from shared.store.deadlocks import TRIES as DEADLOCK_TRIES
 from shared.store.deadlocks import is_deadlock_answer, retry_deadlocks
+from shared.store.mongo import groups
 from shared.store.mongo.codecs import job_document
 from shared.store.mongo.database import DUPLICATE_KEY, Document, MongoDatabase, translate_errors
 from shared.store.transitions import Fields
@@ -223,24 +224,9 @@ def read(database: MongoDatabase, workflow_id: str) -> WorkflowView | None:
 
 
 def listing(database: MongoDatabase, tenant_id: str, limit: int, before: str | None) -> list[WorkflowView]:
-    """The tenant's workflows newest first (by _id: an ObjectId starts with its creation time), after `before`."""
-    query: Document = {"tenantId": tenant_id}
-    if before is not None:
-        if not ObjectId.is_valid(before):
-            return []
-        query["_id"] = {"$lt": ObjectId(before)}
     with translate_errors():
-        found = list(records(database).find(query).sort("_id", -1).limit(limit))
-        ids = [str(r["_id"]) for r in found]
-        counts: dict[str, Counter[str]] = {workflow_id: Counter() for workflow_id in ids}
-        grouped = database.jobs.aggregate(
-            [
-                {"$match": {"workflowId": {"$in": ids}}},
-                {"$group": {"_id": {"workflow": "$workflowId", "status": "$status"}, "n": {"$sum": 1}}},
-            ]
-        )
-        for group in grouped:
-            counts[str(group["_id"]["workflow"])][str(group["_id"]["status"])] = int(group["n"])
+        found = groups.newest(database, "workflows", tenant_id, limit, before)
+        counts = groups.counts(database, "workflows", [str(r["_id"]) for r in found])
     return [WorkflowView(_workflow(r), counts[str(r["_id"])]) for r in found]
 
 

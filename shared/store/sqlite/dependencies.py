@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from shared.model import TERMINAL, Job, Status, utc_now
+from shared.store import transitions
 from shared.store.base import NewJob, StoreError
 from shared.store.dependencies import Parent, Waiting, check_parents, parents_of, resolution
-from shared.store.sqlite import writes
+from shared.store.sqlite import batches, writes
 from shared.store.sqlite.codecs import chunks, from_ms, marks, stored_id, to_job
 from shared.store.sqlite.writes import insert_unique, update_job
-from shared.store.transitions import KIND_TEMPLATE, attempt_record_id
+from shared.store.transitions import KIND_TEMPLATE, Fields, attempt_record_id
 
 _WAITING = Status.WAITING.value
 _ENDED = tuple(s.value for s in TERMINAL)
@@ -57,7 +58,10 @@ def linked(conn: sqlite3.Connection, job: Job) -> Job:
         "INSERT INTO job_dependencies (parentId, childId) VALUES (?, ?) ON CONFLICT DO NOTHING",
         [(parent, job.id) for parent in open_parents],
     )
-    return _settle(conn, [job.id]).get(job.id, job)
+    settled = _settle(conn, [job.id])
+    if job.id in settled.released:
+        return transitions.applied(job, settled.released[job.id])
+    return settled.ended.get(job.id, job)
 
 
 def link_again(conn: sqlite3.Connection, parent_id: str) -> None:
@@ -90,13 +94,20 @@ def settle_dependents(conn: sqlite3.Connection, parent_ids: Sequence[str]) -> se
             ).fetchall()
         if had is None:
             had = {str(r[0]) for r in rows}
-        moved = _settle(conn, list(dict.fromkeys(str(r[1]) for r in rows)))
-        ended = [job.id for job in moved.values() if job.status in TERMINAL]
+        settled = _settle(conn, list(dict.fromkeys(str(r[1]) for r in rows)))
+        batches.ended(conn, settled.ended.values())  # a cancelled dependent may be its batch's last member
+        ended = list(settled.ended)
     return had or set()
 
 
-def _settle(conn: sqlite3.Connection, job_ids: list[str]) -> dict[str, Job]:
-    """Each of these jobs that still waits, settled against its parents' statuses: the jobs that moved."""
+class _Settled(NamedTuple):
+    released: dict[str, Fields]  # the jobs made pending, with the fields written (no row read back: a fan-out's
+    # root releases thousands in its end's transaction)
+    ended: dict[str, Job]  # the jobs cancelled, as they are now (their own dependents and batch come next)
+
+
+def _settle(conn: sqlite3.Connection, job_ids: list[str]) -> _Settled:
+    """Each of these jobs that still waits, settled against its parents' statuses."""
     waits: list[Waiting] = []
     for chunk in chunks(job_ids):
         rows = conn.execute(
@@ -109,20 +120,23 @@ def _settle(conn: sqlite3.Connection, job_ids: list[str]) -> dict[str, Job]:
     for chunk in chunks(parents_of(waits)):
         for row in conn.execute(f"SELECT id, status FROM jobs WHERE id IN ({marks(chunk)})", chunk):
             statuses[str(row[0])] = Status(row[1])
-    moved: dict[str, Job] = {}
+    done = _Settled({}, {})
     now = utc_now()
     for wait in waits:
         settled = resolution(wait, statuses, now)
         if settled is None:
             continue
-        if settled.cancelled_attempt is not None:
-            attempt = int(settled.cancelled_attempt["attempt"])
-            record = {"id": attempt_record_id(wait.id, attempt), "jobId": wait.id, **settled.cancelled_attempt}
-            insert_unique(conn, "executions", record)
+        if settled.cancelled_attempt is None:
+            if update_job(conn, wait.id, settled.fields, "status = ?", (_WAITING,), returning="id") is not None:
+                done.released[wait.id] = settled.fields
+            continue
+        attempt = int(settled.cancelled_attempt["attempt"])
+        record = {"id": attempt_record_id(wait.id, attempt), "jobId": wait.id, **settled.cancelled_attempt}
+        insert_unique(conn, "executions", record)
         row = update_job(conn, wait.id, settled.fields, "status = ?", (_WAITING,))
         if row is not None:
-            moved[wait.id] = to_job(row)
-    return moved
+            done.ended[wait.id] = to_job(row)
+    return done
 
 
 def _ids(text: str | None) -> list[str]:
@@ -143,14 +157,22 @@ def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | Stor
 
 
 def closed(conn: sqlite3.Connection, closings: Sequence[writes.Closing]) -> Closed:
-    """writes.close_attempts, and the dependents of the jobs they ended settled in the same transaction."""
+    """writes.close_attempts, and the dependents of the jobs they ended settled, and their batches fired when
+    they were the last to end, in the same transaction."""
     written = writes.close_attempts(conn, closings)
-    ended = [c.job.id for c in written if c is not None and c.fields.get("status") in _ENDED]
-    return Closed(written, settle_dependents(conn, ended) if ended else set())
+    ending = [c for c in written if c is not None and c.fields.get("status") in _ENDED]
+    if not ending:
+        return Closed(written, set())
+    nudging = settle_dependents(conn, [c.job.id for c in ending])
+    if any(c.job.batchId for c in ending):
+        fired = set(batches.ended(conn, [writes.closed(c) for c in ending]))
+        nudging |= {c.job.id for c in ending if c.job.batchId in fired}
+    return Closed(written, nudging)
 
 
 class Closed(NamedTuple):
-    """What `closed` wrote: the closings (writes.close_attempts), and which of their jobs had dependents."""
+    """What `closed` wrote: the closings (writes.close_attempts), and which of their jobs had dependents (or fired
+    their batch): their closer nudges the scheduler, as a job they released may be due now."""
 
     written: list[writes.Closing | None]
     had_dependents: set[str]

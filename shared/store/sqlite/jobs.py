@@ -23,6 +23,7 @@ from typing import Any
 from bson import ObjectId
 
 from jobsched.handlers import ParentResult
+from shared.batches import BatchView, MemberResult
 from shared.model import Execution, Job, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -31,6 +32,7 @@ from shared.store.base import (
     AttemptStart,
     Deleted,
     JobNotFound,
+    NewBatch,
     NewJob,
     NewWorkflow,
     ProgressReport,
@@ -48,7 +50,7 @@ from shared.store.claim_limits import (
 from shared.store.claiming import claim_due_runs
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
-from shared.store.sqlite import claims, dependencies, schema, writes
+from shared.store.sqlite import batches, claims, dependencies, schema, writes
 from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
@@ -147,6 +149,28 @@ class SqliteJobStore:
     def settle_workflows(self, created_before: datetime, limit: int) -> int:
         return 0  # written in one transaction: never half
 
+    def create_batch(self, new: NewBatch) -> BatchView:
+        return batches.create(self.database, new)
+
+    def add_to_batch(self, batch_id: str, news: Sequence[NewJob]) -> list[Job | StoreError]:
+        with self.database.write() as conn:
+            return batches.add(conn, batch_id, news, dependencies.created)
+
+    def seal_batch(self, batch_id: str) -> BatchView:
+        return batches.seal(self.database, batch_id)
+
+    def batch(self, batch_id: str) -> BatchView | None:
+        return batches.read(self.database, batch_id)
+
+    def batches(self, tenant_id: str, limit: int, before: str | None = None) -> list[BatchView]:
+        return batches.listing(self.database, tenant_id, limit, before)
+
+    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+        return batches.members(self.database, batch_id, after, limit)
+
+    def settle_batches(self, limit: int) -> int:
+        return 0  # fired in the transaction that ends the last member
+
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
             return None
@@ -173,6 +197,7 @@ class SqliteJobStore:
                 raise TransitionRefused(job, "cancel")
             row = writes.update_job(conn, job.id, transitions.cancelled(now), IS_CANCELLABLE, CANCELLABLE_VALUES)
             dependencies.settle_dependents(conn, [job.id])
+            batches.ended(conn, [job.evolve(status=Status.CANCELLED)])
         assert row is not None, "the write lock was held since the job was read"
         return to_job(row)
 
@@ -368,6 +393,7 @@ class SqliteJobStore:
             fields = transitions.redriven(job, utc_now())
             row = writes.update_job(conn, job.id, fields, "status = ? AND attempts = ?", guard)
             dependencies.link_again(conn, job.id)
+            batches.redriven(conn, job)
         assert row is not None, "the write lock was held since the job was read"
         return to_job(row)
 

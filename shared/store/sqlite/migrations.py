@@ -473,6 +473,30 @@ def workflows_table(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS workflows_of_tenant ON workflows (tenantId, id)")
 
 
+def batches_table(conn: sqlite3.Connection) -> None:
+    """Batches (issue 50): a batch's record, one per tenant and idempotency key, listed newest first; a member or a
+    callback names its batch, and a batch's jobs are found by status in an index that holds only batches' jobs
+    (a member's end probes it for one that has not ended)."""
+    add_missing_columns(conn, "jobs", "batchId TEXT, callbackOf TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_of_batch ON jobs (batchId, status, id) WHERE batchId IS NOT NULL")
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS batches (
+            id             TEXT PRIMARY KEY,
+            tenantId       TEXT NOT NULL,
+            idempotencyKey TEXT NOT NULL,
+            name           TEXT,
+            createdAt      INTEGER NOT NULL,
+            sealed         INTEGER NOT NULL DEFAULT 0,
+            onComplete     TEXT,
+            onSuccess      TEXT,
+            firedAt        INTEGER,
+            failures       INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (tenantId, idempotencyKey)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS batches_of_tenant ON batches (tenantId, id)")
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -488,5 +512,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     backoff_on_jobs,
     job_dependencies,
     workflows_table,
+    batches_table,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -63,6 +63,7 @@ PARTIAL_INDEXES: Final = {
     "tenant_templates": TEMPLATES_SQL,
     "template_runs": "templateId IS NOT NULL",
     "jobs_of_workflow": "workflowId IS NOT NULL",  # a query's `workflowId = ?` implies it
+    "jobs_of_batch": "batchId IS NOT NULL",
     "recent_endings": FINAL_SQL,
     "dead_letters": DEAD_SQL,
     "tenant_dead_letters": DEAD_SQL,

@@ -12,7 +12,8 @@ from bson import ObjectId
 
 from shared.model import utc_now
 from shared.store.base import DuplicateWorkflow, NewWorkflow
-from shared.store.sqlite.codecs import chunks, from_ms, marks, stored_id, to_ms
+from shared.store.sqlite import groups
+from shared.store.sqlite.codecs import from_ms, stored_id, to_ms
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.writes import insert_unique
 from shared.store.workflow_plans import planned
@@ -66,21 +67,9 @@ def read(database: SqliteDatabase, workflow_id: str) -> WorkflowView | None:
 
 
 def listing(database: SqliteDatabase, tenant_id: str, limit: int, before: str | None) -> list[WorkflowView]:
-    """The tenant's workflows newest first (by id: an ObjectId starts with its creation time), after `before`."""
     with database.read() as conn:
-        after_page = "" if before is None else "AND id < ?"
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM workflows WHERE tenantId = ? {after_page} ORDER BY id DESC LIMIT ?",
-            (tenant_id, *([] if before is None else [before.lower()]), limit),
-        ).fetchall()
-        counts: dict[str, Counter[str]] = {str(r[0]): Counter() for r in rows}
-        for chunk in chunks(list(counts)):
-            for workflow_id, status, n in conn.execute(
-                f"""SELECT workflowId, status, count(*) FROM jobs WHERE workflowId IN ({marks(chunk)})
-                    GROUP BY workflowId, status""",
-                chunk,
-            ):
-                counts[str(workflow_id)][str(status)] = int(n)
+        rows = groups.newest(conn, "workflows", _COLUMNS, tenant_id, limit, before)
+        counts = groups.counts(conn, "workflows", [str(r[0]) for r in rows])
     return [WorkflowView(_workflow(row), counts[str(row[0])]) for row in rows]
 
 

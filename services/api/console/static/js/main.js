@@ -13,6 +13,7 @@ import * as dlq from "./pages/dlq.js";
 import * as schedules from "./pages/schedules.js";
 import * as workflows from "./pages/workflows.js";
 import * as workflow from "./pages/workflow.js";
+import * as batches from "./pages/batches.js";
 
 const ROUTES = [
   { pattern: /^\/$/, page: overview, nav: "overview" },
@@ -22,6 +23,7 @@ const ROUTES = [
   { pattern: /^\/schedules$/, page: schedules, nav: "schedules" },
   { pattern: /^\/workflows$/, page: workflows, nav: "workflows" },
   { pattern: /^\/workflows\/([0-9a-fA-F]{24})$/, page: workflow, nav: "workflows" },
+  { pattern: /^\/batches$/, page: batches, nav: "batches" },
 ];
 
 let stopCurrent = null;
