@@ -38,6 +38,7 @@ TINY: dict[str, list[str]] = {
     "store-work": ["--jobs", "2", "--runs", "2", "--drain", "40"],
     "hot-second": ["--mode", "distributed", "--jobs", "200", "--tenants", "5", "--lead", "10", "--time-box", "120"],
     "chain": ["--length", "5", "--time-box", "60"],
+    "fan": ["--width", "100", "--members", "200", "--time-box", "60"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -96,6 +97,7 @@ HEADLINES: dict[str, list[str]] = {
     ],
     "hot-second": ["jobsched.ran", "jobsched.drained_s", "jobsched.healthz_ms.max", "jobsched.peak_rss_mb"],
     "chain": ["jobsched.chain_s", "jobsched.link_ms.max", "baseline.chain_s", "baseline.link_ms.max"],
+    "fan": ["jobsched.fan.fan_s", "jobsched.independent.drain_s", "baseline.drain_s"],
     "limits": [
         "jobsched.noop_jobs_per_s",
         "baseline.noop_jobs_per_s",
@@ -107,6 +109,7 @@ HEADLINES: dict[str, list[str]] = {
 EXACT: dict[str, dict[str, int]] = {
     "peers-embedded": {"jobsched.jobs": 200, "baseline.huey.jobs": 200, "baseline.apscheduler.jobs": 200},
     "chain": {"jobsched.links": 4, "baseline.links": 4},
+    "fan": {"jobsched.independent.ran": 100, "jobsched.fan.ran": 102, "jobsched.batch.ran": 200},
 }
 # Scenarios with a test of their own, which checks their JSON as check_written does and more.
 RUN_APART = {"soak": "tests/integration/test_bench_soak.py"}
