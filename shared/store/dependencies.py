@@ -95,15 +95,20 @@ def resolution(job: Waiting, statuses: Mapping[str, Status], now: datetime) -> S
             continue
         if status in TERMINAL:
             if policy is ParentFailure.CANCEL:
-                record = attempt_cancelled(now) | {"error": f"parent job {parent_id} ended {status.value}"}
-                fields = cancelled(now) | {"lastError": record["error"]}
-                return Settled(fields, {"attempt": job.attempts + 1, **record})
+                return cancelled_wait(job.attempts + 1, f"parent job {parent_id} ended {status.value}", now)
             continue
         waiting_for_one = True
     if waiting_for_one:
         return None
     now = stored_time(now)
     return Settled({"status": Status.PENDING.value, "scheduledAt": max(job.scheduledAt, now), "updatedAt": now})
+
+
+def cancelled_wait(attempt: int, error: str, now: datetime) -> Settled:
+    """A waiting job cancelled because of what it waited for (a parent's failure, its batch's): its lastError and
+    its one `cancelled` attempt (number `attempt`) say why."""
+    record = attempt_cancelled(now) | {"error": error}
+    return Settled(cancelled(now) | {"lastError": error}, {"attempt": attempt, **record})
 
 
 def parents_of(jobs: Iterable[Waiting]) -> list[str]:

@@ -46,6 +46,7 @@ from shared.store.base import (
     StoreUnavailable,
 )
 from shared.store.batch_members import member_refusals
+from shared.store.dependencies import cancelled_wait
 from shared.store.mongo import groups
 from shared.store.mongo.codecs import closing_update, job_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
@@ -188,8 +189,9 @@ def _release(database: MongoDatabase, job_id: str, now: datetime) -> None:
 
 
 def _cancel(database: MongoDatabase, job_id: str, error: str, now: datetime) -> None:
-    entry = {"attempt": 1, **transitions.attempt_cancelled(now), "error": error}
-    update = closing_update(transitions.cancelled(now) | {"lastError": error}, entry)
+    """A held callback cancelled, with its one `cancelled` attempt naming why (as a dependent's is)."""
+    settled = cancelled_wait(1, error, now)
+    update = closing_update(settled.fields, settled.cancelled_attempt or {})
     database.jobs.update_one({"_id": ObjectId(job_id), "status": _WAITING}, update)
 
 

@@ -33,6 +33,7 @@ from shared.store.base import (
     StoreError,
 )
 from shared.store.batch_members import member_refusals
+from shared.store.dependencies import cancelled_wait
 from shared.store.sqlite import groups
 from shared.store.sqlite.codecs import from_ms, marks, stored_id, to_ms
 from shared.store.sqlite.database import SqliteDatabase
@@ -162,9 +163,10 @@ def _release(conn: sqlite3.Connection, job_id: str, now: datetime) -> None:
 
 def _cancel(conn: sqlite3.Connection, job_id: str, error: str, now: datetime) -> None:
     """A held callback cancelled, with its one `cancelled` attempt naming why (as a dependent's is)."""
-    record = {"id": attempt_record_id(job_id, 1), "jobId": job_id, "attempt": 1}
-    if update_job(conn, job_id, transitions.cancelled(now) | {"lastError": error}, "status = ?", (_WAITING,)):
-        insert_unique(conn, "executions", record | transitions.attempt_cancelled(now) | {"error": error})
+    settled = cancelled_wait(1, error, now)
+    if update_job(conn, job_id, settled.fields, "status = ?", (_WAITING,)):
+        record = {"id": attempt_record_id(job_id, 1), "jobId": job_id, **(settled.cancelled_attempt or {})}
+        insert_unique(conn, "executions", record)
 
 
 def read(database: SqliteDatabase, batch_id: str) -> BatchView | None:
