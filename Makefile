@@ -43,10 +43,12 @@ dist:
 	uv build --wheel --out-dir $(DIST) -q
 	uv export --frozen --no-dev --extra server --no-emit-project --no-hashes -q -o $(DIST)/requirements.txt
 
+# Tests run TEST_WORKERS at a time, then those that stop a shared server alone (tests/run_all.sh).
+TEST_WORKERS ?= 2
 test: install
 	@bash deployments/local/test-tools.sh
 	@KAFKA_FRESH=1 bash $(SERVERS) start || { bash $(SERVERS) stop; exit 1; }; eval "$$(bash $(SERVERS) env)"; \
-	  .venv/bin/pytest $(PYTEST_ARGS); status=$$?; bash $(SERVERS) stop; exit $$status
+	  bash tests/run_all.sh $(TEST_WORKERS) $(PYTEST_ARGS); status=$$?; bash $(SERVERS) stop; exit $$status
 
 test-fast: install
 	@bash deployments/local/test-tools.sh

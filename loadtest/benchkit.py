@@ -91,13 +91,14 @@ def server_setting(name: str) -> str:
 
 
 def ratio(better_when_higher: bool, ours: float, baseline: float) -> float:
-    """jobsched ÷ baseline for a rate, baseline ÷ jobsched for a latency: > 1 means jobsched is better."""
+    """jobsched ÷ baseline for a rate, baseline ÷ jobsched for a latency: > 1 means jobsched is better. Kept to three
+    significant figures, so that a small ratio (a silent loop against one reporting) stays above zero."""
     top, bottom = (ours, baseline) if better_when_higher else (baseline, ours)
     if math.isnan(top) or math.isnan(bottom):
         return math.nan
     if bottom <= 0:
         return math.inf if top > 0 else math.nan
-    return round(top / bottom, 2)
+    return float(f"{top / bottom:.3g}")
 
 
 def target(description: str, value: float, met: bool) -> Figures:

@@ -180,6 +180,7 @@ def most_starts_in_a_second(spans: list[tuple[datetime, datetime]]) -> int:
     return busiest
 
 
+@pytest.mark.exclusive  # it restarts the shared Kafka
 @pytest.mark.timeout(DRAIN_BOUND_S + 180)
 def test_nothing_is_lost_when_everything_crashes(
     launch: Launch,

@@ -42,6 +42,7 @@ def local_servers(mongo_uri: str, etcd_endpoints: str, kafka_brokers: str) -> It
         server(name, "start")  # whatever happened, leave them running for the next test
 
 
+@pytest.mark.exclusive  # it stops the shared FerretDB, etcd and Kafka
 @pytest.mark.timeout(600)
 def test_services_ride_out_dependency_outages(
     local_servers: None,

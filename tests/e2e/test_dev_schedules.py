@@ -11,7 +11,7 @@ from datetime import timedelta
 import httpx2 as httpx
 import pytest
 
-from shared.model import format_time, parse_time, utc_now
+from shared.model import parse_time, utc_now
 from shared.store.sqlite import SqliteJobStore
 from tests.e2e.devmode import Dev
 from tests.schedule_support import (
@@ -141,16 +141,19 @@ def test_catch_up_after_a_ten_minute_outage(dev: Dev) -> None:
     def planned(name: str) -> list[str]:
         return [r["plannedAt"] for r in runs(dev.http, templates[name]["id"])]
 
-    last = parse_time(dev.http.get(f"/jobs/{templates['all']['id']}").json()["lastFiredAt"])
-    assert last >= restarted.replace(second=0, microsecond=0)
-    minutes = int((last - cursor) / MINUTE) + 1
-    assert planned("all") == [format_time(cursor + i * MINUTE) for i in range(minutes)]  # every missed time
+    # A minute may turn during the catch-up, or while this reads: its fire time then runs on time beside them.
+    restart_minute = restarted.replace(second=0, microsecond=0)
+    every = sorted(parse_time(p) for p in planned("all"))
+    minutes = len(every)
+    assert every == [cursor + i * MINUTE for i in range(minutes)]  # every missed time, each once
+    assert every[-1] >= restart_minute
     windowed = [parse_time(p) for p in planned("windowed")]
     assert windowed
     assert all(p >= restarted - 5 * MINUTE - timedelta(seconds=1) for p in windowed)  # none older than 5m
     assert len(windowed) < minutes
-    latest_last = dev.http.get(f"/jobs/{templates['latest']['id']}").json()["lastFiredAt"]
-    assert planned("latest") == [latest_last]  # only the most recent
+    latest = sorted(parse_time(p) for p in planned("latest"))
+    assert latest
+    assert latest[0] >= restart_minute  # only the most recent missed time, none of the earlier ones
     assert all(parse_time(p) > restarted - timedelta(seconds=30) for p in planned("none"))  # no missed one ran
     assert (dev.runs[-1].metric('scheduler_schedule_actions_total{action="missed"}') or 0) >= 3 * (minutes - 6)
 

@@ -20,6 +20,7 @@ def test_ratio_is_above_one_when_jobsched_is_better() -> None:
     assert ratio(True, 300.0, 100.0) == 3.0  # a rate: jobsched ÷ baseline
     assert ratio(False, 50.0, 200.0) == 4.0  # a latency: baseline ÷ jobsched
     assert ratio(True, 0.0, 100.0) == 0.0
+    assert ratio(False, 4.751, 0.014) == 0.00295  # three significant figures: a small ratio is not rounded to 0
     assert ratio(True, 5.0, 0.0) == math.inf
     assert math.isnan(ratio(False, math.nan, 1.0))
 
