@@ -137,7 +137,9 @@ class StepRun:
     error: BaseException | None = None
 
 
-def run_workflow(flow: WorkflowBuilder[Any], *collections: JobTypes, tenant_id: str = "test") -> dict[str, StepRun]:
+def run_workflow(
+    flow: WorkflowBuilder[Any, Any], *collections: JobTypes, tenant_id: str = "test"
+) -> dict[str, StepRun]:
     """Run a workflow built with `client.workflow()` in this process, without a server: each step once, after
     its parents, its handler (from `collections`) reading their results by name (ctx.step_results, as stored:
     JSON). A step whose handler raises ends `dlq` (one attempt: retries are the executors'), and cancels the steps

@@ -25,6 +25,7 @@ from shared.jsonsafe import check_field_names, encoded_size
 from shared.model import MAX_PAYLOAD_BYTES, Status, TemplatePolicy, effective_max_attempts, stored_backoff
 from shared.rfc3339 import EXAMPLE, parse_time
 from shared.schedules.spec import NoFireTime, TemplateSpec
+from shared.schedules.workflow_runs import WORKFLOW_SCHEDULE
 from shared.store.base import NewJob
 from shared.store.dependencies import MAX_PARENTS
 
@@ -47,7 +48,7 @@ def _rfc3339(value: Any) -> Any:
 Rfc3339 = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
-def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
+def check_size(value: dict[str, Any]) -> dict[str, Any]:
     """A payload a store can keep as it came: field names MongoDB accepts and at most MAX_PAYLOAD_BYTES of
     UTF-8 JSON (numbers and strings were checked when the body was parsed)."""
     check_field_names(value, "payload")
@@ -57,18 +58,21 @@ def _small_enough(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-JobPayload = Annotated[dict[str, Any], AfterValidator(_small_enough)]
+JobPayload = Annotated[dict[str, Any], AfterValidator(check_size)]
 
 
 def check_payload(job_type: str, payload: dict[str, Any]) -> None:
     """What a job's type asks of its payload, checked wherever a payload is written: POST /jobs, its batch,
     schedules applied from a file or declared in the code (all through JobRequest), PATCH of a job or a template
     and trigger (services/api/http/request_bodies.py). A job that could never run as asked is refused there (a
-    ValueError naming the field) rather than stored and dead-lettered by its executor. Only `http` asks anything:
-    a payload that is not a request it may send (shared/http_jobs/request.py); other types' handlers judge their own.
-    """
+    ValueError naming the field) rather than stored and dead-lettered by its executor. Only the built-in types ask
+    anything: `http` a request it may send (shared/http_jobs/request.py), `jobsched.workflow` (a workflow schedule,
+    whose steps are fixed when POST /workflows makes it) that nothing writes it but that; other types' handlers judge
+    their own."""
     if job_type == HTTP_JOB_TYPE:
         HttpRequest.from_payload(payload)
+    elif job_type == WORKFLOW_SCHEDULE:  # its payload is a workflow's steps, validated as POST /workflows validates
+        raise ValueError("jobType jobsched.workflow is a workflow schedule's: make one with POST /workflows and cron")
 
 
 def _job_id(value: str) -> str:
@@ -82,6 +86,21 @@ JobId = Annotated[str, AfterValidator(_job_id)]
 ParentFailureName = Literal["cancel", "run"]
 OverlapName = Literal["allow_all", "skip", "buffer_one", "buffer_all", "cancel_other"]
 CatchupName = Literal["latest", "all", "none"]
+
+
+# A schedule's fields, as POST /jobs takes them for a template and POST /workflows for a workflow schedule.
+Cron = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_CRON_LENGTH, description="5-field cron, 6 fields with seconds first, or a macro such as @hourly"
+    ),
+]
+Interval = Annotated[
+    str | None, Field(max_length=MAX_INTERVAL_LENGTH, description="Fixed interval such as '30s', '5m' or '1h30m'")
+]
+Timezone = Annotated[
+    str | None, Field(max_length=MAX_TIMEZONE_LENGTH, description="IANA zone the cron is read in (default UTC)")
+]
 
 
 class SchedulePolicy(BaseModel):
@@ -132,17 +151,9 @@ class JobRequest(SchedulePolicy):
     timeoutSeconds: float | None = Field(
         default=None, gt=0, le=MAX_TIMEOUT_S, description="Per-attempt handler timeout; default from config"
     )
-    cron: str | None = Field(
-        default=None,
-        max_length=MAX_CRON_LENGTH,
-        description="5-field cron, 6 fields with seconds first, or a macro such as @hourly",
-    )
-    interval: str | None = Field(
-        default=None, max_length=MAX_INTERVAL_LENGTH, description="Fixed interval such as '30s', '5m' or '1h30m'"
-    )
-    timezone: str | None = Field(
-        default=None, max_length=MAX_TIMEZONE_LENGTH, description="IANA zone the cron is read in (default UTC)"
-    )
+    cron: Cron = None
+    interval: Interval = None
+    timezone: Timezone = None
     concurrencyKey: str | None = Field(
         default=None,
         min_length=1,

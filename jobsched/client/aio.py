@@ -293,10 +293,11 @@ class AsyncClient:
         name: str | None = None,
         tenant_id: str | None = None,
         scheduled_at: datetime | str | None = None,
-    ) -> WorkflowBuilder[Awaitable[Workflow]]:
+    ) -> WorkflowBuilder[Awaitable[Workflow], Awaitable[Job]]:
         """A workflow to build (see Client.workflow); `await builder.submit()` makes it."""
         return WorkflowBuilder(
             self._submit_workflow,
+            self._call,
             idempotency_key,
             name=name,
             tenant_id=tenant_id or self.tenant_id,

@@ -312,12 +312,13 @@ class Client:
         name: str | None = None,
         tenant_id: str | None = None,
         scheduled_at: datetime | str | None = None,
-    ) -> WorkflowBuilder[Workflow]:
+    ) -> WorkflowBuilder[Workflow, Job]:
         """A workflow to build: add its steps to the builder, then `submit()` makes them all in one request and
         returns the Workflow. Nothing is sent before. An idempotency key is generated when none is given; the
         first steps are due at `scheduled_at` (default now)."""
         return WorkflowBuilder(
             self._submit_workflow,
+            self._call,
             idempotency_key,
             name=name,
             tenant_id=tenant_id or self.tenant_id,

@@ -8,7 +8,8 @@
     workflow = flow.submit()  # AsyncClient: await flow.submit()
 
 Nothing is sent until `submit`. The same builder is used by Client and AsyncClient: only what `submit` returns
-differs (a Workflow, or an awaitable of one).
+differs (a Workflow, or an awaitable of one). `schedule(cron=...)` instead makes a schedule that fires the workflow
+at each of its times (a template, returned as a Job; docs/workflows.md).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from uuid import uuid4
 
 from jobsched.client import _calls
 from jobsched.client._calls import Call
-from jobsched.client.models import Workflow
+from jobsched.client.models import Job, Workflow
 from jobsched.handlers import JobType
 
 P = TypeVar("P")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ _WIRE_OPTIONS = {
 }
 
 
-class WorkflowBuilder(Generic[R]):
+class WorkflowBuilder(Generic[R, S]):
     """A workflow being put together: `client.workflow(...)` makes one, `step` adds steps (typed like `enqueue`
     when given a JobType), `chain`, `group` and `fan_in` say which wait for which, and `submit` sends it all in
     one request, returning what the client's calls return: a Workflow (Client), an awaitable of one
@@ -86,6 +88,7 @@ class WorkflowBuilder(Generic[R]):
     def __init__(
         self,
         send: Callable[[Call[Workflow]], R],
+        send_schedule: Callable[[Call[Job]], S],
         idempotency_key: str | None = None,
         *,
         name: str | None = None,
@@ -93,6 +96,7 @@ class WorkflowBuilder(Generic[R]):
         scheduled_at: datetime | str | None = None,
     ) -> None:
         self._send = send
+        self._send_schedule = send_schedule
         self.idempotency_key = idempotency_key or f"workflow-{uuid4().hex}"
         self.name = name
         self.tenant_id = tenant_id
@@ -191,6 +195,27 @@ class WorkflowBuilder(Generic[R]):
         earlier try of this call made it (its answer lost), that workflow is returned; DuplicateWorkflow (409)
         when another call holds the idempotency key."""
         return self._send(self._request())
+
+    def schedule(
+        self,
+        *,
+        cron: str | None = None,
+        interval: str | None = None,
+        timezone: str | None = None,
+        policy: dict[str, Any] | None = None,
+    ) -> S:
+        """Make a schedule that fires this workflow at each of its times instead of once now: a template of the
+        built-in type `jobsched.workflow` under the builder's idempotency key, returned as a Job (paused, resumed,
+        triggered and listed as any template). Each run is a workflow of these steps, due at its fire time.
+        `policy`: the template's policy fields as the API spells them (overlap: allow_all or skip; catchup,
+        startAt, endAt, remainingRuns, jitter, pauseOnFailure...)."""
+        if (cron is None) == (interval is None):
+            raise ValueError("give exactly one of cron and interval")
+        if self.scheduled_at is not None:
+            raise ValueError("a schedule's steps are due at each of its fire times: leave scheduled_at out")
+        body = dict(self.body())
+        body |= {k: v for k, v in {"cron": cron, "interval": interval, "timezone": timezone}.items() if v is not None}
+        return self._send_schedule(Call("POST", "/workflows", Job.from_wire, body=body | (policy or {})))
 
     def _wait(self, name: str, parents: Iterable[str]) -> None:
         waits = self._after[name]

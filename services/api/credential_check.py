@@ -18,6 +18,7 @@ from shared.http_jobs.credential_refs import referenced
 from shared.http_jobs.credentials import Credentials
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.model import Job
+from shared.schedules.workflow_runs import WORKFLOW_SCHEDULE
 from shared.store.base import JobRefused, JobStore, NewJob, NewWorkflow, RunSpec, StoreError
 from shared.workflows import WorkflowView
 
@@ -40,7 +41,11 @@ class CredentialsChecked:
         return getattr(self._store, name)
 
     def create(self, new: NewJob) -> Job:
-        self.check(new.tenantId, new.jobType, new.payload)
+        if new.jobType == WORKFLOW_SCHEDULE:  # a schedule firing a workflow: its steps, each time it fires
+            steps = new.payload["steps"]
+            self._check_steps(new.tenantId, [(step["name"], step["jobType"], step["payload"]) for step in steps])
+        else:
+            self.check(new.tenantId, new.jobType, new.payload)
         return self._store.create(new)
 
     def create_many(self, news: Sequence[NewJob]) -> list[Job | StoreError]:
@@ -60,12 +65,16 @@ class CredentialsChecked:
         return [refused[index] if index in refused else next(written) for index in range(len(news))]
 
     def create_workflow(self, new: NewWorkflow) -> WorkflowView:
-        for step in new.steps:
-            try:
-                self.check(new.tenantId, step.job.jobType, step.job.payload)
-            except CredentialMissing as exc:
-                raise CredentialMissing(f"steps: {step.name!r}: {exc}") from None
+        self._check_steps(new.tenantId, [(step.name, step.job.jobType, step.job.payload) for step in new.steps])
         return self._store.create_workflow(new)
+
+    def _check_steps(self, tenant_id: str, steps: list[tuple[str, str, Any]]) -> None:
+        """check() for each (name, job type, payload) of a workflow's steps, the refusal naming the step."""
+        for name, job_type, payload in steps:
+            try:
+                self.check(tenant_id, job_type, payload)
+            except CredentialMissing as exc:
+                raise CredentialMissing(f"steps: {name!r}: {exc}") from None
 
     def add_run(self, template: Job, run: RunSpec) -> tuple[Job, bool]:
         if run.payload is not None:  # a trigger's own payload; the template's own was checked when written

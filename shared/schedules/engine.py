@@ -24,8 +24,17 @@ from shared.cron import ScheduleError
 from shared.model import NOT_FINAL, Job, Status, format_time, run_key
 from shared.schedules.policy import Action, ActiveRun, Decision, Overlap, OverlapPlan, decide_overlap, limit_runs
 from shared.schedules.spec import MAX_BACKFILL, Due, TemplateSpec
+from shared.schedules.workflow_runs import check_overlap, is_workflow_schedule, run_workflow
 from shared.store import transitions
-from shared.store.base import JobNotFound, RunSpec, ScheduleStore, StoreError, TransitionRefused
+from shared.store.base import (
+    DuplicateWorkflow,
+    JobNotFound,
+    RunSpec,
+    ScheduleStore,
+    StoreError,
+    StoreUnavailable,
+    TransitionRefused,
+)
 
 log = logging.getLogger("jobsched.schedules")
 # Runs of one template that the overlap policies look at; more not-final runs than this is a backlog that
@@ -147,7 +156,14 @@ class ScheduleEngine:
             raise ScheduleRefused(f"overlap policy {policy.value}: run {plan.blocking} of this template is not final")
         self._cancel(plan.cancel)
         status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
-        run, created = self._store.add_run(template, RunSpec(now, key=key, status=status, payload=payload))
+        spec = RunSpec(now, key=key, status=status, payload=payload)
+        if is_workflow_schedule(template):
+            [(run_id, created)] = self._add_workflows(template, [spec])
+            run = self._store.get(run_id)
+            if run is None:  # removed since: nothing of ours to return
+                raise StoreUnavailable("the run vanished as it was added; retry")
+            return Triggered(run, created)
+        run, created = self._store.add_run(template, spec)
         return Triggered(run, created)
 
     def backfill(self, template: Job, start: datetime, end: datetime, overlap: Overlap | None = None) -> Backfilled:
@@ -181,6 +197,8 @@ class ScheduleEngine:
         self._check_template(template)
         merged = template.evolve(**{k: None if v is transitions.UNSET else v for k, v in changes.items()})
         spec = TemplateSpec.of(merged, lenient=False)  # ScheduleError: 400; what is changed is new input
+        if is_workflow_schedule(template):
+            check_overlap(spec.overlap.value)
         next_at = spec.next_fire(now)
         return self._update(template, lambda current: {**changes, **transitions.template_rescheduled(next_at, now)})
 
@@ -188,7 +206,10 @@ class ScheduleEngine:
 
     def _plan(self, template: Job, overlap: Overlap, times: list[datetime]) -> OverlapPlan:
         """Decide `times` against the template's runs that are not final, leaving out runs of these very
-        times: they are this decision's own runs, written before a crash, not earlier ones."""
+        times: they are this decision's own runs, written before a crash, not earlier ones. ScheduleError for an
+        overlap a workflow schedule cannot keep (a trigger's or a backfill's own)."""
+        if is_workflow_schedule(template):
+            check_overlap(overlap.value)
         if not times:
             return OverlapPlan([])
         active: list[ActiveRun] = []
@@ -236,7 +257,24 @@ class ScheduleEngine:
             key = run_key(template.idempotencyKey, decision.planned)
             status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
             runs.append(RunSpec(decision.planned, status=status, scheduledAt=spec.run_at(key, decision.planned)))
+        if is_workflow_schedule(template):
+            return self._add_workflows(template, runs)
         return self._store.add_runs(template, runs) if runs else []
+
+    def _add_workflows(self, template: Job, runs: list[RunSpec]) -> list[tuple[str, bool]]:
+        """A workflow schedule's runs (shared/schedules/workflow_runs.py), each a workflow written by one store call:
+        the id of each one's first step's job (a run of the template), and whether it is new."""
+        added = []
+        for run in runs:
+            new = run_workflow(template, run)
+            try:
+                added.append((self._store.create_workflow(new).workflow.steps[0].jobId, True))
+            except DuplicateWorkflow as exc:  # this run's workflow exists (a retry after a crash, another leader)
+                view = self._store.workflow(exc.existing_id)
+                if view is None:
+                    raise StoreUnavailable("the run's workflow vanished as it was read; retry") from None
+                added.append((view.workflow.steps[0].jobId, False))
+        return added
 
     def _advance(self, template: Job, spec: TemplateSpec, due: Due, runs: int, *, ended: bool, now: datetime) -> None:
         remaining = max(spec.remaining_runs - runs, 0) if spec.remaining_runs is not None else None

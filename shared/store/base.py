@@ -247,6 +247,7 @@ class NewJob(TemplatePolicy):
     interval: str | None = None
     timezone: str | None = None
     templateId: str | None = None
+    plannedAt: datetime | None = None  # a workflow schedule's step: its run's fire time (workflow_runs.py)
     # The anchor of an interval schedule; the store uses its own clock when None.
     createdAt: datetime | None = None
     declaredBy: str | None = None  # a template declared with the code: see Job
@@ -327,9 +328,31 @@ class StoreLifecycle(Protocol):
         """Return if the store answers, raise StoreUnavailable otherwise."""
 
 
-class ScheduleStore(Protocol):
+class WorkflowStore(Protocol):
+    """Workflows (shared/workflows.py): named steps, each a job, written all or nothing and read as one."""
+
+    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
+        """Store the workflow's record and its steps' jobs, all or nothing: no step's job is claimed before every
+        step is stored (the roots pending, the others waiting for their parents' jobs as jobs with dependsOn do),
+        and a create that fails leaves no step that can run. Raise DuplicateWorkflow naming the holder when the
+        tenant has a workflow with its idempotencyKey (on a store that writes in steps, a create that finds that
+        workflow still being written, a resend after a failure or a create racing it, finishes it and returns it
+        instead), JobRefused (nothing kept) for a step's job the
+        database cannot hold, StoreUnavailable when it could not be written (sending it again is safe: its key
+        decides)."""
+
+    def workflow(self, workflow_id: str) -> WorkflowView | None:
+        """The workflow with this id, with each step's job's status (a step whose job was deleted has none), or
+        None (also for an id that is not a valid ObjectId)."""
+
+    def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
+        """The tenant's workflows, newest first, at most `limit`, those created before the workflow `before` (a
+        page after the previous page's last one); with their steps' counts by status."""
+
+
+class ScheduleStore(WorkflowStore, Protocol):
     """What the schedule engine asks (shared/schedules/engine.py), for the API's schedule endpoints and for the
-    scheduler's firing alike."""
+    scheduler's firing alike (a workflow schedule's runs are workflows: shared/schedules/workflow_runs.py)."""
 
     def get(self, job_id: str) -> Job | None:
         """The job with this id, or None (also for an id that is not a valid ObjectId)."""
@@ -377,28 +400,6 @@ class ScheduleStore(Protocol):
         an update); the updated job, or None when it moved meanwhile and nothing was written."""
 
 
-class WorkflowStore(Protocol):
-    """Workflows (shared/workflows.py): named steps, each a job, written all or nothing and read as one."""
-
-    def create_workflow(self, new: NewWorkflow) -> WorkflowView:
-        """Store the workflow's record and its steps' jobs, all or nothing: no step's job is claimed before every
-        step is stored (the roots pending, the others waiting for their parents' jobs as jobs with dependsOn do),
-        and a create that fails leaves no step that can run. Raise DuplicateWorkflow naming the holder when the
-        tenant has a workflow with its idempotencyKey (on a store that writes in steps, a create that finds that
-        workflow still being written, a resend after a failure or a create racing it, finishes it and returns it
-        instead), JobRefused (nothing kept) for a step's job the
-        database cannot hold, StoreUnavailable when it could not be written (sending it again is safe: its key
-        decides)."""
-
-    def workflow(self, workflow_id: str) -> WorkflowView | None:
-        """The workflow with this id, with each step's job's status (a step whose job was deleted has none), or
-        None (also for an id that is not a valid ObjectId)."""
-
-    def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
-        """The tenant's workflows, newest first, at most `limit`, those created before the workflow `before` (a
-        page after the previous page's last one); with their steps' counts by status."""
-
-
 class BatchReads(Protocol):
     def batch(self, batch_id: str) -> BatchView | None:
         """The batch with this id and its members counted by status (its progress), or None (also for an id that
@@ -427,7 +428,7 @@ class BatchStore(BatchReads, Protocol):
         """The tenant's batches, newest first, at most `limit`, those created before the batch `before`."""
 
 
-class ApiStore(StoreLifecycle, ScheduleStore, WorkflowStore, BatchStore, Protocol):
+class ApiStore(StoreLifecycle, ScheduleStore, BatchStore, Protocol):
     """The API's: jobs as clients see them."""
 
     def create(self, new: NewJob) -> Job:

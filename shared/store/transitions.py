@@ -65,6 +65,8 @@ def new_job(new: NewJob, now: datetime) -> Fields:
     # shares the request's payload, which nothing changes afterwards.
     doc: Fields = {k: v for k in _NEW_JOB_FIELDS if (v := getattr(new, k)) is not None}
     doc["scheduledAt"] = stored_time(new.scheduledAt)
+    if new.plannedAt is not None:
+        doc["plannedAt"] = stored_time(new.plannedAt)
     if new.dependsOn:  # ids as every store keeps them (an ObjectId's lower-case hex), each once
         doc["dependsOn"] = list(dict.fromkeys(parent.lower() for parent in new.dependsOn))
     now = stored_time(now)

@@ -16,6 +16,7 @@ import pytest
 import jobsched
 from jobsched import AsyncClient, HandlerContext, JobTypes, testing
 from shared.model import utc_now
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -110,3 +111,56 @@ def test_a_failed_step_fails_the_workflow_and_a_cancel_stops_one() -> None:
                 return (await aclient.wait_workflow(workflow.id, timeout=30)).status
 
         assert asyncio.run(submitted_async()) == "succeeded"
+
+
+def test_a_schedule_fires_the_workflow_at_each_of_its_times_and_skips_while_one_runs() -> None:
+    """An every-second schedule of extract → 2 parts → load (overlap skip): the scheduler writes each fire time's
+    run as a workflow of those steps, run in order, and makes no new one while a step of the last is not final."""
+    jobs = JobTypes()
+    release = threading.Event()
+    loads: list[str] = []
+
+    @jobs.handler("part", max_attempts=1)
+    def part(payload: Part, ctx: HandlerContext) -> Counted:
+        return Counted(payload.name, len(payload.name))
+
+    @jobs.handler("total", max_attempts=1)
+    def total(payload: Part, ctx: HandlerContext) -> int:
+        release.wait(30)  # the first run's load holds its run open while fire times pass
+        loads.append(ctx.job_id)
+        return sum(ctx.step_result(name, Counted).rows for name in ctx.step_results())
+
+    with testing.embedded(jobs) as client:
+        flow = client.workflow("nightly", name="etl")
+        extract = flow.step("extract", part, Part("extract"))
+        parts = flow.group(flow.step("part-1", part, Part("a")), flow.step("part-2", part, Part("bb")))
+        flow.chain(extract, parts, flow.step("load", total, Part("load")))
+        schedule = flow.schedule(interval="1s", policy={"overlap": "skip"})
+        assert (schedule.job_type, schedule.interval) == ("jobsched.workflow", "1s")
+
+        def first_load_running() -> list[jobsched.Job]:
+            runs = client.runs(schedule.id)
+            return [r for r in runs if r.step == "load" and r.status == "running"]
+
+        [load] = wait_until(first_load_running, 30, "the first run's load to start")
+        assert load.workflow_id is not None
+        # Fire times pass while `load` runs: skipped, so the first run stays the only one.
+        passed = client.get(schedule.id).scheduled_at
+        assert passed is not None
+        wait_until(lambda: (client.get(schedule.id).scheduled_at or passed) > passed, 10, "a fire time handled")
+        assert {r.workflow_id for r in client.runs(schedule.id)} == {load.workflow_id}
+        release.set()
+        first = client.wait_workflow(load.workflow_id, timeout=30)
+        assert first.status == "succeeded"
+        assert loads[0] == load.id
+        assert client.get(first.step("load").job_id).result == 3
+        # The next fire time after it ended writes the next run, a workflow of the same steps.
+        later = wait_until(
+            lambda: [w for w in client.workflows() if w.id != first.id], 30, "the next fire time's workflow"
+        )
+        second = client.wait_workflow(later[0].id, timeout=30)
+        assert (second.status, second.name, [s.name for s in second.steps]) == (
+            "succeeded",
+            "etl",
+            ["extract", "part-1", "part-2", "load"],
+        )

@@ -166,3 +166,76 @@ def test_a_missing_or_other_tenants_workflow_is_a_404(api: TestClient, api_store
         assert reload(api_store, other.steps[0].jobId).status.value == "pending"
     else:
         assert api.get(f"/workflows/{other.id}").json()["tenantId"] == "tenant-b"
+
+
+# --- schedules firing a workflow ----------------------------------------------------------------------------------
+
+
+def scheduled(**overrides: Any) -> dict[str, Any]:
+    """body() as a schedule: every night at 2 in Paris, skipping a night while the last run is not over."""
+    nightly = {k: v for k, v in body(**overrides).items() if k != "scheduledAt"}
+    return {"cron": "0 2 * * *", "timezone": "Europe/Paris", "overlap": "skip"} | nightly
+
+
+def test_a_workflow_with_cron_is_a_schedule_whose_trigger_writes_the_workflow(api: TestClient) -> None:
+    response = api.post("/workflows", json=scheduled())
+    assert response.status_code == 201, response.text
+    tpl = response.json()
+    assert (tpl["jobType"], tpl["cron"], tpl["timezone"], tpl["overlap"]) == (
+        "jobsched.workflow",
+        "0 2 * * *",
+        "Europe/Paris",
+        "skip",
+    )
+    assert [s["name"] for s in tpl["payload"]["steps"]] == ["extract", "left", "right", "load"]
+    assert tpl["payload"]["steps"][3]["after"] == ["left", "right"]
+    again = api.post("/workflows", json=scheduled())
+    assert (again.status_code, again.json()["jobId"]) == (409, tpl["id"])
+
+    run = api.post(f"/jobs/{tpl['id']}/trigger", json={"idempotencyKey": "by-hand"})
+    assert run.status_code == 201, run.text
+    root = run.json()
+    assert (root["step"], root["templateId"], root["status"]) == ("extract", tpl["id"], "pending")
+    workflow = api.get(f"/workflows/{root['workflowId']}").json()
+    assert (workflow["name"], workflow["stepCount"], workflow["counts"]) == ("nightly", 4, {"pending": 1, "waiting": 3})
+    runs = api.get(f"/jobs/{tpl['id']}/runs").json()
+    assert sorted(r["step"] for r in runs) == ["extract", "left", "load", "right"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"overlap": "buffer_one"}, "a workflow schedule takes allow_all or skip"),
+        ({"overlap": "cancel_other"}, "a workflow schedule takes allow_all or skip"),
+        ({"scheduledAt": NOW}, "scheduledAt: a workflow schedule's steps are due at each of its fire times"),
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"timezone": "Mars/Olympus"}, "Mars/Olympus"),
+        ({"interval": "1m"}, "exactly one of"),
+    ],
+)
+def test_a_bad_workflow_schedule_is_a_400_and_nothing_is_stored(api: TestClient, change: Any, error: str) -> None:
+    response = api.post("/workflows", json=scheduled() | change)
+    assert response.status_code == 400, response.text
+    assert error in response.json()["error"]
+    assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []
+
+
+def test_a_workflow_schedules_type_is_its_own(api: TestClient) -> None:
+    tpl = api.post("/workflows", json=scheduled()).json()
+    step_due = scheduled()
+    step_due["steps"][0]["scheduledAt"] = NOW
+    assert "steps[0] (extract): scheduledAt" in api.post("/workflows", json=step_due).json()["error"]
+    by_hand = {"idempotencyKey": "x", "tenantId": "tenant-a", "jobType": "jobsched.workflow", "cron": "* * * * *"}
+    refused = api.post("/jobs", json=by_hand)
+    assert (refused.status_code, "POST /workflows" in refused.json()["error"]) == (400, True)
+    patched = api.patch(f"/jobs/{tpl['id']}", json={"payload": {"steps": []}})
+    assert (patched.status_code, "POST /workflows" in patched.json()["error"]) == (400, True)
+    buffered = api.patch(f"/jobs/{tpl['id']}", json={"overlap": "buffer_all"})
+    assert (buffered.status_code, "allow_all or skip" in buffered.json()["error"]) == (400, True)
+    assert api.patch(f"/jobs/{tpl['id']}", json={"cron": "0 3 * * *"}).json()["cron"] == "0 3 * * *"
+    triggered = api.post(f"/jobs/{tpl['id']}/trigger", json={"overlap": "cancel_other"})
+    assert (triggered.status_code, "allow_all or skip" in triggered.json()["error"]) == (400, True)
+    window = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z", "overlap": "buffer_all"}
+    backfilled = api.post(f"/jobs/{tpl['id']}/backfill", json=window)
+    assert (backfilled.status_code, "allow_all or skip" in backfilled.json()["error"]) == (400, True)
+    assert api.get(f"/jobs/{tpl['id']}/runs").json() == []

@@ -67,13 +67,13 @@ def workflow_body(**changed: Any) -> dict[str, Any]:
     return {**body, **changed}
 
 
-def unsent() -> WorkflowBuilder[None]:
+def unsent() -> WorkflowBuilder[None, None]:
     """A builder whose submit would fail the test: for what is checked before anything is sent."""
 
     def send(call: Any) -> None:
         raise AssertionError(f"sent {call}")
 
-    return WorkflowBuilder(send, "k", tenant_id="acme")
+    return WorkflowBuilder(send, send, "k", tenant_id="acme")
 
 
 # --- the body ---------------------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def test_after_may_name_a_step_added_later() -> None:
     ],
 )
 def test_steps_the_api_would_refuse_are_refused_before_anything_is_sent(
-    build: Callable[[WorkflowBuilder[None]], Any], says: str
+    build: Callable[[WorkflowBuilder[None, None]], Any], says: str
 ) -> None:
     flow = unsent()
     build(flow)
@@ -194,7 +194,7 @@ def test_a_step_name_is_unique() -> None:
 # --- chain, group, fan_in ---------------------------------------------------------------------------------
 
 
-def afters(flow: WorkflowBuilder[Any]) -> dict[str, list[str]]:
+def afters(flow: WorkflowBuilder[Any, Any]) -> dict[str, list[str]]:
     return {step["name"]: step.get("after", []) for step in flow.body()["steps"]}
 
 

@@ -40,9 +40,9 @@ def workflow_schemas() -> dict[str, Any]:
     return {"WorkflowRequest": WorkflowRequest.model_json_schema(ref_template=REF), "Workflow": _WORKFLOW}
 
 
-def created_and_listed(model: str, summary: str, what: str) -> dict[str, Any]:
-    """POST (a `model`Request body, the `model` created) and GET (the tenant's, newest first, paged) of a
-    collection of workflows or batches."""
+def created_and_listed(model: str, summary: str, what: str, created: dict[str, Any] | None = None) -> dict[str, Any]:
+    """POST (a `model`Request body, the `model` created, or `created`) and GET (the tenant's, newest first, paged)
+    of a collection of workflows or batches."""
     one = {"$ref": REF.format(model=model)}
     return {
         "post": {
@@ -51,7 +51,7 @@ def created_and_listed(model: str, summary: str, what: str) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": {"$ref": REF.format(model=f"{model}Request")}}},
             },
-            "responses": {"201": answer("Created", one), **error_answers(400, 409, 413, 503)},
+            "responses": {"201": answer("Created", created or one), **error_answers(400, 409, 413, 503)},
         },
         "get": {
             "summary": f"The tenant's {what}s, newest first (a workflow without its steps)",
@@ -69,7 +69,11 @@ def workflow_paths() -> dict[str, Any]:
     workflow = {"$ref": REF.format(model="Workflow")}
     return {
         "/workflows": created_and_listed(
-            "Workflow", "Create a workflow: named steps, each a one-off job, stored all or nothing", "workflow"
+            "Workflow",
+            "Create a workflow: named steps, each a one-off job, stored all or nothing; with cron or interval, a "
+            "schedule firing it at each of its times (201: its template, a Job of type jobsched.workflow)",
+            "workflow",
+            created={"oneOf": [workflow, {"$ref": REF.format(model="Job")}]},
         ),
         "/workflows/{id}": {
             "get": {

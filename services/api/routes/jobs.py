@@ -18,7 +18,7 @@ from shared.job_requests import STATUS_VALUES
 from shared.job_types.limits import waiting_for
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Job, Status, utc_now
-from shared.store.base import DuplicateJob, JobNotFound
+from shared.store.base import DuplicateJob, JobNotFound, NewJob
 from shared.store.browse import JobQuery
 
 log = logging.getLogger("jobsched.api")
@@ -30,6 +30,11 @@ async def create_job(request: Request) -> Response:
     if not await api.known.accepts(new.jobType):
         raise ApiError(400, unknown_type(new.jobType, api.known.names()))
     await api.schema.wait_ready()
+    return await stored_job(api, new)
+
+
+async def stored_job(api: ApiContext, new: NewJob) -> Response:
+    """POST /jobs's answer once `new` is valid: 201 with the job, or 409 naming the holder of its key."""
     try:
         job = await api.slots.write(api.store.create, new)
     except DuplicateJob as exc:

@@ -69,15 +69,18 @@ async def trigger(request: Request) -> Response:
     template = await load(request)
     await checked_payload(template.jobType, body.payload)  # a run's own payload: checked as its template's was
     await api.schema.wait_ready()
-    triggered = await api.slots.write(
-        lambda: api.schedules.trigger(
-            template,
-            utc_now(),
-            payload=body.payload,
-            overlap=Overlap(body.overlap) if body.overlap else None,
-            request_key=body.idempotencyKey,
+    try:
+        triggered = await api.slots.write(
+            lambda: api.schedules.trigger(
+                template,
+                utc_now(),
+                payload=body.payload,
+                overlap=Overlap(body.overlap) if body.overlap else None,
+                request_key=body.idempotencyKey,
+            )
         )
-    )
+    except ScheduleError as exc:  # an overlap the template cannot keep (a workflow schedule's)
+        raise ApiError(400, str(exc)) from None
     run = triggered.run
     log.info("template triggered", extra={"action": "template_triggered", "jobId": template.id, "runId": run.id})
     return SafeJSONResponse(run.to_wire(), status_code=201 if triggered.created else 200)

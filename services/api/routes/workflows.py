@@ -1,6 +1,7 @@
 """The workflow endpoints: POST /workflows (named steps, each a job, stored all or nothing under one idempotency
-key), GET /workflows (a tenant's, newest first), GET /workflows/{id} (its status and each step's job), DELETE
-/workflows/{id} (its unfinished steps cancelled). shared/workflows.py says what a workflow is."""
+key; with `cron` or `interval`, a schedule firing it, answered as POST /jobs answers a template), GET /workflows (a
+tenant's, newest first), GET /workflows/{id} (its status and each step's job), DELETE /workflows/{id} (its unfinished
+steps cancelled). shared/workflows.py says what a workflow is."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from services.api.context import context
 from services.api.http.errors import ApiError, SafeJSONResponse
 from services.api.http.request_bodies import list_limit, read_json
 from services.api.models.workflows import new_workflow
+from services.api.routes.jobs import stored_job
 from shared import jsonsafe
 from shared.model import Status, utc_now
-from shared.store.base import ApiStore, DuplicateWorkflow, JobNotFound, TransitionRefused, WorkflowNotFound
+from shared.store.base import ApiStore, DuplicateWorkflow, JobNotFound, NewJob, TransitionRefused, WorkflowNotFound
 from shared.workflows import WorkflowStatus, WorkflowView
 
 log = logging.getLogger("jobsched.api")
@@ -34,6 +36,8 @@ async def create_workflow(request: Request) -> Response:
     accepted = {t for t in {t for t in named if isinstance(t, str)} if await api.known.accepts(t)}
     new = await run_in_threadpool(new_workflow, data, api.known.defaults, accepted.__contains__)
     await api.schema.wait_ready()
+    if isinstance(new, NewJob):  # with cron or interval: the template of a schedule firing the workflow
+        return await stored_job(api, new)
     try:
         view = await api.slots.write(api.store.create_workflow, new)
     except DuplicateWorkflow as exc:
