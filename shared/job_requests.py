@@ -72,7 +72,10 @@ def check_payload(job_type: str, payload: dict[str, Any]) -> None:
     if job_type == HTTP_JOB_TYPE:
         HttpRequest.from_payload(payload)
     elif job_type == WORKFLOW_SCHEDULE:  # its payload is a workflow's steps, validated as POST /workflows validates
-        raise ValueError("jobType jobsched.workflow is a workflow schedule's: make one with POST /workflows and cron")
+        raise ValueError(
+            "jobType jobsched.workflow is a workflow schedule's, whose steps are fixed when POST /workflows makes it"
+            " (with cron or interval); its runs take no payload"
+        )
 
 
 def _job_id(value: str) -> str:

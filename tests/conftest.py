@@ -31,7 +31,22 @@ TIERS = ("unit", "contract", "integration", "e2e")
 SERVER_FIXTURES = frozenset({"mongo_uri", "kafka_brokers", "etcd_endpoints"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _mark(items)
+    _keep_phase(config, items, os.environ.get("TEST_PHASE", ""))
+
+
+def _keep_phase(config: pytest.Config, items: list[pytest.Item], phase: str) -> None:
+    """TEST_PHASE=shared keeps the tests that leave the shared servers running, =exclusive those that stop or
+    restart one (tests/run_all.sh runs the first in several processes, then the second alone); unset, all."""
+    if phase not in ("shared", "exclusive"):
+        return
+    keep = [item for item in items if (item.get_closest_marker("exclusive") is not None) == (phase == "exclusive")]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
+
+
+def _mark(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.path)).relative_to(REPO_ROOT / "tests").parts
         if parts and parts[0] in TIERS:

@@ -24,10 +24,9 @@ from shared.cron import ScheduleError
 from shared.model import NOT_FINAL, Job, Status, format_time, run_key
 from shared.schedules.policy import Action, ActiveRun, Decision, Overlap, OverlapPlan, decide_overlap, limit_runs
 from shared.schedules.spec import MAX_BACKFILL, Due, TemplateSpec
-from shared.schedules.workflow_runs import check_overlap, is_workflow_schedule, run_workflow
+from shared.schedules.workflow_runs import WorkflowRuns, check_changes, check_overlap, is_workflow_schedule
 from shared.store import transitions
 from shared.store.base import (
-    DuplicateWorkflow,
     JobNotFound,
     RunSpec,
     ScheduleStore,
@@ -66,6 +65,7 @@ class Backfilled:
 class ScheduleEngine:
     def __init__(self, store: ScheduleStore) -> None:
         self._store = store
+        self._workflow_runs = WorkflowRuns(store, store.get)
 
     # --- scheduler ----------------------------------------------------------------------------------------
 
@@ -146,7 +146,10 @@ class ScheduleEngine:
         self._check_template(template)
         key = f"{template.idempotencyKey}-trigger-{request_key or uuid.uuid4().hex}"
         if request_key is not None:
-            earlier = self._store.job_by_key(template.tenantId, key)
+            if is_workflow_schedule(template):
+                earlier = self._workflow_runs.earlier(template, key)
+            else:
+                earlier = self._store.job_by_key(template.tenantId, key)
             if earlier is not None and earlier.templateId == template.id:
                 return Triggered(earlier, False)  # a retry: its run, whatever the policy says now
         policy = overlap or TemplateSpec.of(template).overlap
@@ -158,7 +161,7 @@ class ScheduleEngine:
         status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
         spec = RunSpec(now, key=key, status=status, payload=payload)
         if is_workflow_schedule(template):
-            [(run_id, created)] = self._add_workflows(template, [spec])
+            [(run_id, created)] = self._workflow_runs.add(template, [spec], refuse_foreign=True)
             run = self._store.get(run_id)
             if run is None:  # removed since: nothing of ours to return
                 raise StoreUnavailable("the run vanished as it was added; retry")
@@ -177,7 +180,7 @@ class ScheduleEngine:
         plan = self._plan(template, overlap or spec.overlap, times)
         self._cancel(plan.cancel)
         spawning = plan.runs()
-        created = sum(created for _, created in self._add(template, spec, spawning))
+        created = sum(created for _, created in self._add(template, spec, spawning, refuse_foreign=True))
         return Backfilled(spawned=created, existing=len(spawning) - created, skipped=len(times) - len(spawning))
 
     def pause(self, template: Job, note: str | None, now: datetime) -> Job:
@@ -199,6 +202,7 @@ class ScheduleEngine:
         spec = TemplateSpec.of(merged, lenient=False)  # ScheduleError: 400; what is changed is new input
         if is_workflow_schedule(template):
             check_overlap(spec.overlap.value)
+            check_changes(changes)
         next_at = spec.next_fire(now)
         return self._update(template, lambda current: {**changes, **transitions.template_rescheduled(next_at, now)})
 
@@ -215,11 +219,10 @@ class ScheduleEngine:
         active: list[ActiveRun] = []
         if overlap is not Overlap.ALLOW_ALL:
             planned = set(times)
-            active = [
-                ActiveRun(r.id, r.status)
-                for r in reversed(self._store.template_runs(template.id, NOT_FINAL, ACTIVE_LOOKUP))
-                if r.plannedAt not in planned
-            ]
+            runs = self._store.template_runs(template.id, NOT_FINAL, ACTIVE_LOOKUP)
+            if is_workflow_schedule(template):  # a run left half written would hold the schedule back until reaped
+                self._workflow_runs.finish_half_written(template, runs)
+            active = [ActiveRun(r.id, r.status) for r in reversed(runs) if r.plannedAt not in planned]
         return decide_overlap(overlap, times, active)
 
     def _cancel(self, run_ids: Iterable[str]) -> None:
@@ -250,31 +253,19 @@ class ScheduleEngine:
                 )
         return len(creating)
 
-    def _add(self, template: Job, spec: TemplateSpec, decisions: list[Decision]) -> list[tuple[str, bool]]:
-        """The decisions' runs, written by one store call: their ids, and whether each is new."""
+    def _add(
+        self, template: Job, spec: TemplateSpec, decisions: list[Decision], *, refuse_foreign: bool = False
+    ) -> list[tuple[str, bool]]:
+        """The decisions' runs, written by one store call: their ids, and whether each is new (`refuse_foreign`: see
+        WorkflowRuns.add)."""
         runs = []
         for decision in decisions:
             key = run_key(template.idempotencyKey, decision.planned)
             status = Status.BUFFERED if decision.action is Action.BUFFERED else Status.PENDING
             runs.append(RunSpec(decision.planned, status=status, scheduledAt=spec.run_at(key, decision.planned)))
         if is_workflow_schedule(template):
-            return self._add_workflows(template, runs)
+            return self._workflow_runs.add(template, runs, refuse_foreign=refuse_foreign)
         return self._store.add_runs(template, runs) if runs else []
-
-    def _add_workflows(self, template: Job, runs: list[RunSpec]) -> list[tuple[str, bool]]:
-        """A workflow schedule's runs (shared/schedules/workflow_runs.py), each a workflow written by one store call:
-        the id of each one's first step's job (a run of the template), and whether it is new."""
-        added = []
-        for run in runs:
-            new = run_workflow(template, run)
-            try:
-                added.append((self._store.create_workflow(new).workflow.steps[0].jobId, True))
-            except DuplicateWorkflow as exc:  # this run's workflow exists (a retry after a crash, another leader)
-                view = self._store.workflow(exc.existing_id)
-                if view is None:
-                    raise StoreUnavailable("the run's workflow vanished as it was read; retry") from None
-                added.append((view.workflow.steps[0].jobId, False))
-        return added
 
     def _advance(self, template: Job, spec: TemplateSpec, due: Due, runs: int, *, ended: bool, now: datetime) -> None:
         remaining = max(spec.remaining_runs - runs, 0) if spec.remaining_runs is not None else None

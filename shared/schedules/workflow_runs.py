@@ -17,18 +17,35 @@ workflow has no such single job, so they are refused for it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from jobsched.backoff import backoff_document, backoff_from_document
 from shared.cron import ScheduleError
-from shared.model import Job, run_key
+from shared.model import Job, Status, run_key
 from shared.schedules.policy import Overlap
-from shared.store.base import NewJob, NewStep, NewWorkflow, RunSpec
+from shared.store.base import (
+    DuplicateWorkflow,
+    JobRefused,
+    NewJob,
+    NewStep,
+    NewWorkflow,
+    RunSpec,
+    StoreError,
+    StoreUnavailable,
+    WorkflowStore,
+)
+from shared.workflows import WorkflowState, WorkflowView
+
+log = logging.getLogger("jobsched.schedules")
 
 WORKFLOW_SCHEDULE: Final = "jobsched.workflow"
 OVERLAPS: Final = (Overlap.ALLOW_ALL.value, Overlap.SKIP.value)
 # The fields of a step's job a schedule keeps, besides its type and payload (what a one-off job may set).
 _KEPT: Final = ("priority", "maxAttempts", "timeoutSeconds", "concurrencyKey", "onParentFailure")
+# A template's fields that a workflow schedule's steps hold instead (a PATCH of them would change nothing).
+STEPS_FIX: Final = frozenset({"payload", "backoff", *_KEPT})
 
 
 def is_workflow_schedule(template: Job) -> bool:
@@ -41,6 +58,13 @@ def check_overlap(overlap: str | None) -> None:
         raise ScheduleError(
             f"overlap: {overlap} holds a run back as one job; a workflow schedule takes allow_all or skip"
         )
+
+
+def check_changes(changes: Iterable[str]) -> None:
+    """ScheduleError for a change (PATCH) of what the schedule's steps fixed when it was made."""
+    fixed = sorted(STEPS_FIX & set(changes))
+    if fixed:
+        raise ScheduleError(f"{fixed[0]}: a workflow schedule's steps keep their own; make a new schedule to change it")
 
 
 def schedule_payload(new: NewWorkflow) -> dict[str, Any]:
@@ -88,3 +112,73 @@ def _step(template: Job, doc: dict[str, Any], due: Any, run: RunSpec) -> NewStep
         **{name: doc[name] for name in _KEPT if name in doc},
     )
     return NewStep(str(doc["name"]), job, tuple(str(parent) for parent in doc.get("after", ())))
+
+
+class ForeignWorkflow(StoreError):
+    """A run's key is held by a workflow that is not a run of the schedule (made by hand under that key, or by an
+    earlier schedule of the same key that was deleted)."""
+
+
+class WorkflowRuns:
+    """A workflow schedule's runs written to and read from a store (for shared/schedules/engine.py)."""
+
+    def __init__(self, store: WorkflowStore, get: Callable[[str], Job | None]) -> None:
+        self._store = store
+        self._get = get  # the store's get
+
+    def add(self, template: Job, runs: Sequence[RunSpec], *, refuse_foreign: bool) -> list[tuple[str, bool]]:
+        """Each run written as a workflow by one store call: the id of its first step's job (a run of the template),
+        and whether it is new (False: a retry after a crash, another leader, a retried backfill wrote it). A key
+        another workflow holds raises ForeignWorkflow with `refuse_foreign` (a request's runs), else that fire time
+        is logged and left (the scheduler's: one schedule must not stop the others); steps the store refuses raise
+        ScheduleError."""
+        added = []
+        for run in runs:
+            new = run_workflow(template, run)
+            try:
+                added.append((self._store.create_workflow(new).workflow.steps[0].jobId, True))
+            except DuplicateWorkflow as exc:
+                try:
+                    root = self._own_root(template, self._store.workflow(exc.existing_id), new.idempotencyKey)
+                except ForeignWorkflow as foreign:
+                    if refuse_foreign:
+                        raise
+                    log.warning(str(foreign), extra={"action": "run_key_taken", "jobId": template.id})
+                    root = exc.existing_id
+                added.append((root, False))
+            except JobRefused as exc:
+                raise ScheduleError(f"a step of the workflow cannot be stored: {exc}") from None
+        return added
+
+    def earlier(self, template: Job, key: str) -> Job | None:
+        """The first step's job of the run keyed `key`, when one was made (a retried trigger)."""
+        view = self._store.workflow_by_key(template.tenantId, key)
+        return None if view is None else self._get(self._own_root(template, view, key))
+
+    def finish_half_written(self, template: Job, runs: Sequence[Job]) -> None:
+        """Finish the workflows of `runs` (the template's runs that are not final) that a leader left half written
+        (a store without transactions writes one in steps, its roots held `waiting` for nobody until the last): as
+        a resend of its create does, rather than let it hold the schedule (`skip`) until the reaper gets to it."""
+        held = {r.workflowId: r for r in runs if r.workflowId and r.status is Status.WAITING and not r.dependsOn}
+        for workflow_id, root in held.items():
+            view = self._store.workflow(workflow_id)
+            if view is None or view.workflow.state not in (WorkflowState.CREATING, WorkflowState.RELEASING):
+                continue
+            assert root.plannedAt is not None  # every step of a schedule's run has its fire time
+            run = RunSpec(root.plannedAt, key=view.workflow.idempotencyKey, scheduledAt=root.scheduledAt)
+            try:
+                self._store.create_workflow(run_workflow(template, run))
+            except (DuplicateWorkflow, StoreUnavailable):
+                continue  # finished meanwhile, or being removed by the reaper
+            log.warning(
+                "half-written run finished",
+                extra={"action": "workflow_run_finished", "jobId": template.id, "workflowId": workflow_id},
+            )
+
+    def _own_root(self, template: Job, view: WorkflowView | None, key: str) -> str:
+        """The id of the first step's job of `view`, when it is a run of `template`; ForeignWorkflow otherwise."""
+        root = self._get(view.workflow.steps[0].jobId) if view is not None else None
+        if root is None or root.templateId != template.id:
+            holder = view.workflow.id if view is not None else "(removed)"
+            raise ForeignWorkflow(f"the run's key {key!r} is held by workflow {holder}, not a run of this schedule")
+        return str(root.id)

@@ -345,6 +345,9 @@ class WorkflowStore(Protocol):
         """The workflow with this id, with each step's job's status (a step whose job was deleted has none), or
         None (also for an id that is not a valid ObjectId)."""
 
+    def workflow_by_key(self, tenant_id: str, idempotency_key: str) -> WorkflowView | None:
+        """The tenant's workflow with this idempotency key, or None."""
+
     def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
         """The tenant's workflows, newest first, at most `limit`, those created before the workflow `before` (a
         page after the previous page's last one); with their steps' counts by status."""

@@ -5,13 +5,20 @@ step pauses a template with pauseOnFailure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
+import pytest
+from bson import ObjectId
+
 from shared.model import Job, Outcome, Status, run_key, utc_now
-from shared.schedules.engine import ScheduleEngine
+from shared.schedules.engine import ScheduleEngine, ScheduleRefused
 from shared.schedules.policy import Action
-from shared.schedules.workflow_runs import WORKFLOW_SCHEDULE, schedule_payload
-from shared.store.base import JobStore, NewJob, NewStep, NewWorkflow
+from shared.schedules.workflow_runs import WORKFLOW_SCHEDULE, ForeignWorkflow, run_workflow, schedule_payload
+from shared.store.base import JobStore, NewJob, NewStep, NewWorkflow, RunSpec
+from shared.store.mongo import MongoJobStore
+from shared.store.mongo import workflows as stored_workflows
+from shared.store.workflow_plans import planned as workflow_plan
 from shared.workflows import WorkflowStatus, WorkflowView
 from tests.contract.store_kit import new, reload
 from tests.contract.test_store_workflows import run_step
@@ -135,3 +142,50 @@ def test_trigger_and_backfill_write_workflows_keyed_as_their_runs(store: JobStor
     assert (backfilled.spawned, backfilled.existing) == (3, 0)
     assert len({fired(store, tpl, start + n * MINUTE).workflow.id for n in range(3)}) == 3
     assert engine.backfill(tpl, start, start + 3 * MINUTE).existing == 3
+
+
+def test_a_retried_trigger_gets_its_run_even_while_that_run_holds_a_skip(store: JobStore) -> None:
+    tpl = schedule(store, overlap="skip")
+    engine = ScheduleEngine(store)
+    first = engine.trigger(tpl, utc_now(), request_key="deploy-42")
+    retried = engine.trigger(tpl, utc_now(), request_key="deploy-42")
+    assert (retried.run.id, retried.created) == (first.run.id, False)
+    with pytest.raises(ScheduleRefused, match="overlap policy skip"):
+        engine.trigger(tpl, utc_now(), request_key="deploy-43")
+
+
+def test_a_run_key_another_workflow_holds_is_refused_to_a_request_and_left_by_the_scheduler(store: JobStore) -> None:
+    tpl = schedule(store)
+    engine = ScheduleEngine(store)
+    planned = tpl.scheduledAt
+    squatter = store.create_workflow(replace(nightly(), idempotencyKey=run_key("nightly", planned)))
+    store.create_workflow(replace(nightly(), idempotencyKey="nightly-trigger-x"))
+    with pytest.raises(ForeignWorkflow, match="not a run of this schedule"):
+        engine.trigger(tpl, utc_now(), request_key="x")
+    with pytest.raises(ForeignWorkflow):
+        engine.backfill(tpl, planned, planned + MINUTE)
+    # The scheduler leaves that fire time (logged) and goes on: the next one runs.
+    assert engine.fire_due(tpl, planned + timedelta(seconds=1))[Action.SPAWNED] == 1
+    assert store.template_runs(tpl.id, None, 100) == []
+    later = reload(store, tpl.id)
+    engine.fire_due(later, later.scheduledAt)
+    assert fired(store, later, later.scheduledAt).workflow.id != squatter.workflow.id
+
+
+def test_a_run_a_dead_leader_left_half_written_is_finished_by_the_next(mongo_store: MongoJobStore) -> None:
+    """MongoDB writes a workflow in steps: a leader that died after two of a run's four steps left them held. The
+    next decision of the schedule finishes that run (as a resend would) instead of skipping behind it until the
+    reaper comes."""
+    store = mongo_store
+    tpl = schedule(store, overlap="skip")
+    first = tpl.scheduledAt
+    plan = workflow_plan(run_workflow(tpl, RunSpec(first)), str(ObjectId()), utc_now(), held=True)
+    stored_workflows.records(store.database).insert_one(stored_workflows.record_document(plan.workflow))
+    stored_workflows.write_steps(store.database, plan, utc_now(), plan.jobs[:2])
+    assert {r.status for r in store.template_runs(tpl.id, None, 100)} == {Status.WAITING}
+
+    actions = ScheduleEngine(store).fire_due(tpl, first + 5 * MINUTE)  # catch-up `latest`: one time decided
+    view = store.workflow(plan.workflow.id)
+    assert view is not None
+    assert (view.status, dict(view.counts)) == (WorkflowStatus.RUNNING, {"pending": 1, "waiting": 3})
+    assert actions[Action.SKIPPED] == 1  # the first run, now whole, holds the skip

@@ -220,6 +220,13 @@ def test_a_bad_workflow_schedule_is_a_400_and_nothing_is_stored(api: TestClient,
     assert api.get("/jobs", params={"tenantId": "tenant-a"}).json() == []
 
 
+def test_schedule_fields_without_a_schedule_are_a_400(api: TestClient) -> None:
+    for fields in ({"overlap": "skip"}, {"timezone": "Europe/Paris"}, {"pauseOnFailure": True}):
+        response = api.post("/workflows", json=body() | fields)
+        assert response.status_code == 400, response.text
+        assert "apply only to a workflow schedule" in response.json()["error"]
+
+
 def test_a_workflow_schedules_type_is_its_own(api: TestClient) -> None:
     tpl = api.post("/workflows", json=scheduled()).json()
     step_due = scheduled()
@@ -233,6 +240,10 @@ def test_a_workflow_schedules_type_is_its_own(api: TestClient) -> None:
     buffered = api.patch(f"/jobs/{tpl['id']}", json={"overlap": "buffer_all"})
     assert (buffered.status_code, "allow_all or skip" in buffered.json()["error"]) == (400, True)
     assert api.patch(f"/jobs/{tpl['id']}", json={"cron": "0 3 * * *"}).json()["cron"] == "0 3 * * *"
+    budget = api.patch(f"/jobs/{tpl['id']}", json={"maxAttempts": 9})
+    assert (budget.status_code, "steps keep their own" in budget.json()["error"]) == (400, True)
+    with_payload = api.post(f"/jobs/{tpl['id']}/trigger", json={"payload": {"a": 1}})
+    assert (with_payload.status_code, "runs take no payload" in with_payload.json()["error"]) == (400, True)
     triggered = api.post(f"/jobs/{tpl['id']}/trigger", json={"overlap": "cancel_other"})
     assert (triggered.status_code, "allow_all or skip" in triggered.json()["error"]) == (400, True)
     window = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z", "overlap": "buffer_all"}

@@ -18,6 +18,7 @@ from starlette.routing import Match
 
 from shared import jsonsafe
 from shared.schedules.engine import ScheduleRefused
+from shared.schedules.workflow_runs import ForeignWorkflow
 from shared.store.base import (
     BatchNotFound,
     BatchSealed,
@@ -71,6 +72,7 @@ def exception_handlers() -> dict[Any, Callable[[Request, Exception], Awaitable[R
         JobRefused: _status_error(400),
         TransitionRefused: _status_error(409),
         ScheduleRefused: _status_error(409),
+        ForeignWorkflow: _status_error(409),
         StoreUnavailable: _store_unavailable,
         Exception: _unexpected,
     }

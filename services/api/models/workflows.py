@@ -72,6 +72,9 @@ def new_workflow(data: Any, type_defaults: TypeDefaultsOf, accepts: Callable[[st
     request = validated(WorkflowRequest, data)
     if request.recurring and request.scheduledAt is not None:
         raise ApiError(400, "scheduledAt: a workflow schedule's steps are due at each of its fire times")
+    policy = sorted(request.policy_fields()) + (["timezone"] if request.timezone is not None else [])
+    if policy and not request.recurring:
+        raise ApiError(400, f"{', '.join(policy)}: apply only to a workflow schedule (cron or interval)")
     due = format_time(request.scheduledAt or utc_now())
     steps: dict[str, tuple[int, NewJob, tuple[str, ...]]] = {}
     for index, raw in enumerate(request.steps):

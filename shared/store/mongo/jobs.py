@@ -177,6 +177,9 @@ class MongoJobStore:
     def workflow(self, workflow_id: str) -> WorkflowView | None:
         return stored_workflows.read(self.database, workflow_id)
 
+    def workflow_by_key(self, tenant_id: str, idempotency_key: str) -> WorkflowView | None:
+        return stored_workflows.by_key(self.database, tenant_id, idempotency_key)
+
     def workflows(self, tenant_id: str, limit: int, before: str | None = None) -> list[WorkflowView]:
         return stored_workflows.listing(self.database, tenant_id, limit, before)
 

@@ -223,6 +223,12 @@ def read(database: MongoDatabase, workflow_id: str) -> WorkflowView | None:
     return WorkflowView(_workflow(record), Counter(statuses.values()), statuses)
 
 
+def by_key(database: MongoDatabase, tenant_id: str, idempotency_key: str) -> WorkflowView | None:
+    with translate_errors():
+        holder = records(database).find_one({"tenantId": tenant_id, "idempotencyKey": idempotency_key}, {"_id": 1})
+    return read(database, str(holder["_id"])) if holder is not None else None
+
+
 def listing(database: MongoDatabase, tenant_id: str, limit: int, before: str | None) -> list[WorkflowView]:
     with translate_errors():
         found = groups.newest(database, "workflows", tenant_id, limit, before)

@@ -66,6 +66,14 @@ def read(database: SqliteDatabase, workflow_id: str) -> WorkflowView | None:
     return WorkflowView(_workflow(row), Counter(statuses.values()), statuses)
 
 
+def by_key(database: SqliteDatabase, tenant_id: str, idempotency_key: str) -> WorkflowView | None:
+    with database.read() as conn:
+        holder = conn.execute(
+            "SELECT id FROM workflows WHERE tenantId = ? AND idempotencyKey = ?", (tenant_id, idempotency_key)
+        ).fetchone()
+    return read(database, str(holder[0])) if holder is not None else None
+
+
 def listing(database: SqliteDatabase, tenant_id: str, limit: int, before: str | None) -> list[WorkflowView]:
     with database.read() as conn:
         rows = groups.newest(conn, "workflows", _COLUMNS, tenant_id, limit, before)
