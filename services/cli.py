@@ -36,6 +36,7 @@ SUMMARIES = {
     "dlq": "list the dead letters by error and send them back, through the API",
     "schedules": "list, show, pause, resume, trigger and backfill schedules, through the API",
     "workflows": "list, show and cancel workflows, through the API",
+    "batches": "list and show batches with their progress, and seal one, through the API",
     "credentials": "set (the value from stdin), list and delete the credentials http jobs name, through the API",
 }
 HELP = "\n".join(

@@ -1,6 +1,6 @@
-"""`jobsched jobs|workflows|dlq|schedules|credentials ...`: an operator's commands, sent to the API with the client
-(so they work with a client-only install, against any deployment, and the API's authentication and tenant rules
-apply).
+"""`jobsched jobs|workflows|batches|dlq|schedules|credentials ...`: an operator's commands, sent to the API with
+the client (so they work with a client-only install, against any deployment, and the API's authentication and tenant
+rules apply).
 
     jobsched jobs list --status dlq --type send-invoice
     jobsched jobs wait 6650f0c2a1b2c3d4e5f60718 --timeout 30 && echo done
@@ -31,7 +31,7 @@ from jobsched.commands.parser import parser
 from jobsched.commands.run import NotSucceeded, run
 from jobsched.commands.schedule_file import ScheduleFileError
 
-GROUPS = frozenset({"jobs", "workflows", "dlq", "schedules", "credentials"})
+GROUPS = frozenset({"jobs", "workflows", "batches", "dlq", "schedules", "credentials"})
 _VALUED_OPTIONS = frozenset({"--url", "--api-key", "--tenant", "--output", "-o"})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from jobsched.commands.batches import add_commands as add_batch_commands
 from jobsched.commands.credentials import add_commands as add_credential_commands
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -50,11 +51,13 @@ def parser(program: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=program,
         parents=[_connection(defaults=True)],
-        description="Operate jobs, workflows, the DLQ, schedules and credentials through the API (any deployment; the "
-        "API's auth applies).",
+        description="Operate jobs, workflows, batches, the DLQ, schedules and credentials through the API (any "
+        "deployment; the API's auth applies).",
         epilog=EPILOG,
     )
-    groups = top.add_subparsers(dest="group", required=True, metavar="{jobs,workflows,dlq,schedules,credentials}")
+    groups = top.add_subparsers(
+        dest="group", required=True, metavar="{jobs,workflows,batches,dlq,schedules,credentials}"
+    )
 
     jobs = groups.add_parser("jobs", help="list, show, cancel, retry and wait for jobs", epilog=EPILOG).add_subparsers(
         dest="command", required=True
@@ -80,6 +83,7 @@ def parser(program: str) -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
 
     _add_workflows(groups, after)
+    add_batch_commands(groups, after)
 
     dlq = groups.add_parser("dlq", help="the dead letters, and sending them back", epilog=EPILOG).add_subparsers(
         dest="command", required=True

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsched.client import Applied, Client, Execution, Job, JobschedError, Workflow, WorkflowStep
+from jobsched.commands.batches import COMMANDS as BATCH_COMMANDS
 from jobsched.commands.credentials import COMMANDS as CREDENTIAL_COMMANDS
 from jobsched.commands.parser import WORKFLOW_SCAN
 from jobsched.commands.render import as_json, cell, fields, table
@@ -326,5 +327,6 @@ COMMANDS: dict[tuple[str, str], Callable[[Client, argparse.Namespace], str]] = {
     ("schedules", "trigger"): schedules_trigger,
     ("schedules", "backfill"): schedules_backfill,
     ("schedules", "apply"): schedules_apply,
+    **BATCH_COMMANDS,
     **CREDENTIAL_COMMANDS,
 }

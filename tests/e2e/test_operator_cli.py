@@ -262,3 +262,26 @@ def test_workflows_from_the_command_line(dev: Dev) -> None:
     stranger = Operator(dev.base_url, dev.new_api_key("other"))
     assert "404" in stranger.fails(3, "workflows", "get", done.id)
     assert stranger.json("workflows", "list") == []
+
+
+def test_batches_from_the_command_line(dev: Dev) -> None:
+    key = dev.new_api_key("acme")
+    operator = Operator(dev.base_url, key)
+    with jobsched.Client(dev.base_url, key) as client:
+        batch = client.batch("invoices", name="december", on_complete=jobsched.callback("noop"))
+        client.add_to_batch(batch.id, "noop", [{}, {}])
+    listed = operator.json("batches", "list")
+    assert [(b["id"], b["status"]) for b in listed] == [(batch.id, "open")]
+    assert "december" in operator.run("batches", "list").stdout
+    sealed = operator.json("batches", "seal", batch.id)
+    assert sealed["sealed"] is True
+    with jobsched.Client(dev.base_url, key) as client:
+        done = client.wait_batch(batch.id, timeout=30)
+    assert (done.status, done.total) == ("succeeded", 2)
+    shown = operator.run("batches", "get", batch.id).stdout
+    assert "succeeded" in shown
+    assert str(done.on_complete) in shown
+    assert "404" in operator.fails(3, "batches", "get", "ffffffffffffffffffffffff")
+    stranger = Operator(dev.base_url, dev.new_api_key("other"))
+    assert "404" in stranger.fails(3, "batches", "get", batch.id)
+    assert stranger.json("batches", "list") == []

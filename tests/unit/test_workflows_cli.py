@@ -12,7 +12,7 @@ WORKFLOW_ID = "6650f0c2a1b2c3d4e5f60718"
 
 
 def test_workflows_is_an_operator_group() -> None:
-    assert "workflows" in GROUPS
+    assert {"workflows", "batches"} <= GROUPS
     assert is_operator_command(["--output", "json", "workflows", "list"])
     args = parser("jobsched").parse_args(["workflows", "get", WORKFLOW_ID, "-o", "json"])
     assert (args.group, args.command, args.workflow_id, args.output) == ("workflows", "get", WORKFLOW_ID, "json")
