@@ -5,7 +5,8 @@ holds what it did lately, not everything it ever did.
 Each reaper sweep deletes in batches of RETENTION_BATCH jobs, one short write each (the executors' writes get
 their turns between them), up to MAX_BATCHES_PER_SWEEP batches a status; what is left waits for the next sweep.
 Templates are never deleted by age (a finished template goes with a delete of its own); their runs are, so a
-template's history reaches back as far as the retention of its runs' statuses.
+template's history reaches back as far as the retention of its runs' statuses. A workflow's or a batch's record goes
+once none of its jobs is left.
 """
 
 from __future__ import annotations
@@ -62,4 +63,15 @@ def delete_aged(store: ReaperStore, retention: Retention, now: datetime) -> dict
                 "finished jobs deleted by age",
                 extra={"action": "retention_deleted", "status": status.value, "count": total, "olderThan": str(age)},
             )
+    if deleted:
+        delete_emptied_records(store, now - min(retention.ages().values()))
     return deleted
+
+
+def delete_emptied_records(store: ReaperStore, created_before: datetime) -> int:
+    """The workflows' and batches' records none of whose jobs is left (retention deleted them), among those created
+    before `created_before` (none younger can have aged out): RETENTION_BATCH of each looked at a sweep."""
+    count = store.delete_emptied_groups(created_before, RETENTION_BATCH)
+    if count:
+        log.info("emptied workflow and batch records deleted", extra={"action": "retention_records", "count": count})
+    return count

@@ -106,3 +106,42 @@ def test_the_sweep_deletes_in_batches_and_counts_them(store: JobStore, monkeypat
     assert counted._value.get() - before == 23
     assert store.get(dead.id) is not None
     assert delete_aged(store, Retention(completed=timedelta(days=7)), later()) == {Status.COMPLETED: 0}
+
+
+def test_a_workflows_or_batchs_record_goes_once_retention_took_all_its_jobs(store: JobStore) -> None:
+    """A record is deleted when none of its jobs is left (the steps' jobs; a fired batch's members and callbacks),
+    never while one is: a step still open, a callback not run, a batch still open."""
+    from tests.contract.test_store_batches import batch, end, members
+    from tests.contract.test_store_workflows import diamond, run_step
+
+    done = store.create_workflow(diamond("done")).workflow
+    for step in done.steps:
+        run_step(store, step.jobId)
+    open_one = store.create_workflow(diamond("open")).workflow
+    fired = batch(store, "fired")
+    for member in members(store, fired, 2):
+        end(store, member)
+    store.seal_batch(fired)
+    open_batch = batch(store, "still-open")
+    future = utc_now() + timedelta(days=1)
+    assert store.delete_emptied_groups(future, 100) == 0  # every record still has its jobs
+
+    while store.delete_finished(Status.COMPLETED, future, 500):
+        pass
+    view = store.batch(fired)
+    assert view is not None
+    assert view.batch.onComplete is not None
+    assert view.batch.onSuccess is not None
+    assert reload(store, view.batch.onComplete).status is Status.PENDING  # its callbacks have not run: kept
+    assert store.delete_emptied_groups(future, 100) == 1  # the finished workflow only
+    assert store.workflow(done.id) is None
+    assert store.workflow(open_one.id) is not None
+
+    end(store, view.batch.onComplete)
+    end(store, view.batch.onSuccess)
+    while store.delete_finished(Status.COMPLETED, future, 500):
+        pass
+    assert store.delete_emptied_groups(utc_now() - timedelta(days=1), 100) == 0  # created after that bound
+    assert store.delete_emptied_groups(future, 100) == 1
+    assert store.batch(fired) is None
+    assert store.batch(open_batch) is not None  # not fired: members may still come

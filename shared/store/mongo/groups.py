@@ -1,9 +1,10 @@
-"""What workflows and batches share on MongoDB: their records listed newest first per tenant, and their jobs
-counted by status."""
+"""What workflows and batches share on MongoDB: their records listed newest first per tenant, their jobs counted
+by status, and retention of the records whose jobs retention deleted."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Literal
 
 from bson import ObjectId
@@ -38,3 +39,25 @@ def counts(database: MongoDatabase, group: Group, ids: list[str]) -> dict[str, C
         for entry in grouped:
             found[str(entry["_id"]["record"])][str(entry["_id"]["status"])] = int(entry["n"])
     return found
+
+
+def delete_emptied(
+    database: MongoDatabase, group: Group, created_before: datetime, limit: int, after: str | None
+) -> tuple[int, str | None]:
+    """Retention of records: of up to `limit` records created before `created_before`, oldest first after the
+    record `after`, delete those no job of which is left (retention deleted them): a workflow once written whole,
+    a batch once fired and its callbacks deleted too. How many were deleted, and where the next call starts (None:
+    from the oldest again, every record was looked at)."""
+    field = _JOB_FIELD[group]
+    window: Document = {"$lt": ObjectId.from_datetime(created_before)}
+    if after is not None:
+        window["$gt"] = ObjectId(after)
+    done: Document = {"state": "running"} if group == "workflows" else {"firedAt": {"$exists": True}}
+    looked = list(database.collection(group).find({"_id": window, **done}).sort("_id", 1).limit(limit))
+    deleted = 0
+    for record in looked:
+        callbacks = [ObjectId(record[k]) for k in ("onComplete", "onSuccess") if record.get(k)]
+        left = {"$or": [{field: str(record["_id"])}, *([{"_id": {"$in": callbacks}}] if callbacks else [])]}
+        if database.jobs.find_one(left, {"_id": 1}) is None:
+            deleted += database.collection(group).delete_one({"_id": record["_id"], **done}).deleted_count
+    return deleted, (str(looked[-1]["_id"]) if len(looked) == limit else None)

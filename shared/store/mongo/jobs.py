@@ -46,7 +46,7 @@ from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.fair_claims import Claim, Turns
-from shared.store.mongo import attempts, batches, claims, dependencies, schema
+from shared.store.mongo import attempts, batches, claims, dependencies, groups, schema
 from shared.store.mongo import workflows as stored_workflows
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
@@ -79,6 +79,8 @@ class MongoJobStore:
         self._turns = Turns()
         self._claims = MongoClaimPort(database, self._turns)
         self._batches_after: str | None = None  # where the reaper's next check of firing batches starts
+        # Where retention's next look at workflows' and batches' records starts (delete_emptied_groups).
+        self._groups_after: dict[groups.Group, str | None] = {"workflows": None, "batches": None}
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -207,6 +209,16 @@ class MongoJobStore:
     def settle_batches(self, limit: int) -> int:
         looked, self._batches_after = batches.settle(self.database, limit, self._batches_after)
         return looked
+
+    def delete_emptied_groups(self, created_before: datetime, limit: int) -> int:
+        deleted = 0
+        with translate_errors():
+            for group, after in self._groups_after.items():
+                count, self._groups_after[group] = groups.delete_emptied(
+                    self.database, group, created_before, limit, after
+                )
+                deleted += count
+        return deleted
 
     def get(self, job_id: str) -> Job | None:
         return read_job(self.database, job_id)

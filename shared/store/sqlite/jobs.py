@@ -50,7 +50,7 @@ from shared.store.claim_limits import (
 from shared.store.claiming import claim_due_runs
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
-from shared.store.sqlite import batches, claims, dependencies, schema, writes
+from shared.store.sqlite import batches, claims, dependencies, groups, schema, writes
 from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
@@ -101,6 +101,8 @@ class SqliteJobStore:
         # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the leader claims.
         self._turns = Turns()
         self._claims = claims.SqliteClaimPort(self.database)
+        # Where retention's next look at workflows' and batches' records starts (delete_emptied_groups).
+        self._groups_after: dict[groups.Group, str | None] = {"workflows": None, "batches": None}
 
     def close(self) -> None:
         self.database.close()
@@ -173,6 +175,15 @@ class SqliteJobStore:
 
     def settle_batches(self, limit: int) -> int:
         return 0  # fired in the transaction that ends the last member
+
+    def delete_emptied_groups(self, created_before: datetime, limit: int) -> int:
+        before = str(ObjectId.from_datetime(created_before))
+        deleted = 0
+        for group, after in self._groups_after.items():
+            with self.database.write() as conn:
+                count, self._groups_after[group] = groups.delete_emptied(conn, group, before, limit, after)
+            deleted += count
+        return deleted
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
