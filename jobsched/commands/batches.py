@@ -18,9 +18,11 @@ from jobsched.commands.render import as_json, fields, table
 COLUMNS = ("id", "tenantId", "name", "status", "total", "counts", "createdAt", "firedAt")
 
 
-def add_commands(groups: argparse._SubParsersAction[argparse.ArgumentParser], after: argparse.ArgumentParser) -> None:
-    """The `batches` group, beside jobs and workflows (parser.py)."""
-    group = groups.add_parser("batches", help="list and show batches, and seal one")
+def add_commands(
+    groups: argparse._SubParsersAction[argparse.ArgumentParser], after: argparse.ArgumentParser, epilog: str
+) -> None:
+    """The `batches` group, beside jobs and workflows (parser.py, whose `epilog` it shows)."""
+    group = groups.add_parser("batches", help="list and show batches, and seal one", epilog=epilog)
     commands = group.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", parents=[after], help="the newest batches, with their progress")
     listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")

@@ -83,7 +83,7 @@ def parser(program: str) -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
 
     _add_workflows(groups, after)
-    add_batch_commands(groups, after)
+    add_batch_commands(groups, after, EPILOG)
 
     dlq = groups.add_parser("dlq", help="the dead letters, and sending them back", epilog=EPILOG).add_subparsers(
         dest="command", required=True

@@ -70,8 +70,14 @@ def delete_aged(store: ReaperStore, retention: Retention, now: datetime) -> dict
 
 def delete_emptied_records(store: ReaperStore, created_before: datetime) -> int:
     """The workflows' and batches' records none of whose jobs is left (retention deleted them), among those created
-    before `created_before` (none younger can have aged out): RETENTION_BATCH of each looked at a sweep."""
-    count = store.delete_emptied_groups(created_before, RETENTION_BATCH)
+    before `created_before` (none younger can have aged out): RETENTION_BATCH of each looked at a call, up to
+    MAX_BATCHES_PER_SWEEP calls while there are more to look at."""
+    count = 0
+    for _ in range(MAX_BATCHES_PER_SWEEP):
+        deleted, more = store.delete_emptied_groups(created_before, RETENTION_BATCH)
+        count += deleted
+        if not more:
+            break
     if count:
         log.info("emptied workflow and batch records deleted", extra={"action": "retention_records", "count": count})
     return count

@@ -31,7 +31,6 @@ from shared.store.base import (
     RunSpec,
     ScheduleStore,
     StoreError,
-    StoreUnavailable,
     TransitionRefused,
 )
 
@@ -163,8 +162,8 @@ class ScheduleEngine:
         if is_workflow_schedule(template):
             [(run_id, created)] = self._workflow_runs.add(template, [spec], refuse_foreign=True)
             run = self._store.get(run_id)
-            if run is None:  # removed since: nothing of ours to return
-                raise StoreUnavailable("the run vanished as it was added; retry")
+            if run is None:  # its first step's job aged out: that trigger is history
+                raise ScheduleRefused(f"the run of trigger key {key!r} was deleted by retention; use another key")
             return Triggered(run, created)
         run, created = self._store.add_run(template, spec)
         return Triggered(run, created)

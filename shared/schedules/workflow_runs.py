@@ -168,17 +168,22 @@ class WorkflowRuns:
             run = RunSpec(root.plannedAt, key=view.workflow.idempotencyKey, scheduledAt=root.scheduledAt)
             try:
                 self._store.create_workflow(run_workflow(template, run))
-            except (DuplicateWorkflow, StoreUnavailable):
-                continue  # finished meanwhile, or being removed by the reaper
+            except (DuplicateWorkflow, StoreUnavailable, JobRefused):
+                continue  # finished meanwhile, being removed, or refused (its create removed it): the reaper's
             log.warning(
                 "half-written run finished",
                 extra={"action": "workflow_run_finished", "jobId": template.id, "workflowId": workflow_id},
             )
 
     def _own_root(self, template: Job, view: WorkflowView | None, key: str) -> str:
-        """The id of the first step's job of `view`, when it is a run of `template`; ForeignWorkflow otherwise."""
-        root = self._get(view.workflow.steps[0].jobId) if view is not None else None
-        if root is None or root.templateId != template.id:
-            holder = view.workflow.id if view is not None else "(removed)"
-            raise ForeignWorkflow(f"the run's key {key!r} is held by workflow {holder}, not a run of this schedule")
-        return str(root.id)
+        """The id of the first step's job of `view`, when it is a run of `template` (told by a step whose job is
+        left; a run whose every job retention deleted counts as one); ForeignWorkflow otherwise."""
+        if view is None:  # removed between the create's refusal and this read: a resend decides
+            raise StoreUnavailable("the run's workflow was removed as it was read; retry")
+        first = view.workflow.steps[0].jobId
+        left = next((step.jobId for step in view.workflow.steps if step.jobId in (view.statuses or {})), None)
+        job = self._get(left) if left is not None else None
+        if left is not None and (job is None or job.templateId != template.id):
+            message = f"the run's key {key!r} is held by workflow {view.workflow.id}, not a run of this schedule"
+            raise ForeignWorkflow(message)
+        return first

@@ -586,11 +586,12 @@ class ReaperStore(StoreLifecycle, Protocol):
         """Up to `limit` sealed batches not fired yet, each fired when every member has ended (a crash between a
         member's end and its batch's check, on a store that checks in steps); how many were looked at."""
 
-    def delete_emptied_groups(self, created_before: datetime, limit: int) -> int:
+    def delete_emptied_groups(self, created_before: datetime, limit: int) -> tuple[int, bool]:
         """Retention of workflows' and batches' records: of up to `limit` of each created before `created_before`
         (looked at oldest first, each call going on from where the last stopped, then from the oldest again), delete
         those no job of which is left (retention deleted every step's job; a batch's every member and callback, once
-        it fired); return how many. A workflow or batch with a job left is kept, however old."""
+        it fired); return how many, and whether more are left to look at. A workflow or batch with a job left is
+        kept, however old."""
 
     def delete_finished(self, status: Status, finished_before: datetime, limit: int) -> int:
         """Retention: delete up to `limit` one-off jobs and runs (never a template: it goes only with a delete of

@@ -124,7 +124,7 @@ def test_a_workflows_or_batchs_record_goes_once_retention_took_all_its_jobs(stor
     store.seal_batch(fired)
     open_batch = batch(store, "still-open")
     future = utc_now() + timedelta(days=1)
-    assert store.delete_emptied_groups(future, 100) == 0  # every record still has its jobs
+    assert store.delete_emptied_groups(future, 100) == (0, False)  # every record still has its jobs
 
     while store.delete_finished(Status.COMPLETED, future, 500):
         pass
@@ -133,7 +133,7 @@ def test_a_workflows_or_batchs_record_goes_once_retention_took_all_its_jobs(stor
     assert view.batch.onComplete is not None
     assert view.batch.onSuccess is not None
     assert reload(store, view.batch.onComplete).status is Status.PENDING  # its callbacks have not run: kept
-    assert store.delete_emptied_groups(future, 100) == 1  # the finished workflow only
+    assert store.delete_emptied_groups(future, 100) == (1, False)  # the finished workflow only
     assert store.workflow(done.id) is None
     assert store.workflow(open_one.id) is not None
 
@@ -141,7 +141,7 @@ def test_a_workflows_or_batchs_record_goes_once_retention_took_all_its_jobs(stor
     end(store, view.batch.onSuccess)
     while store.delete_finished(Status.COMPLETED, future, 500):
         pass
-    assert store.delete_emptied_groups(utc_now() - timedelta(days=1), 100) == 0  # created after that bound
-    assert store.delete_emptied_groups(future, 100) == 1
+    assert store.delete_emptied_groups(utc_now() - timedelta(days=1), 100) == (0, False)  # all created since
+    assert store.delete_emptied_groups(future, 100) == (1, False)
     assert store.batch(fired) is None
     assert store.batch(open_batch) is not None  # not fired: members may still come

@@ -189,3 +189,17 @@ def test_a_run_a_dead_leader_left_half_written_is_finished_by_the_next(mongo_sto
     assert view is not None
     assert (view.status, dict(view.counts)) == (WorkflowStatus.RUNNING, {"pending": 1, "waiting": 3})
     assert actions[Action.SKIPPED] == 1  # the first run, now whole, holds the skip
+
+
+def test_a_run_whose_first_step_aged_out_is_still_the_schedules_own(store: JobStore) -> None:
+    tpl = schedule(store)
+    engine = ScheduleEngine(store)
+    planned = tpl.scheduledAt
+    engine.fire_due(tpl, planned)
+    view = fired(store, tpl, planned)
+    run_step(store, view.workflow.steps[0].jobId)
+    while store.delete_finished(Status.COMPLETED, utc_now() + timedelta(days=1), 500):
+        pass  # retention took the completed first step; the others wait or run
+    assert store.get(view.workflow.steps[0].jobId) is None
+    backfilled = engine.backfill(tpl, planned, planned + MINUTE)
+    assert (backfilled.spawned, backfilled.existing) == (0, 1)

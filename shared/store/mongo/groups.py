@@ -53,7 +53,8 @@ def delete_emptied(
     if after is not None:
         window["$gt"] = ObjectId(after)
     done: Document = {"state": "running"} if group == "workflows" else {"firedAt": {"$exists": True}}
-    looked = list(database.collection(group).find({"_id": window, **done}).sort("_id", 1).limit(limit))
+    kept = {"onComplete": 1, "onSuccess": 1}  # not a workflow's steps: up to MAX_STEPS of them
+    looked = list(database.collection(group).find({"_id": window, **done}, kept).sort("_id", 1).limit(limit))
     deleted = 0
     for record in looked:
         callbacks = [ObjectId(record[k]) for k in ("onComplete", "onSuccess") if record.get(k)]

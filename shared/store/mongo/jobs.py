@@ -210,7 +210,7 @@ class MongoJobStore:
         looked, self._batches_after = batches.settle(self.database, limit, self._batches_after)
         return looked
 
-    def delete_emptied_groups(self, created_before: datetime, limit: int) -> int:
+    def delete_emptied_groups(self, created_before: datetime, limit: int) -> tuple[int, bool]:
         deleted = 0
         with translate_errors():
             for group, after in self._groups_after.items():
@@ -218,7 +218,7 @@ class MongoJobStore:
                     self.database, group, created_before, limit, after
                 )
                 deleted += count
-        return deleted
+        return deleted, any(after is not None for after in self._groups_after.values())
 
     def get(self, job_id: str) -> Job | None:
         return read_job(self.database, job_id)

@@ -176,14 +176,14 @@ class SqliteJobStore:
     def settle_batches(self, limit: int) -> int:
         return 0  # fired in the transaction that ends the last member
 
-    def delete_emptied_groups(self, created_before: datetime, limit: int) -> int:
+    def delete_emptied_groups(self, created_before: datetime, limit: int) -> tuple[int, bool]:
         before = str(ObjectId.from_datetime(created_before))
         deleted = 0
         for group, after in self._groups_after.items():
             with self.database.write() as conn:
                 count, self._groups_after[group] = groups.delete_emptied(conn, group, before, limit, after)
             deleted += count
-        return deleted
+        return deleted, any(after is not None for after in self._groups_after.values())
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
