@@ -2,8 +2,9 @@
 
 FerretDB 2 runs each command as PostgreSQL statements. When two of them wait for each other's locks,
 PostgreSQL aborts one (after `deadlock_timeout`, 1 s by default) and FerretDB answers it with code 1,
-InternalError, "deadlock detected". MongoDB has no such answer. The aborted command changed nothing, so running
-it again is safe: a transient error, retried as a user of any MongoDB driver retries one.
+InternalError, "deadlock detected" (in an update's write error, with PostgreSQL's own code instead:
+PG_DEADLOCK_DETECTED). MongoDB has no such answer. The aborted command changed nothing, so running it again is
+safe: a transient error, retried as a user of any MongoDB driver retries one.
 
 Where jobsched meets it:
 - replicas starting together on a database of an earlier version, one dropping the old global unique index while
@@ -29,6 +30,9 @@ from pymongo.errors import OperationFailure
 
 T = TypeVar("T")
 INTERNAL_ERROR = 1
+# PostgreSQL's own code for a deadlock's victim (SQLSTATE 40P01 in its packed form, MAKE_SQLSTATE), which DocumentDB
+# puts in a write error of an update as it is (seen here: updates of one workflow by creates racing each other).
+PG_DEADLOCK_DETECTED = 16908292
 TRIES = 6
 # Pauses before the retries grow from FIRST_PAUSE_S (random up to it, so that victims part) to MAX_PAUSE_S:
 # a cycle takes deadlock_timeout to break, and a victim that inserts again while the others still wait joins one.
@@ -45,7 +49,7 @@ def is_deadlock(exc: OperationFailure) -> bool:
 
 def is_deadlock_answer(code: object, message: object) -> bool:
     """A server's error answer (a command's, or one write's of a batch) that names a deadlock's victim."""
-    return code == INTERNAL_ERROR and "deadlock detected" in str(message)
+    return code in (INTERNAL_ERROR, PG_DEADLOCK_DETECTED) and "deadlock detected" in str(message)
 
 
 def retry_deadlocks(step: Callable[[], T], before_retry: Callable[[], None] | None = None) -> T:

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 
 import pytest
-from pymongo.errors import OperationFailure
+from pymongo.errors import OperationFailure, WriteError
 
-from shared.store.deadlocks import MAX_PAUSE_S, TRIES, key_lock, retry_deadlocks
+from shared.store.deadlocks import MAX_PAUSE_S, TRIES, is_deadlock_answer, key_lock, retry_deadlocks
 
 DEADLOCK = OperationFailure("deadlock detected", code=1, details={"errmsg": "deadlock detected", "code": 1})
 
@@ -83,3 +83,15 @@ def test_creates_of_one_key_hold_one_lock_while_they_run() -> None:
     assert not lock.locked()
     # Locks are shared between keys only by chance (1 in KEY_STRIPES for two keys).
     assert len({id(key_lock("acme", f"k{n}")) for n in range(8)}) > 1
+
+
+def test_an_updates_write_error_with_postgresqls_own_deadlock_code_is_run_again(pauses: list[float]) -> None:
+    """DocumentDB answers an update that lost a deadlock with PostgreSQL's code for it (SQLSTATE 40P01, packed):
+    the WriteError a racing workflow create met in CI."""
+    packed = WriteError("deadlock detected", code=16908292, details={"errmsg": "deadlock detected", "code": 16908292})
+    calls, step = failing(2, packed)
+    assert retry_deadlocks(step) == "done"
+    assert len(calls) == 3
+    assert is_deadlock_answer(16908292, "deadlock detected")
+    assert not is_deadlock_answer(16908292, "duplicate key")
+    assert not is_deadlock_answer(11000, "deadlock detected")

@@ -121,9 +121,12 @@ def all_written(database: MongoDatabase, plan: Plan) -> None:
     """creating → releasing, once every step is written: from then on nothing removes the workflow. When the
     reaper began removing it meanwhile (it was left `creating` for minutes), what this create wrote goes too."""
     workflow_id = plan.workflow.id
-    moved = records(database).update_one(
-        {"_id": ObjectId(workflow_id), "state": WorkflowState.CREATING.value},
-        {"$set": {"state": WorkflowState.RELEASING.value}},
+    moved = retry_deadlocks(  # guarded: a deadlock's victim (creates of one workflow at once) is sent again
+        partial(
+            records(database).update_one,
+            {"_id": ObjectId(workflow_id), "state": WorkflowState.CREATING.value},
+            {"$set": {"state": WorkflowState.RELEASING.value}},
+        )
     )
     if moved.modified_count:
         return
@@ -135,14 +138,21 @@ def all_written(database: MongoDatabase, plan: Plan) -> None:
 
 def _release(database: MongoDatabase, workflow_id: str, now: datetime) -> None:
     """Step 3, for a record `releasing` (or `running`: done before): the roots pending, then the record `running`
-    (a crash between leaves it `releasing`, which a resend or the reaper finishes)."""
-    database.jobs.update_many(
-        {"workflowId": workflow_id, "status": _WAITING, "dependsOn": {"$exists": False}},
-        {"$set": {"status": Status.PENDING.value, "updatedAt": now}},
+    (a crash between leaves it `releasing`, which a resend or the reaper finishes). Both writes are guarded, so a
+    deadlock's victim (FerretDB 2, creates of one workflow at once) is sent again."""
+    retry_deadlocks(
+        partial(
+            database.jobs.update_many,
+            {"workflowId": workflow_id, "status": _WAITING, "dependsOn": {"$exists": False}},
+            {"$set": {"status": Status.PENDING.value, "updatedAt": now}},
+        )
     )
-    records(database).update_one(
-        {"_id": ObjectId(workflow_id), "state": WorkflowState.RELEASING.value},
-        {"$set": {"state": WorkflowState.RUNNING.value}},
+    retry_deadlocks(
+        partial(
+            records(database).update_one,
+            {"_id": ObjectId(workflow_id), "state": WorkflowState.RELEASING.value},
+            {"$set": {"state": WorkflowState.RUNNING.value}},
+        )
     )
 
 
