@@ -64,7 +64,7 @@ class Backfilled:
 class ScheduleEngine:
     def __init__(self, store: ScheduleStore) -> None:
         self._store = store
-        self._workflow_runs = WorkflowRuns(store, store.get)
+        self._workflow_runs = WorkflowRuns(store)
 
     # --- scheduler ----------------------------------------------------------------------------------------
 

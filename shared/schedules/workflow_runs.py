@@ -18,7 +18,8 @@ workflow has no such single job, so they are refused for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 from jobsched.backoff import backoff_document, backoff_from_document
@@ -32,9 +33,9 @@ from shared.store.base import (
     NewStep,
     NewWorkflow,
     RunSpec,
+    ScheduleStore,
     StoreError,
     StoreUnavailable,
-    WorkflowStore,
 )
 from shared.workflows import WorkflowState, WorkflowView
 
@@ -99,7 +100,7 @@ def run_workflow(template: Job, run: RunSpec) -> NewWorkflow:
     return NewWorkflow(tenantId=template.tenantId, idempotencyKey=key, steps=steps, name=name)
 
 
-def _step(template: Job, doc: dict[str, Any], due: Any, run: RunSpec) -> NewStep:
+def _step(template: Job, doc: dict[str, Any], due: datetime, run: RunSpec) -> NewStep:
     job = NewJob(
         idempotencyKey=str(doc["name"]),  # the store keys a step's job by its workflow (workflow_plans.step_key)
         tenantId=template.tenantId,
@@ -122,9 +123,8 @@ class ForeignWorkflow(StoreError):
 class WorkflowRuns:
     """A workflow schedule's runs written to and read from a store (for shared/schedules/engine.py)."""
 
-    def __init__(self, store: WorkflowStore, get: Callable[[str], Job | None]) -> None:
+    def __init__(self, store: ScheduleStore) -> None:
         self._store = store
-        self._get = get  # the store's get
 
     def add(self, template: Job, runs: Sequence[RunSpec], *, refuse_foreign: bool) -> list[tuple[str, bool]]:
         """Each run written as a workflow by one store call: the id of its first step's job (a run of the template),
@@ -153,7 +153,7 @@ class WorkflowRuns:
     def earlier(self, template: Job, key: str) -> Job | None:
         """The first step's job of the run keyed `key`, when one was made (a retried trigger)."""
         view = self._store.workflow_by_key(template.tenantId, key)
-        return None if view is None else self._get(self._own_root(template, view, key))
+        return None if view is None else self._store.get(self._own_root(template, view, key))
 
     def finish_half_written(self, template: Job, runs: Sequence[Job]) -> None:
         """Finish the workflows of `runs` (the template's runs that are not final) that a leader left half written
@@ -182,7 +182,7 @@ class WorkflowRuns:
             raise StoreUnavailable("the run's workflow was removed as it was read; retry")
         first = view.workflow.steps[0].jobId
         left = next((step.jobId for step in view.workflow.steps if step.jobId in (view.statuses or {})), None)
-        job = self._get(left) if left is not None else None
+        job = self._store.get(left) if left is not None else None
         if left is not None and (job is None or job.templateId != template.id):
             message = f"the run's key {key!r} is held by workflow {view.workflow.id}, not a run of this schedule"
             raise ForeignWorkflow(message)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Literal
 
 from bson import ObjectId
 
+from shared.store.emptied_records import Group
 from shared.store.mongo.database import Document, MongoDatabase
 
-Group = Literal["workflows", "batches"]
 _JOB_FIELD = {"workflows": "workflowId", "batches": "batchId"}
 
 

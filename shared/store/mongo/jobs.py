@@ -45,6 +45,7 @@ from shared.store.base import (
 from shared.store.claim_limits import ClaimLimits, InFlight
 from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
+from shared.store.emptied_records import EmptiedRecords, Group
 from shared.store.fair_claims import Claim, Turns
 from shared.store.mongo import attempts, batches, claims, dependencies, groups, schema
 from shared.store.mongo import workflows as stored_workflows
@@ -79,8 +80,7 @@ class MongoJobStore:
         self._turns = Turns()
         self._claims = MongoClaimPort(database, self._turns)
         self._batches_after: str | None = None  # where the reaper's next check of firing batches starts
-        # Where retention's next look at workflows' and batches' records starts (delete_emptied_groups).
-        self._groups_after: dict[groups.Group, str | None] = {"workflows": None, "batches": None}
+        self._emptied = EmptiedRecords()  # where retention's next look at workflows' and batches' records starts
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -211,14 +211,11 @@ class MongoJobStore:
         return looked
 
     def delete_emptied_groups(self, created_before: datetime, limit: int) -> tuple[int, bool]:
-        deleted = 0
+        def delete_some(group: Group, after: str | None) -> tuple[int, str | None]:
+            return groups.delete_emptied(self.database, group, created_before, limit, after)
+
         with translate_errors():
-            for group, after in self._groups_after.items():
-                count, self._groups_after[group] = groups.delete_emptied(
-                    self.database, group, created_before, limit, after
-                )
-                deleted += count
-        return deleted, any(after is not None for after in self._groups_after.values())
+            return self._emptied.sweep(delete_some)
 
     def get(self, job_id: str) -> Job | None:
         return read_job(self.database, job_id)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from typing import Literal
 
+from shared.store.emptied_records import Group
 from shared.store.sqlite.codecs import chunks, marks
 
-Group = Literal["workflows", "batches"]
 _JOB_COLUMN = {"workflows": "workflowId", "batches": "batchId"}
 
 

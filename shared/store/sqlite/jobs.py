@@ -48,6 +48,7 @@ from shared.store.claim_limits import (
     InFlight,
 )
 from shared.store.claiming import claim_due_runs
+from shared.store.emptied_records import EmptiedRecords, Group
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
 from shared.store.sqlite import batches, claims, dependencies, groups, schema, writes
@@ -101,8 +102,7 @@ class SqliteJobStore:
         # Which lanes had their turns last (fair_claims.py): the claimer's own, as only the leader claims.
         self._turns = Turns()
         self._claims = claims.SqliteClaimPort(self.database)
-        # Where retention's next look at workflows' and batches' records starts (delete_emptied_groups).
-        self._groups_after: dict[groups.Group, str | None] = {"workflows": None, "batches": None}
+        self._emptied = EmptiedRecords()  # where retention's next look at workflows' and batches' records starts
 
     def close(self) -> None:
         self.database.close()
@@ -178,12 +178,12 @@ class SqliteJobStore:
 
     def delete_emptied_groups(self, created_before: datetime, limit: int) -> tuple[int, bool]:
         before = str(ObjectId.from_datetime(created_before))
-        deleted = 0
-        for group, after in self._groups_after.items():
+
+        def delete_some(group: Group, after: str | None) -> tuple[int, str | None]:
             with self.database.write() as conn:
-                count, self._groups_after[group] = groups.delete_emptied(conn, group, before, limit, after)
-            deleted += count
-        return deleted, any(after is not None for after in self._groups_after.values())
+                return groups.delete_emptied(conn, group, before, limit, after)
+
+        return self._emptied.sweep(delete_some)
 
     def get(self, job_id: str) -> Job | None:
         if not ObjectId.is_valid(job_id):
