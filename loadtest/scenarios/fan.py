@@ -5,10 +5,10 @@
    onSuccess callback (the fan-in): from the root's start to the callback's end. Target: at most 1.2 times run 1;
 3. a batch of MEMBERS independent noop members (100,000 by default) with an onComplete callback: from the last
    member's end to the callback's start. Target: at most 1 s.
-Every time is the store's, from the attempts' records. What each member writes beyond an independent job is
-counted from the file: its rows in `job_dependencies` (one while it waits for the root, deleted by the root's
-end) and its release (one update of its row, in the root's end's transaction); a batch's own check at a member's
-end is a read (one index probe), not a write."""
+Every time is the store's, from the attempts' records. What each member writes beyond an independent job: its
+release (one update of its row, in the root's end's transaction). It waits in its own row (`waitingOn`, the one
+parent it waits for): its rows in `job_dependencies` are counted from the file, and there are none; a batch's own
+check at a member's end is a read (one index probe), not a write."""
 
 from __future__ import annotations
 

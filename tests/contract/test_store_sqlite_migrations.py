@@ -32,9 +32,19 @@ from shared.store.sqlite.migrations import (
     add_missing_columns,
     backoff_on_jobs,
     job_dependencies,
+    waiting_on_one_parent,
 )
 from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS, PARTIAL_INDEXES, RESTING
-from tests.contract.store_kit import NOT_FINAL_ONES, new, one_in_every_status, reload, result, running, start
+from tests.contract.store_kit import (
+    NOT_FINAL_ONES,
+    claim_one,
+    new,
+    one_in_every_status,
+    reload,
+    result,
+    running,
+    start,
+)
 from tests.fixtures.databases.write_fixtures import FIXTURE_KEY, T0
 from tests.migration_support import announce_backoffs, assert_released_unchanged, digests
 from tests.support import REPO_ROOT, backend_beside
@@ -58,6 +68,7 @@ RELEASED = [
     ("job_dependencies", "bcfc01cc697ea8f141adba2c248788a5d5a9dc9a8a213eaf0e06b756ed893ac1"),
     ("workflows_table", "2b87185309ede2abadeb2875defae2dd1fd5b2835c403530e05bb70779191093"),
     ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
+    ("waiting_on_one_parent", "a796a1f879d0cd6c28a39db35f4684ea070c04a1e78a65214679fdd0fab3cc8f"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
@@ -290,18 +301,57 @@ def test_released_migrations_are_never_edited() -> None:
 
 def store_at_version(path: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> SqliteJobStore:
     """A store on a file migrated up to version `at` only, as the jobsched whose last migration it was left it.
-    This code's own writes still need the table that migration 12 made (an attempt's end reads a parent's waiting
-    dependents there), so the file gets it too: migration 12 is made again by the upgrade and changes nothing."""
+    This code's own writes still need the table of migration 12 and the column and index of migration 15 (an
+    attempt's end reads a parent's waiting dependents there), so the file gets them too: the upgrade makes them
+    again and changes nothing."""
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", MIGRATIONS[:at])
         patch.setattr(schema, "LATEST", at)
         store = SqliteJobStore(path)
         store.ensure_schema()
     assert version(path) == at
-    if at < MIGRATIONS.index(job_dependencies) + 1:
-        with store.database.write() as conn:
-            job_dependencies(conn)
+    with store.database.write() as conn:
+        for needed in (job_dependencies, waiting_on_one_parent):
+            if at < MIGRATIONS.index(needed) + 1:
+                needed(conn)
     return store
+
+
+def test_an_upgrade_moves_the_jobs_waiting_for_one_parent_into_their_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 15 on a file of version 14, whose waiting jobs had a row in `job_dependencies` per parent that had
+    not ended: a job waiting for its only parent names it in its row and its row of the table goes; a job of
+    several parents keeps its rows. The parents' ends settle both kinds."""
+    path = tmp_path / "v14.db"
+    old = store_at_version(path, 14, monkeypatch)
+    try:
+        first, second = old.create(new(jobType="first")), old.create(new(jobType="second"))
+        single = old.create(new(dependsOn=[first.id]))
+        both = old.create(new(dependsOn=[first.id, second.id]))
+        with old.database.write() as conn:  # what version 14 kept: the rows, no waitingOn
+            job_dependencies(conn)
+            conn.execute("UPDATE jobs SET waitingOn = NULL")
+            rows = [(first.id, single.id), (first.id, both.id), (second.id, both.id)]
+            conn.executemany("INSERT OR IGNORE INTO job_dependencies (parentId, childId) VALUES (?, ?)", rows)
+    finally:
+        old.close()
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+        assert version(path) == LATEST
+        assert dict(read(path, "SELECT id, waitingOn FROM jobs WHERE status = 'waiting'")) == {
+            single.id: first.id,
+            both.id: None,
+        }
+        assert set(read(path, "SELECT parentId, childId FROM job_dependencies")) == set(rows[1:])
+        for parent, still_waiting in ((first, {both.id}), (second, set())):
+            store.finish_attempt(start(store, claim_one(store, parent)), result(Outcome.SUCCEEDED))
+            statuses = {job.id: reload(store, job).status for job in (single, both)}
+            assert {i for i, s in statuses.items() if s is Status.WAITING} == still_waiting
+        assert {reload(store, job).status for job in (single, both)} == {Status.PENDING}
+    finally:
+        store.close()
 
 
 def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(

@@ -16,7 +16,7 @@ from jobsched.backoff import backoff_document, backoff_from_document
 from shared.model import Execution, Job, Outcome, Status, job_from_fields, missing_job_defaults
 from shared.store import transitions
 from shared.store.fair_claims import Claimed
-from shared.store.sqlite.schema import BOOL_COLUMNS, JSON_COLUMNS, TIME_COLUMNS
+from shared.store.sqlite.schema import BOOL_COLUMNS, JSON_COLUMNS, STORE_COLUMNS, TIME_COLUMNS
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _OBJECT_ID: Final = re.compile("[0-9a-fA-F]{24}")
@@ -96,7 +96,7 @@ def _columns(names: tuple[str, ...]) -> _Columns:
             tuple(n for n in names if n in TIME_COLUMNS),
             tuple(n for n in names if n in JSON_COLUMNS),
             tuple(n for n in names if n in BOOL_COLUMNS),
-            missing_job_defaults([n for n in names if n != "kind"]),
+            missing_job_defaults([n for n in names if n not in STORE_COLUMNS]),
         )
     return found
 
@@ -107,7 +107,8 @@ def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> 
     needs."""
     if columns is None:
         columns = _columns(tuple(values))
-    values.pop("kind", None)  # the store's own column, not a job field
+    values.pop("kind", None)  # the store's own columns, not job fields (schema.STORE_COLUMNS)
+    values.pop("waitingOn", None)
     for key in columns.times:
         if (ms := values[key]) is not None:
             values[key] = from_ms(ms)

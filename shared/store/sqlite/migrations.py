@@ -497,6 +497,20 @@ def batches_table(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS batches_of_tenant ON batches (tenantId, id)")
 
 
+def waiting_on_one_parent(conn: sqlite3.Connection) -> None:
+    """A job that waits for one parent names it in its own row (`waitingOn`, in an index that holds only waiting
+    jobs) instead of a row in `job_dependencies`: a parent's end finds it in that index, and a chain's link or a
+    fan-out's member costs no row besides its own (issue 50: one write more than an independent job, its
+    release). The waiting jobs whose one row left is for their only parent move to it."""
+    add_missing_columns(conn, "jobs", "waitingOn TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS waiting_on ON jobs (waitingOn) WHERE status = 'waiting'")
+    single = """SELECT childId, parentId FROM job_dependencies AS row JOIN jobs ON jobs.id = row.childId
+        WHERE jobs.status = 'waiting' AND json_array_length(jobs.dependsOn) = 1"""
+    moved = conn.execute(single).fetchall()
+    conn.executemany("UPDATE jobs SET waitingOn = ? WHERE id = ?", [(parent, child) for child, parent in moved])
+    conn.executemany("DELETE FROM job_dependencies WHERE childId = ?", [(child,) for child, _ in moved])
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -513,5 +527,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     job_dependencies,
     workflows_table,
     batches_table,
+    waiting_on_one_parent,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -43,6 +43,7 @@ FINAL_SQL: Final = _one_of("status", (s.value for s in Status if s in TERMINAL))
 RECENTLY_ENDED_SQL: Final = f"{FINAL_SQL} AND {ENDED_SQL}"
 DEAD_SQL: Final = f"status = '{Status.DLQ.value}'"
 PENDING_SQL: Final = f"status = '{Status.PENDING.value}'"
+WAITING_SQL: Final = f"status = '{Status.WAITING.value}'"
 TEMPLATES_SQL: Final = f"kind = '{KIND_TEMPLATE}'"
 PENDING_RUNS_SQL: Final = f"status = '{Status.PENDING.value}' AND kind = '{KIND_RUN}'"
 IN_FLIGHT_SQL: Final = _one_of("status", (Status.QUEUED.value, *ATTEMPT_ACTIVE))
@@ -68,10 +69,14 @@ PARTIAL_INDEXES: Final = {
     "dead_letters": DEAD_SQL,
     "tenant_dead_letters": DEAD_SQL,
     "failed_attempts": FAILED_SQL,
+    "waiting_on": WAITING_SQL,
 }
 
-# Tokens and the marks of parents (dependencies): MongoDB only.
-JOB_COLUMNS: Final = frozenset((JOB_FIELDS - {"claimToken", "startToken", "hasDependents", "dependentsAt"}) | {"kind"})
+# Tokens and the marks of parents (dependencies): MongoDB only. `kind` and `waitingOn` (the parent whose end
+# settles a waiting job next: dependencies.py) are the file's own, not fields of a job.
+STORE_COLUMNS: Final = frozenset({"kind", "waitingOn"})
+MONGO_ONLY: Final = frozenset({"claimToken", "startToken", "hasDependents", "dependentsAt"})
+JOB_COLUMNS: Final = frozenset((JOB_FIELDS - MONGO_ONLY) | STORE_COLUMNS)
 EXECUTION_COLUMNS: Final = frozenset(
     {"id", "jobId", "attempt", "outcome", "worker", "startedAt", "finishedAt", "durationMs", "error", "traceback"}
     | {"result"}

@@ -1,6 +1,6 @@
 """Workflows in the SQLite file (shared/workflows.py): a workflow's record and all its steps' jobs are written in
 one transaction, so it is stored whole or not at all, and its roots are pending at once. A step's job is a
-waiting job like any other (dependencies.py): a row in `job_dependencies` per (parent step, step)."""
+waiting job like any other (dependencies.py), its parents steps of the workflow, none of them ended."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bson import ObjectId
 
 from shared.model import utc_now
 from shared.store.base import DuplicateWorkflow, NewWorkflow
-from shared.store.sqlite import groups
+from shared.store.sqlite import dependencies, groups
 from shared.store.sqlite.codecs import from_ms, stored_id, to_ms
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.writes import insert_unique
@@ -44,11 +44,8 @@ def create(database: SqliteDatabase, new: NewWorkflow) -> WorkflowView:
             ),
         )
         for job in plan.jobs:  # keys of the workflow's own (its fresh id): never taken
-            insert_unique(conn, "jobs", job, returning="id")
-        conn.executemany(
-            "INSERT INTO job_dependencies (parentId, childId) VALUES (?, ?)",
-            [(parent, job["id"]) for job in plan.jobs for parent in job.get("dependsOn", ())],
-        )
+            insert_unique(conn, "jobs", {**job, **dependencies.waiting_on(job.get("dependsOn", ()))}, returning="id")
+        dependencies.link(conn, [(job["id"], job.get("dependsOn", ())) for job in plan.jobs])  # steps: none ended
     statuses = {job["id"]: str(job["status"]) for job in plan.jobs}
     return WorkflowView(workflow, Counter(statuses.values()), statuses)
 

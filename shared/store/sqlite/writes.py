@@ -75,12 +75,17 @@ def refused_before_writing(step: Callable[[], T]) -> T | StoreError:
         return exc
 
 
-def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | StoreError]:
+def created(
+    conn: sqlite3.Connection, news: Sequence[NewJob], store_columns: Sequence[transitions.Fields] = ()
+) -> list[Job | StoreError]:
     """The jobs inserted by multi-row INSERTs that skip a row whose unique key is taken (ON CONFLICT DO NOTHING:
     the first of two rows with one key wins, as the first of two creates would); each skipped job is answered
-    DuplicateJob naming the key's holder. The created jobs are made from the values written, not read back."""
+    DuplicateJob naming the key's holder. The created jobs are made from the values written, not read back.
+    `store_columns`: per job, values of the file's own columns (schema.STORE_COLUMNS) to write with it."""
     now = utc_now()
     rows = [{"id": str(ObjectId()), **transitions.new_job(new, new.createdAt or now)} for new in news]
+    for row, own in zip(rows, store_columns, strict=False):
+        row.update(own)
     columns = sorted(set().union(*rows))
     check_columns(dict.fromkeys(columns), JOB_COLUMNS)
     per_statement = max(1, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(columns))
@@ -324,12 +329,26 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
     return answers
 
 
-def _same_columns(closings: list[Closing], values: Callable[[Closing], dict[str, Any]]) -> Iterator[Sequence[Closing]]:
-    groups: dict[tuple[str, ...], list[Closing]] = {}
-    for closing in closings:
-        groups.setdefault(tuple(values(closing)), []).append(closing)
+def _same_columns(items: list[T], values: Callable[[T], dict[str, Any]]) -> Iterator[Sequence[T]]:
+    groups: dict[tuple[str, ...], list[T]] = {}
+    for item in items:
+        groups.setdefault(tuple(values(item)), []).append(item)
     for group in groups.values():
         yield from chunks(group, CLOSINGS_PER_STATEMENT)
+
+
+def update_jobs(conn: sqlite3.Connection, moves: dict[str, transitions.Fields], guard: str, params: list[Any]) -> None:
+    """Each job of `moves` (its id: the fields to write) moved where `guard` (on `jobs`) holds, by one statement per
+    chunk of moves that set the same columns: a parent's end releases thousands of dependents in its transaction.
+    The caller read every one of them under the write lock, where `guard` held: each moves."""
+    moved = 0
+    for chunk in _same_columns(list(moves.items()), lambda move: move[1]):
+        columns = list(chunk[0][1])
+        check_columns(dict.fromkeys(columns), JOB_COLUMNS)
+        rows = [(job_id, job_id, 0, *(to_sql(c, fields[c]) for c in columns)) for job_id, fields in chunk]
+        _update_from_values(conn, "jobs", rows, columns, f"jobs.id = closing._key AND {guard}", params)
+        moved += conn.execute("SELECT changes()").fetchone()[0]
+    assert moved == len(moves), "the write lock was held since the jobs were read"
 
 
 def _update_from_values(
