@@ -408,6 +408,11 @@ class BatchReads(Protocol):
         """The batch with this id and its members counted by status (its progress), or None (also for an id that
         is not a valid ObjectId)."""
 
+    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+        """The batch's members by status then id, after the member `after` (the last of the previous page), at
+        most `limit`, each with its status and result: what a callback's handler reads (HandlerContext), and
+        the batch's members listed (GET /batches/{id}/jobs)."""
+
 
 class BatchStore(BatchReads, Protocol):
     """Batches (shared/batches.py): jobs of any number with callbacks when all have ended."""
@@ -529,10 +534,6 @@ class ExecutorStore(StoreLifecycle, BatchReads, Protocol):
         """The `result` of each of these jobs that exists (None for one that kept none) with its workflow step's
         name (None for a job outside a workflow), by id as given: what a dependent's handler reads of its parents
         (HandlerContext.parent_results, step_results)."""
-
-    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
-        """The batch's members by status then id, after the member `after` (the last of the previous page), at
-        most `limit`, each with its status and result: what a callback's handler reads (HandlerContext)."""
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         """Extend leaseExpiresAt of these running attempts so the reaper leaves them alone."""

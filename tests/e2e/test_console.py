@@ -500,7 +500,7 @@ def test_a_workflow_is_drawn_as_a_graph_of_its_steps_and_cancelled_from_its_page
     expect(page.locator("td .badge")).to_have_text(["cancelled", "cancelled"])
 
 
-def test_the_batches_page_shows_each_batchs_progress(dev: Dev, tab: Tab) -> None:
+def test_the_batches_pages_show_each_batchs_progress_and_members(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     body = {
         "idempotencyKey": "december",
@@ -528,8 +528,19 @@ def test_the_batches_page_shows_each_batchs_progress(dev: Dev, tab: Tab) -> None
     expect(row.locator("progress")).to_have_attribute("aria-valuetext", "25% (1 of 4)")
     expect(row.locator("td[data-counts]")).to_have_text("1 completed, 3 pending")
     screenshot(page, "batches")
-    row.get_by_role("link", name="onComplete").click()
+    row.get_by_role("link", name="December invoices").click()
+    expect(page.locator("h1")).to_have_text("Batch December invoices open")
+    expect(page.locator('[data-field="members"]')).to_have_text("4: 1 completed, 3 pending")
+    expect(page.locator("tr[data-member] .badge")).to_have_text(["completed", "pending", "pending", "pending"])
+    page.locator("#member-status").select_option("completed")
+    expect(page.locator("tr[data-member]")).to_have_count(1)
+    completed = page.locator("tr[data-member]").get_attribute("data-member")
+    assert dev.http.get(f"/jobs/{completed}").json()["status"] == "completed"
+    screenshot(page, "batch")
+    page.locator('[data-field="callbacks"]').get_by_role("link", name="onComplete").click()
     expect(page.locator('[data-field="callbackOf"] code')).to_have_text(batch["id"])
+    page.locator('[data-field="callbackOf"] a').click()  # back to its batch
+    expect(page.locator('[data-field="id"] code')).to_have_text(batch["id"])
 
 
 def test_the_schedules_page_lists_templates_with_their_schedule_in_words(dev: Dev, tab: Tab) -> None:

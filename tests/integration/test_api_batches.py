@@ -103,10 +103,46 @@ def test_bad_input_is_a_400_and_stores_nothing(api: TestClient) -> None:
     assert api.post(f"/batches/{missing}/jobs", json={"jobs": [member("x")]}).status_code == 404
 
 
+def test_a_batchs_members_are_listed_by_status_in_pages(api: TestClient, api_store: JobStore) -> None:
+    batch = created(api)
+    added = api.post(f"/batches/{batch['id']}/jobs", json={"jobs": [member(f"m-{n}") for n in range(5)]}).json()
+    ids = sorted(r["id"] for r in added["results"])
+    api_store.cancel(ids[1])
+    api_store.cancel(ids[3])
+    pages, after = [], None
+    while True:
+        page = api.get(f"/batches/{batch['id']}/jobs", params={"limit": 2, **({"after": after} if after else {})})
+        assert page.status_code == 200, page.text
+        pages.append([(m["status"], m["jobId"]) for m in page.json()["jobs"]])
+        if (after := page.json()["next"]) is None:
+            break
+    cancelled, pending = [("cancelled", ids[i]) for i in (1, 3)], [("pending", ids[i]) for i in (0, 2, 4)]
+    assert pages == [cancelled, pending[:2], pending[2:]]
+    one_status = api.get(f"/batches/{batch['id'].upper()}/jobs", params={"status": "cancelled", "limit": 1}).json()
+    assert (one_status["jobs"], one_status["next"]) == (
+        [{"jobId": ids[1], "status": "cancelled"}],
+        f"cancelled.{ids[1]}",
+    )
+    rest = api.get(f"/batches/{batch['id']}/jobs", params={"status": "cancelled", "after": one_status["next"]})
+    assert rest.json() == {"jobs": [{"jobId": ids[3], "status": "cancelled"}], "next": None}
+    assert api.get(f"/batches/{batch['id']}/jobs", params={"status": "dlq"}).json() == {"jobs": [], "next": None}
+    for params, error in (
+        ({"status": "done"}, "status: 'done' is not a job status"),
+        ({"after": "pending"}, "after: not a cursor of this listing"),
+        ({"after": f"nope.{ids[0]}"}, "after: not a cursor of this listing"),
+    ):
+        refused = api.get(f"/batches/{batch['id']}/jobs", params=params)
+        assert refused.status_code == 400
+        assert refused.json()["error"].startswith(error)
+    missing = "0123456789abcdef01234567"
+    assert api.get(f"/batches/{missing}/jobs").json() == {"error": f"batch {missing} not found"}
+
+
 def test_another_tenants_batch_is_a_404(api: TestClient, api_store: JobStore, auth_mode: str) -> None:
     theirs = api_store.create_batch(NewBatch("tenant-b", "theirs", onComplete=new(tenantId="tenant-b"))).batch
     if auth_mode == "required":
         assert api.get(f"/batches/{theirs.id}").status_code == 404
+        assert api.get(f"/batches/{theirs.id}/jobs").status_code == 404
         assert api.post(f"/batches/{theirs.id}/jobs", json={"jobs": [member("x")]}).status_code == 404
         assert api.post(f"/batches/{theirs.id}/seal").status_code == 404
         assert api.get("/batches", params={"tenantId": "tenant-b"}).status_code == 403

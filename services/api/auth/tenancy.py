@@ -23,7 +23,7 @@ from typing import Any, Final, cast
 
 from starlette.exceptions import HTTPException
 
-from shared.batches import BatchView
+from shared.batches import BatchView, MemberResult
 from shared.jsonsafe import shorten
 from shared.keys.base import Role
 from shared.model import Job
@@ -129,6 +129,10 @@ class TenantGuard:
         """As `get`: another tenant's batch reads as none."""
         found = self._store.batch(batch_id)
         return found if found is not None and _own(found.batch.tenantId) else None
+
+    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+        """As `batch`: another tenant's batch has no members."""
+        return self._store.batch_members(batch_id, after, limit) if self.batch(batch_id) is not None else []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._store, name)

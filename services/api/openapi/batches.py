@@ -8,6 +8,7 @@ from services.api.models.batches import BatchRequest
 from services.api.openapi.operator import answer, error_answers
 from services.api.openapi.workflows import created_and_listed
 from shared.batches import BatchStatus
+from shared.model import Status
 
 REF = "#/components/schemas/{model}"
 _BATCH = {
@@ -42,6 +43,22 @@ _ADDED = {
     },
 }
 
+_MEMBER_QUERY = [
+    {"name": "status", "in": "query", "schema": {"type": "string", "enum": [s.value for s in Status]}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+    {"name": "after", "in": "query", "schema": {"type": "string"}, "description": "The `next` of the page before"},
+]
+_MEMBERS = {
+    "type": "object",
+    "properties": {
+        "jobs": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"jobId": {"type": "string"}, "status": {"type": "string"}}},
+        },
+        "next": {"type": ["string", "null"], "description": "The following page's `after`; null after the last"},
+    },
+}
+
 
 def batch_schemas() -> dict[str, Any]:
     return {"BatchRequest": BatchRequest.model_json_schema(ref_template=REF), "Batch": _BATCH}
@@ -66,12 +83,17 @@ def batch_paths() -> dict[str, Any]:
             }
         },
         "/batches/{id}/jobs": {
+            "get": {
+                "summary": "The batch's members, by status then id, in pages (`next` is the following page's `after`)",
+                "parameters": [_ID, *_MEMBER_QUERY],
+                "responses": {"200": answer("A page of members", _MEMBERS), **error_answers(400, 404, 503)},
+            },
             "post": {
                 "summary": "Add members (up to 1,000), each answered on its own; 409 once the batch is sealed",
                 "parameters": [_ID],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": members}}},
                 "responses": {"200": answer("Added", _ADDED), **error_answers(400, 404, 409, 413, 503)},
-            }
+            },
         },
         "/batches/{id}/seal": {
             "post": {

@@ -1,12 +1,14 @@
 """The batch endpoints: POST /batches (a batch, its callbacks, optionally its first members and its seal), POST
 /batches/{id}/jobs (more members, each answered as POST /jobs/batch answers it), POST /batches/{id}/seal, GET
-/batches/{id} (its progress), GET /batches (a tenant's, newest first). shared/batches.py says what a batch is."""
+/batches/{id} (its progress), GET /batches/{id}/jobs (its members, by status then id), GET /batches (a tenant's,
+newest first). shared/batches.py says what a batch is."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
+from bson import ObjectId
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,16 +16,20 @@ from starlette.routing import Route
 
 from services.api.context import ApiContext, context
 from services.api.http.errors import ApiError, SafeJSONResponse
-from services.api.http.request_bodies import read_json, validated
+from services.api.http.request_bodies import list_limit, read_json, validated
 from services.api.models.batches import BatchRequest, callback_job
 from services.api.new_job import unknown_type
 from services.api.routes.job_batch import batch_counts, batch_result, checked_jobs
 from services.api.routes.workflows import object_id, page_asked
 from shared import jsonsafe
-from shared.batches import MAX_ADDED, BatchView
+from shared.batches import MAX_ADDED, BatchView, MemberResult
+from shared.model import Status
 from shared.store.base import BatchNotFound, DuplicateBatch, NewBatch
 
 log = logging.getLogger("jobsched.api")
+STATUSES: Final = frozenset(status.value for status in Status)
+MEMBERS_PER_PAGE_MAX: Final = 1000
+FIRST_ID: Final = "0" * 24  # before every job's id
 
 
 async def create_batch(request: Request) -> Response:
@@ -108,6 +114,46 @@ async def get_batch(request: Request) -> Response:
     return SafeJSONResponse((await _read(api, object_id(request.path_params["batch_id"], "batch"))).to_wire())
 
 
+async def list_members(request: Request) -> Response:
+    """A page of the batch's members (`jobId`, `status`), by status then id, of one status if `status` is given;
+    `next` is the cursor of the following page (`after`), null after the last."""
+    api = context(request)
+    batch_id = object_id(request.path_params["batch_id"], "batch")
+    query = request.query_params
+    status = _member_status(query.get("status"))
+    limit = min(list_limit(query.get("limit")), MEMBERS_PER_PAGE_MAX)
+    after = _cursor(query["after"]) if "after" in query else None
+    if status is not None and (after is None or after.status != status):
+        after = MemberResult(FIRST_ID, status, None)  # the first of that status (the cursor's, if of another, is not)
+    found = await api.slots.read(api.store.batch_members, batch_id, after, limit + 1)
+    if not found:
+        await _read(api, batch_id)  # a batch of none (also another tenant's: a 404) or a page past the last
+    page = [m for m in found if status is None or m.status == status]
+    more = len(page) > limit
+    page = page[:limit]
+    body = {
+        "jobs": [{"jobId": m.jobId, "status": m.status} for m in page],
+        "next": f"{page[-1].status}.{page[-1].jobId}" if more else None,
+    }
+    return SafeJSONResponse(body)
+
+
+def _member_status(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    if raw not in STATUSES:
+        raise ApiError(400, f"status: {jsonsafe.shorten(raw)!r} is not a job status ({', '.join(sorted(STATUSES))})")
+    return raw
+
+
+def _cursor(raw: str) -> MemberResult:
+    """A members page's `after`: the `next` of the page before (the last member's status and id)."""
+    status, _, job_id = raw.partition(".")
+    if status not in STATUSES or not ObjectId.is_valid(job_id) or len(job_id) != 24:
+        raise ApiError(400, "after: not a cursor of this listing (send the `next` of the page before)")
+    return MemberResult(job_id.lower(), status, None)
+
+
 async def list_batches(request: Request) -> Response:
     api = context(request)
     tenant, limit, before = page_asked(request, "batch")
@@ -126,6 +172,7 @@ ROUTES = [
     Route("/batches", create_batch, methods=["POST"]),
     Route("/batches", list_batches, methods=["GET"]),
     Route("/batches/{batch_id}", get_batch, methods=["GET"]),
+    Route("/batches/{batch_id}/jobs", list_members, methods=["GET"]),
     Route("/batches/{batch_id}/jobs", add_jobs, methods=["POST"]),
     Route("/batches/{batch_id}/seal", seal_batch, methods=["POST"]),
 ]

@@ -14,6 +14,7 @@ import * as schedules from "./pages/schedules.js";
 import * as workflows from "./pages/workflows.js";
 import * as workflow from "./pages/workflow.js";
 import * as batches from "./pages/batches.js";
+import * as batch from "./pages/batch.js";
 
 const ROUTES = [
   { pattern: /^\/$/, page: overview, nav: "overview" },
@@ -24,6 +25,7 @@ const ROUTES = [
   { pattern: /^\/workflows$/, page: workflows, nav: "workflows" },
   { pattern: /^\/workflows\/([0-9a-fA-F]{24})$/, page: workflow, nav: "workflows" },
   { pattern: /^\/batches$/, page: batches, nav: "batches" },
+  { pattern: /^\/batches\/([0-9a-fA-F]{24})$/, page: batch, nav: "batches" },
 ];
 
 let stopCurrent = null;

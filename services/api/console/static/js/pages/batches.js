@@ -1,5 +1,5 @@
 // Batches: one tenant's, newest first, each with its status, its progress (members ended of its total), its
-// members counted by status, and links to its callbacks' jobs.
+// members counted by status, and links to its own page (batch.js) and its callbacks' jobs.
 
 import { api, meta } from "../api.js";
 import { badge, h, link, show, table, tenantPicker, time } from "../ui.js";
@@ -18,7 +18,7 @@ export async function render(view, { params, isCurrent }) {
   if (isCurrent()) show(view, content(tenants, tenant, found.slice(0, BATCHES_SHOWN), found.length > BATCHES_SHOWN, before));
 }
 
-function progress(batch) {
+export function progress(batch) {
   const ended = ENDED.reduce((sum, status) => sum + (batch.counts[status] || 0), 0);
   const share = batch.total ? progressShare({ done: ended, total: batch.total }) : null;
   if (!share) return h("span", { class: "muted" }, "no members yet");
@@ -31,7 +31,7 @@ function progress(batch) {
   );
 }
 
-function callbacks(batch) {
+export function callbacks(batch) {
   return Object.entries(batch.callbacks).flatMap(([name, jobId], i) => [i ? " " : "", link(`#/jobs/${jobId}`, name)]);
 }
 
@@ -40,7 +40,7 @@ function content(tenants, tenant, batches, more, before) {
     h(
       "tr",
       { dataset: { batchId: b.id } },
-      h("td", {}, b.name || b.idempotencyKey, h("div", { class: "muted" }, h("code", {}, b.id))),
+      h("td", {}, link(`#/batches/${b.id}`, b.name || b.idempotencyKey), h("div", { class: "muted" }, h("code", {}, b.id))),
       h("td", {}, badge(b.status)),
       h("td", { dataset: { progress: "" } }, progress(b)),
       h("td", { dataset: { counts: "" } }, countsInWords(b.counts)),

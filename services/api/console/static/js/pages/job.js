@@ -69,7 +69,7 @@ function fieldValue(key, value, fields) {
   if (TIME_FIELDS.has(key)) return time(value);
   if (key === "templateId") return link(`#/jobs/${value}`, h("code", {}, value));
   if (key === "workflowId") return link(`#/workflows/${value}`, h("code", {}, value));
-  if (key === "batchId" || key === "callbackOf") return link(`#/batches?tenantId=${encodeURIComponent(fields.tenantId)}`, h("code", {}, value));
+  if (key === "batchId" || key === "callbackOf") return link(`#/batches/${value}`, h("code", {}, value));
   // The jobs it waits for (or waited for): each a link to that job.
   if (key === "dependsOn") return value.flatMap((id, i) => [i ? ", " : "", link(`#/jobs/${id}`, h("code", {}, id))]);
   if (key === "lastError") return h("span", { class: "error-text" }, value);
