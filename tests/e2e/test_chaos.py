@@ -2,7 +2,9 @@
 SIGKILL again and again and Kafka is restarted once. Nothing may be lost and no attempt may run twice at once;
 `slow` runs under a concurrency limit and `flaky` under a start rate, which no crash may let them exceed. Beside
 them run small graphs of jobs that wait for others (a root, three steps after it, one after all three): every step
-ends, none starts before each of its parents has completed, and a dead-lettered parent cancels what waits on it.
+ends, none starts before each of its parents has completed, and a dead-lettered parent cancels what waits on it;
+and sealed batches with callbacks: each fires, its onComplete runs once after its last member ended, its onSuccess
+only when every member completed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pymongo.database import Database
 
 from jobsched.limits import Limits, Rate
 from shared.model import Outcome, Status, utc_now
-from shared.store.base import NewJob, NewStep, NewWorkflow
+from shared.store.base import NewBatch, NewJob, NewStep, NewWorkflow
 from shared.store.mongo import MongoJobStore
 from shared.store.mongo.job_types import MongoJobTypes
 from shared.store.transitions import KIND_RUN
@@ -102,6 +104,67 @@ def write_dags(store: MongoJobStore, rng: random.Random) -> dict[str, list[str]]
         for s in steps:
             parents_of[made[s.name]] = [made[p] for p in s.after]
     return parents_of
+
+
+BATCHES = 10
+BATCH_MEMBERS = 12
+
+
+def write_batches(store: MongoJobStore, rng: random.Random) -> list[str]:
+    """BATCHES sealed batches of BATCH_MEMBERS noop and flaky members (some dead-letter) due within the first 20 s,
+    each with an onComplete and an onSuccess callback: their ids."""
+    made: list[str] = []
+    for n in range(BATCHES):
+        tenant = f"tenant-{n % 5}"
+
+        def job(key: str, flaky: bool = False) -> NewJob:
+            return NewJob(
+                idempotencyKey=key,
+                tenantId=tenant,  # noqa: B023
+                jobType="flaky" if flaky else "noop",
+                payload={"failRate": 0.5} if flaky else {},
+                scheduledAt=utc_now() + timedelta(milliseconds=rng.randint(0, 20_000)),
+                maxAttempts=2,
+            )
+
+        batch = store.create_batch(
+            NewBatch(tenant, f"batch-{n}", onComplete=job(f"batch-{n}-done"), onSuccess=job(f"batch-{n}-ok"))
+        ).batch
+        members = [job(f"batch-{n}-{m}", flaky=rng.random() < 0.2) for m in range(BATCH_MEMBERS)]
+        assert all(not isinstance(added, Exception) for added in store.add_to_batch(batch.id, members))
+        store.seal_batch(batch.id)
+        made.append(batch.id)
+    return made
+
+
+def batch_violations(db: Database[dict[str, object]], store: MongoJobStore, batch_ids: list[str]) -> list[str]:
+    """What went wrong in the batches: one not fired, a member not final, onComplete not run exactly once or started
+    before the last member ended, onSuccess run though a member failed or not run though all completed."""
+    bad = []
+    for batch_id in batch_ids:
+        view = store.batch(batch_id)
+        assert view is not None
+        if view.batch.firedAt is None:
+            bad.append(f"batch {batch_id} never fired: {dict(view.counts)}")
+            continue
+        members = list(db["jobs"].find({"batchId": batch_id}))
+        if any(m["status"] not in (Status.COMPLETED.value, Status.DLQ.value) for m in members):
+            bad.append(f"batch {batch_id} fired with members not final")
+        last_end = max(entry["finishedAt"] for m in members for entry in _history(m))
+        all_completed = all(m["status"] == Status.COMPLETED.value for m in members)
+        for name, callback_id in (("onComplete", view.batch.onComplete), ("onSuccess", view.batch.onSuccess)):
+            doc = db["jobs"].find_one({"_id": ObjectId(callback_id)})
+            assert doc is not None
+            runs = [e for e in _history(doc) if e.get("startedAt") is not None]
+            succeeded = [e for e in runs if e["outcome"] == Outcome.SUCCEEDED.value]
+            should_run = name == "onComplete" or all_completed
+            if should_run and (doc["status"] != Status.COMPLETED.value or len(succeeded) != 1):
+                bad.append(f"batch {batch_id}: {name} is {doc['status']} after {len(succeeded)} successes")
+            elif not should_run and (doc["status"] != Status.CANCELLED.value or runs):
+                bad.append(f"batch {batch_id}: {name} is {doc['status']} though a member failed")
+            elif runs and min(e["startedAt"] for e in runs) < last_end:
+                bad.append(f"batch {batch_id}: {name} started before its last member ended")
+    return bad
 
 
 def dag_violations(db: Database[dict[str, object]], parents_of: dict[str, list[str]]) -> list[str]:
@@ -193,6 +256,7 @@ def test_nothing_is_lost_when_everything_crashes(
     rng = random.Random(20261129)
     mongo_db["jobs"].bulk_write([InsertOne(d) for d in job_mix(rng, JOBS)])
     dags = write_dags(mongo_store, rng)
+    batch_ids = write_batches(mongo_store, rng)
     registry = MongoJobTypes(mongo_store.database)
     for job_type, limits in LIMITS.items():  # an operator's, stored before any process starts
         registry.set_limits(job_type, limits, utc_now())
@@ -211,7 +275,8 @@ def test_nothing_is_lost_when_everything_crashes(
 
     def graphs_ended() -> bool:
         final = [Status.COMPLETED.value, Status.DLQ.value, Status.CANCELLED.value]
-        return mongo_db["jobs"].count_documents({"_id": {"$in": _ids(dags)}, "status": {"$nin": final}}) == 0
+        graphs = {"$or": [{"_id": {"$in": _ids(dags)}}, {"idempotencyKey": {"$regex": "^batch-"}}]}
+        return mongo_db["jobs"].count_documents({**graphs, "status": {"$nin": final}}) == 0
 
     def leader() -> ServiceProcess | None:
         return next((s for s in schedulers if s.process.poll() is None and s.metric("scheduler_is_leader") == 1), None)
@@ -241,7 +306,7 @@ def test_nothing_is_lost_when_everything_crashes(
             kafka_restarted = True
 
     wait_until(lambda: finished() == JOBS, DRAIN_BOUND_S, "every job to complete or reach the DLQ")
-    wait_until(graphs_ended, DRAIN_BOUND_S, "every step of the graphs to end")
+    wait_until(graphs_ended, DRAIN_BOUND_S, "every step of the graphs and every batch's job to end")
     drain_s = time.monotonic() - started
 
     chaos_jobs = {"idempotencyKey": {"$regex": "^chaos-"}}
@@ -262,6 +327,8 @@ def test_nothing_is_lost_when_everything_crashes(
     assert 1 < flaky_busiest <= FLAKY_PER_SECOND
     assert dag_violations(mongo_db, dags) == []
     assert dag_statuses[Status.COMPLETED.value] > 0
+    assert batch_violations(mongo_db, mongo_store, batch_ids) == []
+    batch_statuses = Counter(view.status.value for i in batch_ids if (view := mongo_store.batch(i)) is not None)
     logs = [p.log_text() for p in launch.started]
     skipped = sum(text.count('"action": "delivery_skipped"') for text in logs)
     with capsys.disabled():
@@ -270,7 +337,7 @@ def test_nothing_is_lost_when_everything_crashes(
             f"kafka_restarts={int(kafka_restarted)} recoveries(lost attempts)={outcomes['lost']} "
             f"duplicate/stale deliveries absorbed={skipped} time_to_drain={drain_s:.1f}s "
             f"slow at once={slow_at_once} (limit {SLOW_AT_ONCE}) flaky busiest second={flaky_busiest} "
-            f"(limit {FLAKY_PER_SECOND}) graphs={DAGS} steps={dict(dag_statuses)} "
+            f"(limit {FLAKY_PER_SECOND}) graphs={DAGS} steps={dict(dag_statuses)} batches={dict(batch_statuses)} "
             f"at={datetime.now(UTC).isoformat(timespec='seconds')}"
         )
 
