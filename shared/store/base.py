@@ -408,10 +408,13 @@ class BatchReads(Protocol):
         """The batch with this id and its members counted by status (its progress), or None (also for an id that
         is not a valid ObjectId)."""
 
-    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+    def batch_members(
+        self, batch_id: str, after: MemberResult | None, limit: int, *, status: str | None = None, results: bool = True
+    ) -> list[MemberResult]:
         """The batch's members by status then id, after the member `after` (the last of the previous page), at
-        most `limit`, each with its status and result: what a callback's handler reads (HandlerContext), and
-        the batch's members listed (GET /batches/{id}/jobs)."""
+        most `limit`, each with its status and result (None without `results`), only those in `status` when
+        given: what a callback's handler reads (HandlerContext), and the batch's members listed (GET
+        /batches/{id}/jobs)."""
 
 
 class BatchStore(BatchReads, Protocol):

@@ -122,6 +122,27 @@ def test_a_parent_re_driven_from_the_dlq_settles_under_run_what_still_waits_when
     assert reload(store, child).status is Status.PENDING
 
 
+def test_a_job_created_after_a_parent_failed_is_cancelled_at_once_whatever_its_other_parents(store: JobStore) -> None:
+    failing, still_running = running(store, jobType="failing", maxAttempts=1), running(store, jobType="running")
+    store.finish_attempt(failing, result(Outcome.FAILED, "boom"))
+    parents = [still_running.id, still_running.id.upper(), failing.id]  # one of them named twice
+    child = store.create(new(jobType="child", dependsOn=parents))
+    assert child.status is Status.CANCELLED
+    assert child.lastError == f"parent job {failing.id} ended dlq"
+
+
+def test_a_parent_re_driven_after_its_dependent_was_created_holds_it_under_run(store: JobStore) -> None:
+    failing, slow = running(store, jobType="failing", maxAttempts=1), running(store, jobType="slow")
+    store.finish_attempt(failing, result(Outcome.FAILED, "boom"))
+    child = store.create(new(jobType="child", dependsOn=[failing.id, slow.id], onParentFailure="run"))
+    assert child.status is Status.WAITING  # for `slow` alone
+    store.redrive(failing.id)
+    store.finish_attempt(slow, result(Outcome.SUCCEEDED))
+    assert reload(store, child).status is Status.WAITING  # the re-driven parent runs again: it is not ended
+    store.finish_attempt(start(store, claim_one(store, reload(store, failing))), result(Outcome.SUCCEEDED))
+    assert reload(store, child).status is Status.PENDING
+
+
 def test_a_retried_parent_keeps_its_dependents_waiting(store: JobStore) -> None:
     parent = running(store, jobType="parent", maxAttempts=3)
     child = store.create(new(jobType="child", dependsOn=[parent.id]))

@@ -19,7 +19,7 @@ from pymongo.errors import OperationFailure
 from jobsched.backoff import Backoff
 from jobsched.type_defaults import TypeDefaults
 from shared.model import Outcome, Status, utc_now
-from shared.store.base import RunSpec
+from shared.store.base import NewBatch, NewStep, NewWorkflow, RunSpec
 from shared.store.browse import JobQuery, PageCursor
 from shared.store.claim_limits import ClaimLimits
 from shared.store.mongo import MongoDatabase, MongoJobStore
@@ -97,6 +97,19 @@ def workload(store: MongoJobStore) -> None:
     store.create(new("dependent", dependsOn=[parent.id]))  # a parent's end reads its waiting dependents
     store.finish_attempt(parent, result(Outcome.SUCCEEDED))
     store.settle_dependents(utc_now() + timedelta(minutes=1), 10)
+    batch = store.create_batch(NewBatch("tenant-a", "run", onComplete=new("on-complete"))).batch
+    store.add_to_batch(batch.id, [new(f"member-{n}") for n in range(3)])
+    store.seal_batch(batch.id)
+    store.batches("tenant-a", 10)
+    first = store.batch_members(batch.id, None, 2)
+    store.batch_members(batch.id, first[-1], 2)
+    store.batch_members(batch.id, None, 2, status=Status.PENDING.value, results=False)
+    store.settle_batches(10)
+    step = NewStep("only", new("step"))
+    workflow = store.create_workflow(NewWorkflow("tenant-a", "etl", (step, NewStep("next", new("next"), ("only",)))))
+    store.workflow(workflow.workflow.id)
+    store.workflow_by_key("tenant-a", "etl")
+    store.workflows("tenant-a", 10)
     store.delete_finished(Status.COMPLETED, utc_now() + timedelta(seconds=1), 10)
     store.delete(store.cancel(store.create(new("to-delete", scheduledAt=later)).id).id)
     browser = MongoBrowser(store.database)

@@ -130,6 +130,7 @@ def test_a_batchs_members_are_listed_by_status_in_pages(api: TestClient, api_sto
         ({"status": "done"}, "status: 'done' is not a job status"),
         ({"after": "pending"}, "after: not a cursor of this listing"),
         ({"after": f"nope.{ids[0]}"}, "after: not a cursor of this listing"),
+        ({"status": "pending", "after": f"cancelled.{ids[1]}"}, "after: a cursor of the cancelled members"),
     ):
         refused = api.get(f"/batches/{batch['id']}/jobs", params=params)
         assert refused.status_code == 400

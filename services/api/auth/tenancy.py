@@ -130,9 +130,13 @@ class TenantGuard:
         found = self._store.batch(batch_id)
         return found if found is not None and _own(found.batch.tenantId) else None
 
-    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
+    def batch_members(
+        self, batch_id: str, after: MemberResult | None, limit: int, *, status: str | None = None, results: bool = True
+    ) -> list[MemberResult]:
         """As `batch`: another tenant's batch has no members."""
-        return self._store.batch_members(batch_id, after, limit) if self.batch(batch_id) is not None else []
+        if self.batch(batch_id) is None:
+            return []
+        return self._store.batch_members(batch_id, after, limit, status=status, results=results)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._store, name)

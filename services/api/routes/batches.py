@@ -6,6 +6,7 @@ newest first). shared/batches.py says what a batch is."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Final
 
 from bson import ObjectId
@@ -29,7 +30,6 @@ from shared.store.base import BatchNotFound, DuplicateBatch, NewBatch
 log = logging.getLogger("jobsched.api")
 STATUSES: Final = frozenset(status.value for status in Status)
 MEMBERS_PER_PAGE_MAX: Final = 1000
-FIRST_ID: Final = "0" * 24  # before every job's id
 
 
 async def create_batch(request: Request) -> Response:
@@ -123,12 +123,12 @@ async def list_members(request: Request) -> Response:
     status = _member_status(query.get("status"))
     limit = min(list_limit(query.get("limit")), MEMBERS_PER_PAGE_MAX)
     after = _cursor(query["after"]) if "after" in query else None
-    if status is not None and (after is None or after.status != status):
-        after = MemberResult(FIRST_ID, status, None)  # the first of that status (the cursor's, if of another, is not)
-    found = await api.slots.read(api.store.batch_members, batch_id, after, limit + 1)
-    if not found:
+    if status is not None and after is not None and after.status != status:
+        raise ApiError(400, f"after: a cursor of the {after.status} members, not of the {status} ones")
+    read = partial(api.store.batch_members, status=status, results=False)
+    page = await api.slots.read(read, batch_id, after, limit + 1)
+    if not page:
         await _read(api, batch_id)  # a batch of none (also another tenant's: a 404) or a page past the last
-    page = [m for m in found if status is None or m.status == status]
     more = len(page) > limit
     page = page[:limit]
     body = {

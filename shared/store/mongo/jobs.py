@@ -203,8 +203,10 @@ class MongoJobStore:
     def batches(self, tenant_id: str, limit: int, before: str | None = None) -> list[BatchView]:
         return batches.listing(self.database, tenant_id, limit, before)
 
-    def batch_members(self, batch_id: str, after: MemberResult | None, limit: int) -> list[MemberResult]:
-        return batches.members(self.database, batch_id, after, limit)
+    def batch_members(
+        self, batch_id: str, after: MemberResult | None, limit: int, *, status: str | None = None, results: bool = True
+    ) -> list[MemberResult]:
+        return batches.members(self.database, batch_id, after, limit, status, results)
 
     def settle_batches(self, limit: int) -> int:
         looked, self._batches_after = batches.settle(self.database, limit, self._batches_after)

@@ -107,8 +107,8 @@ def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> 
     needs."""
     if columns is None:
         columns = _columns(tuple(values))
-    values.pop("kind", None)  # the store's own columns, not job fields (schema.STORE_COLUMNS)
-    values.pop("waitingOn", None)
+    for column in STORE_COLUMNS:  # the file's own columns, not job fields
+        values.pop(column, None)
     for key in columns.times:
         if (ms := values[key]) is not None:
             values[key] = from_ms(ms)

@@ -46,7 +46,7 @@ class _Parents(NamedTuple):
 
 
 def _parents(conn: sqlite3.Connection, news: Sequence[NewJob]) -> _Parents:
-    wanted = list(dict.fromkeys(i for new in news for i in _stored_ids(new.dependsOn or ())))
+    wanted = _stored_ids(p for new in news for p in new.dependsOn or ())
     parents = _Parents({}, set())
     for chunk in chunks(wanted):
         rows = conn.execute(f"SELECT id, tenantId, kind, status FROM jobs WHERE id IN ({marks(chunk)})", chunk)
@@ -71,9 +71,10 @@ def link(conn: sqlite3.Connection, waits: Iterable[tuple[str, Sequence[str]]]) -
 
 def link_again(conn: sqlite3.Connection, parent_id: str) -> None:
     """A job re-driven from the DLQ: the jobs that still wait for it (under `run`, its failure left them waiting
-    for their other parents; its end deleted their rows) get their rows back, so that its next end settles them.
-    Only a job of several parents can still wait for a parent that failed. Reads the waiting jobs only
-    (due_order), a re-drive's rare cost."""
+    for their other parents) get a row for it, so that its next end settles them. Only a job of several parents
+    can still wait for a parent that failed; one created after the failure with one parent open waits on that
+    one in its own row, and has this row besides. Reads the waiting jobs only (due_order), a re-drive's rare
+    cost."""
     conn.execute(
         """INSERT OR IGNORE INTO job_dependencies (parentId, childId)
            SELECT ?, jobs.id FROM jobs, json_each(jobs.dependsOn) AS parent
@@ -154,7 +155,8 @@ def _ids(text: str | None) -> list[str]:
 
 
 def _stored_ids(parent_ids: Iterable[str]) -> list[str]:
-    return [i for p in parent_ids if (i := stored_id(p))]
+    """These ids as rows keep them, each once (as a job keeps its parents: transitions.new_job)."""
+    return list(dict.fromkeys(i for p in parent_ids if (i := stored_id(p))))
 
 
 def created(conn: sqlite3.Connection, news: Sequence[NewJob]) -> list[Job | StoreError]:

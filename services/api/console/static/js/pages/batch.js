@@ -15,17 +15,18 @@ export async function render(view, { args: [batchId], params, isCurrent }) {
   const status = params.get("status") || "";
   const after = params.get("after") || "";
   let timer = null;
-  const refresh = async () => {
+  const refresh = async (first = false) => {
     const [batch, members] = await Promise.all([
       api(`/batches/${batchId}`),
       api(`/batches/${batchId}/jobs`, { params: { limit: MEMBERS_SHOWN, status, after } }),
     ]);
     if (!isCurrent()) return;
-    show(view, content(batch, members, status, after));
+    // A refresh waits while the operator is choosing a status: the rebuilt select would close under them.
+    if (first || document.activeElement?.id !== "member-status") show(view, content(batch, members, status, after));
     clearTimeout(timer);
     if (!FIRED.has(batch.status)) timer = setTimeout(() => refresh().catch(() => {}), REFRESH_MS);
   };
-  await refresh();
+  await refresh(true);
   return () => clearTimeout(timer);
 }
 
@@ -69,13 +70,15 @@ function content(batch, members, status, after) {
   ];
 }
 
-// The statuses its members are in, each with how many: choosing one lists those members only.
+// The statuses its members are in, each with how many (and the one chosen, though none is left in it): choosing
+// one lists those members only.
 function statusFilter(batch, current) {
+  const counts = current && !(current in batch.counts) ? { ...batch.counts, [current]: 0 } : batch.counts;
   const select = h(
     "select",
     { id: "member-status", name: "status", onchange: (event) => navigate(`/batches/${batch.id}`, { status: event.target.value }) },
     h("option", { value: "" }, "Any status"),
-    Object.entries(batch.counts)
+    Object.entries(counts)
       .sort()
       .map(([status, n]) => h("option", { value: status, selected: status === current }, `${status} (${n})`)),
   );
