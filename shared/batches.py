@@ -108,6 +108,17 @@ class MemberResult:
     result: Any
 
 
+@dataclass(frozen=True)
+class MembersPage:
+    """Which of a batch's members a store reads (JobStore.batch_members): at most `limit` in the order of status
+    then id, after the member `after`, of `status` only when given, with their results unless not `results`."""
+
+    after: MemberResult | None
+    limit: int
+    status: str | None = None
+    results: bool = True
+
+
 def callback_key(batch_id: str, callback: str) -> str:
     """A callback job's idempotency key: the batch's id makes it the batch's alone."""
     return f"batch-{batch_id}-{callback}"

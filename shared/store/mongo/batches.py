@@ -28,6 +28,7 @@ from shared.batches import (
     Batch,
     BatchView,
     MemberResult,
+    MembersPage,
     callback_key,
     failed_ends,
     not_completed_error,
@@ -213,25 +214,17 @@ def listing(database: MongoDatabase, tenant_id: str, limit: int, before: str | N
     return [BatchView(b, counts[b.id]) for b in found]
 
 
-def members(
-    database: MongoDatabase,
-    batch_id: str,
-    after: MemberResult | None,
-    limit: int,
-    status: str | None = None,
-    results: bool = True,
-) -> list[MemberResult]:
-    """The batch's members by status, then id (the index's order), after the member `after`, of `status` only
-    when given; without `results`, read from the index alone."""
+def members(database: MongoDatabase, batch_id: str, page: MembersPage) -> list[MemberResult]:
+    """In the jobs_of_batch index's order (status, _id); without results, `result` is left out of what is read."""
     query: Document = {"batchId": batch_id.lower()}
-    if status is not None:
-        query["status"] = status
-    if after is not None:
+    if page.status is not None:
+        query["status"] = page.status
+    if (after := page.after) is not None:
         later = {"status": after.status, "_id": {"$gt": ObjectId(after.jobId)}}
         query["$or"] = [{"status": {"$gt": after.status}}, later]
-    fields = {"status": 1, "result": 1} if results else {"status": 1}
+    fields = {"status": 1, "result": 1} if page.results else {"status": 1}
     with translate_errors():
-        docs = database.jobs.find(query, fields).sort([("status", 1), ("_id", 1)]).limit(limit)
+        docs = database.jobs.find(query, fields).sort([("status", 1), ("_id", 1)]).limit(page.limit)
         return [MemberResult(str(d["_id"]), str(d["status"]), d.get("result")) for d in docs]
 
 

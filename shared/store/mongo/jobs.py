@@ -19,7 +19,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError, WriteError
 
 from jobsched.handlers import ParentResult
-from shared.batches import BatchView, MemberResult
+from shared.batches import BatchView, MemberResult, MembersPage
 from shared.jsonsafe import shorten
 from shared.model import TERMINAL, Execution, Job, Status, utc_now
 from shared.store import transitions
@@ -206,7 +206,7 @@ class MongoJobStore:
     def batch_members(
         self, batch_id: str, after: MemberResult | None, limit: int, *, status: str | None = None, results: bool = True
     ) -> list[MemberResult]:
-        return batches.members(self.database, batch_id, after, limit, status, results)
+        return batches.members(self.database, batch_id, MembersPage(after, limit, status, results))
 
     def settle_batches(self, limit: int) -> int:
         looked, self._batches_after = batches.settle(self.database, limit, self._batches_after)

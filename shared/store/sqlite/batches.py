@@ -18,6 +18,7 @@ from shared.batches import (
     Batch,
     BatchView,
     MemberResult,
+    MembersPage,
     callback_key,
     failed_ends,
     not_completed_error,
@@ -186,23 +187,16 @@ def listing(database: SqliteDatabase, tenant_id: str, limit: int, before: str | 
     return [BatchView(_record(row), counts[str(row[0])]) for row in rows]
 
 
-def members(
-    database: SqliteDatabase,
-    batch_id: str,
-    after: MemberResult | None,
-    limit: int,
-    status: str | None = None,
-    results: bool = True,
-) -> list[MemberResult]:
-    """The batch's members by status, then id (the index's order), after the member `after`, of `status` only
-    when given; without `results`, read from the index alone."""
+def members(database: SqliteDatabase, batch_id: str, page: MembersPage) -> list[MemberResult]:
+    """A range of the jobs_of_batch index (status, id); without results, read from the index alone."""
+    after, status = page.after, page.status
     start = (status or "", "") if after is None else (after.status, after.jobId)
     only = "" if status is None else "AND status = ?"
     with database.read() as conn:
         rows = conn.execute(
-            f"""SELECT id, status, {"result" if results else "NULL"} FROM jobs INDEXED BY jobs_of_batch
+            f"""SELECT id, status, {"result" if page.results else "NULL"} FROM jobs INDEXED BY jobs_of_batch
                WHERE batchId = ? AND (status, id) > (?, ?) {only} ORDER BY status, id LIMIT ?""",
-            (batch_id.lower(), *start, *([status] if status is not None else []), limit),
+            (batch_id.lower(), *start, *([status] if status is not None else []), page.limit),
         ).fetchall()
     return [MemberResult(str(r[0]), str(r[1]), None if r[2] is None else json.loads(r[2])) for r in rows]
 

@@ -23,7 +23,7 @@ from typing import Any
 from bson import ObjectId
 
 from jobsched.handlers import ParentResult
-from shared.batches import BatchView, MemberResult
+from shared.batches import BatchView, MemberResult, MembersPage
 from shared.model import Execution, Job, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
@@ -173,7 +173,7 @@ class SqliteJobStore:
     def batch_members(
         self, batch_id: str, after: MemberResult | None, limit: int, *, status: str | None = None, results: bool = True
     ) -> list[MemberResult]:
-        return batches.members(self.database, batch_id, after, limit, status, results)
+        return batches.members(self.database, batch_id, MembersPage(after, limit, status, results))
 
     def settle_batches(self, limit: int) -> int:
         return 0  # fired in the transaction that ends the last member
