@@ -1,5 +1,5 @@
-"""The batch calls (POST /batches, /batches/{id}/jobs, /seal, GET /batches), described once for Client and
-AsyncClient as the calls of _calls.py are."""
+"""The batch calls (POST /batches, /batches/{id}/jobs, /seal, GET /batches, /batches/{id}/jobs), described once
+for Client and AsyncClient as the calls of _calls.py are."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, TypeVar, overload
 from urllib.parse import quote
 
 from jobsched.client._calls import Call, ManyOptions, create_many, json_payload
-from jobsched.client.models import Batch, Enqueued
+from jobsched.client.models import Batch, BatchMembers, Enqueued
 from jobsched.handlers import JobType
 
 P = TypeVar("P")
@@ -72,6 +72,12 @@ def seal_batch(batch_id: str) -> Call[Batch]:
 
 def get_batch(batch_id: str) -> Call[Batch]:
     return Call("GET", _path(batch_id), Batch.from_wire)
+
+
+def batch_members(batch_id: str, status: str | None, limit: int | None, after: str | None) -> Call[BatchMembers]:
+    params = {"status": status, "limit": str(limit) if limit is not None else None, "after": after}
+    query = {k: v for k, v in params.items() if v is not None}
+    return Call("GET", f"{_path(batch_id)}/jobs", BatchMembers.from_wire, params=query)
 
 
 def list_batches(tenant_id: str | None, limit: int | None, before: str | Batch | None) -> Call[list[Batch]]:

@@ -31,6 +31,7 @@ from jobsched.client.models import (
     Applied,
     Backfilled,
     Batch,
+    BatchMembers,
     Credential,
     DeadLetters,
     Deleted,
@@ -361,6 +362,11 @@ class AsyncClient:
 
     async def get_batch(self, batch_id: str) -> Batch:
         return await self._call(_batch_calls.get_batch(batch_id))
+
+    async def batch_members(
+        self, batch_id: str, *, status: str | None = None, limit: int | None = None, after: str | None = None
+    ) -> BatchMembers:
+        return await self._call(_batch_calls.batch_members(batch_id, status, limit, after))
 
     async def batches(
         self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Batch | None = None

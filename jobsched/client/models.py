@@ -223,6 +223,21 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class BatchMembers:
+    """A page of a batch's members, by status then id: `members` maps each member's job id to its status (in that
+    order); `next` is the following page's `after=` (None after the last)."""
+
+    members: dict[str, str]
+    next: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> BatchMembers:
+        members = {str(m["jobId"]): str(m["status"]) for m in body.get("jobs", [])}
+        return cls(members=members, next=body.get("next"), raw=body)
+
+
+@dataclass(frozen=True)
 class SigningSecret:
     """One of a tenant's secrets that its http jobs' requests are signed with (docs/http-jobs.md)."""
 

@@ -30,6 +30,7 @@ from jobsched.client.models import (
     Applied,
     Backfilled,
     Batch,
+    BatchMembers,
     Credential,
     DeadLetters,
     Deleted,
@@ -388,6 +389,13 @@ class Client:
     def get_batch(self, batch_id: str) -> Batch:
         """A batch and its progress: its members counted by status."""
         return self._call(_batch_calls.get_batch(batch_id))
+
+    def batch_members(
+        self, batch_id: str, *, status: str | None = None, limit: int | None = None, after: str | None = None
+    ) -> BatchMembers:
+        """A page of the batch's members (each one's job id and status), by status then id, of `status` only when
+        given (which failed: "dlq"); the next page is `after=` this one's `next`."""
+        return self._call(_batch_calls.batch_members(batch_id, status, limit, after))
 
     def batches(
         self, tenant_id: str | None = None, *, limit: int | None = None, before: str | Batch | None = None

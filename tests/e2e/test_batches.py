@@ -65,4 +65,12 @@ def test_the_callback_runs_once_after_the_last_member_and_reads_every_result() -
             f"batch {run.id}: 1 of 31 members did not complete",
         )
         assert [b.id for b in client.batches()] == [run.id]
+        failed = client.batch_members(run.id, status="dlq")
+        assert (list(failed.members.values()), failed.next) == (["dlq"], None)
+        assert client.get(next(iter(failed.members))).last_error == "RuntimeError: invoice 99 declined"
+        first = client.batch_members(run.id, limit=30)
+        assert set(first.members.values()) == {"completed"}
+        assert first.next is not None
+        rest = client.batch_members(run.id, after=first.next)
+        assert len(first.members) + len(rest.members) == 31
     assert seen == [(31, sum(range(1, 31)) * 100, "failed")]  # once

@@ -282,6 +282,16 @@ def test_batches_from_the_command_line(dev: Dev) -> None:
     assert "succeeded" in shown
     assert str(done.on_complete) in shown
     assert "404" in operator.fails(3, "batches", "get", "ffffffffffffffffffffffff")
+    members = operator.json("batches", "members", batch.id)["jobs"]
+    assert [m["status"] for m in members] == ["completed", "completed"]
+    first = operator.run("batches", "members", batch.id, "--limit", "1").stdout
+    assert members[0]["jobId"] in first
+    cursor = f"completed.{members[0]['jobId']}"
+    assert f"more: --after {cursor}" in first
+    rest = operator.json("batches", "members", batch.id, "--after", cursor)
+    assert rest == {"jobs": [members[1]], "next": None}
+    assert operator.json("batches", "members", batch.id, "--status", "dlq") == {"jobs": [], "next": None}
     stranger = Operator(dev.base_url, dev.new_api_key("other"))
     assert "404" in stranger.fails(3, "batches", "get", batch.id)
+    assert "404" in stranger.fails(3, "batches", "members", batch.id)
     assert stranger.json("batches", "list") == []
