@@ -31,8 +31,8 @@ from shared.store.transitions import KIND_TEMPLATE, Fields, attempt_record_id
 
 _WAITING = Status.WAITING.value
 _ENDED = tuple(s.value for s in TERMINAL)
-# Whether any job waits (a microsecond: an index's first entry, a table's first row): most ends have no
-# dependents, and most files no waiting job at all, so this spares each end's transaction the lookups of its jobs.
+# Whether any job waits for a parent (a microsecond: an index's first entry, a table's first row): most ends have
+# no dependents, and most files no waiting job at all, so this spares each end's transaction the lookups of its jobs.
 _NONE_WAITS = f"""SELECT NOT EXISTS (
         SELECT 1 FROM jobs INDEXED BY waiting_on WHERE {WAITING_SQL} AND waitingOn IS NOT NULL
     ) AND NOT EXISTS (SELECT 1 FROM job_dependencies)"""
