@@ -27,6 +27,7 @@ from loadtest.scenarios import (
     backlog,
     bulk,
     chain,
+    claim_reads,
     console,
     dispatch,
     drain,
@@ -79,6 +80,7 @@ SCENARIOS: dict[str, Scenario] = {
         hot_second.SCENARIO,
         chain.SCENARIO,
         fan.SCENARIO,
+        claim_reads.SCENARIO,
     )
 }
 

@@ -39,6 +39,7 @@ TINY: dict[str, list[str]] = {
     "hot-second": ["--mode", "distributed", "--jobs", "200", "--tenants", "5", "--lead", "10", "--time-box", "120"],
     "chain": ["--length", "5", "--time-box", "60"],
     "fan": ["--width", "100", "--members", "200", "--time-box", "60"],
+    "claim-reads": ["--sizes", "200,400", "--repeat", "2"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -98,6 +99,7 @@ HEADLINES: dict[str, list[str]] = {
     "hot-second": ["jobsched.ran", "jobsched.drained_s", "jobsched.healthz_ms.max", "jobsched.peak_rss_mb"],
     "chain": ["jobsched.chain_s", "jobsched.link_ms.max", "baseline.chain_s", "baseline.link_ms.max"],
     "fan": ["jobsched.fan.fan_s", "jobsched.independent.drain_s", "baseline.drain_s"],
+    "claim-reads": ["jobsched.lanes_ms", "jobsched.lane_read_1_ms", "baseline.lane_read_64_ms"],
     "limits": [
         "jobsched.noop_jobs_per_s",
         "baseline.noop_jobs_per_s",
@@ -110,6 +112,7 @@ EXACT: dict[str, dict[str, int]] = {
     "peers-embedded": {"jobsched.jobs": 200, "baseline.huey.jobs": 200, "baseline.apscheduler.jobs": 200},
     "chain": {"jobsched.links": 4, "baseline.links": 4},
     "fan": {"jobsched.independent.ran": 100, "jobsched.fan.ran": 102, "jobsched.batch.ran": 200},
+    "claim-reads": {"jobsched.due_runs": 400, "jobsched.lane_runs": 4, "baseline.due_runs": 200},
 }
 # Scenarios with a test of their own, which checks their JSON as check_written does and more.
 RUN_APART = {"soak": "tests/integration/test_bench_soak.py"}

@@ -125,11 +125,9 @@ def lanes(
     turn among them. A lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their
     limit). The distinct names the due time too: on MongoDB it skips from tenant to tenant either way, but
     DocumentDB reads every entry it matches, and runs scheduled ahead (12,000: 17 ms a claim) are not due."""
-    pending = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type, "scheduledAt": {"$lte": due}}
     found: list[Lane[Job]] = []
-    for tenant in database.jobs.distinct("tenantId", pending):
-        due_runs = {**pending, "tenantId": tenant}
-        read = partial(lane_runs, database, due_runs, full_keys(tenant))
+    for tenant in due_tenants(database, job_type, due):
+        read = partial(lane_runs, database, due_lane(job_type, tenant, due), full_keys(tenant))
         if turns.knows((job_type, tenant)):
             found.append(Lane(job_type, tenant, None, read))
             continue
@@ -138,6 +136,19 @@ def lanes(
             head = head_of(first[0].priority, first[0].scheduledAt)
             found.append(Lane(job_type, tenant, head, read, buffered=first))
     return found
+
+
+def due_tenants(database: MongoDatabase, job_type: str, due: datetime) -> list[str]:
+    """The tenants with a run of the type due by `due` (a distinct over the pending_runs index)."""
+    return [str(t) for t in database.jobs.distinct("tenantId", due_lane(job_type, None, due))]
+
+
+def due_lane(job_type: str, tenant: str | None, due: datetime) -> Document:
+    """The filter of the runs of one type (and tenant, unless None) due by `due`."""
+    lane: Document = {"status": Status.PENDING.value, "kind": KIND_RUN, "jobType": job_type}
+    if tenant is not None:
+        lane["tenantId"] = tenant
+    return {**lane, "scheduledAt": {"$lte": due}}
 
 
 def lane_runs(database: MongoDatabase, lane: Document, full_keys: set[str], after: Job | None, n: int) -> list[Job]:
