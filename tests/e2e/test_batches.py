@@ -4,12 +4,13 @@ and the batch's counts; onSuccess cancelled when a member did not complete."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import dataclass
 
 import pytest
 
-from jobsched import HandlerContext, JobTypes, callback, testing
+from jobsched import AsyncClient, HandlerContext, JobTypes, callback, testing
 
 pytestmark = pytest.mark.e2e
 
@@ -73,4 +74,11 @@ def test_the_callback_runs_once_after_the_last_member_and_reads_every_result() -
         assert first.next is not None
         rest = client.batch_members(run.id, after=first.next)
         assert len(first.members) + len(rest.members) == 31
+        base_url = client.base_url
+
+        async def failed_from_async() -> dict[str, str]:
+            async with AsyncClient(base_url) as async_client:
+                return (await async_client.batch_members(run.id, status="dlq")).members
+
+        assert asyncio.run(failed_from_async()) == failed.members
     assert seen == [(31, sum(range(1, 31)) * 100, "failed")]  # once
