@@ -36,22 +36,52 @@ PROFILE_ENV = "JOBSCHED_BENCH_PROFILE"  # a folder: run every product process un
 STORE_WORK_ENV = "JOBSCHED_BENCH_STORE_WORK"
 
 
-_handed_out: set[int] = set()
-_handed_out_lock = threading.Lock()
+# Listening ports come from below the kernel's ephemeral range (ip_local_port_range, from 32768 by default),
+# which every outgoing connection draws from: a port probed free there may be some connection's before the
+# service it was picked for binds it (a stack's executor once found its metrics port taken so). Each pytest-xdist
+# worker has a block of its own, so that two workers never hand out the same port; the local servers' fixed ports
+# (deployments/local/*.sh) lie outside the blocks. Within a block ports are handed out in turn from a cursor: one
+# comes back only after the whole block, not as soon as a probe lets go of it (the kernel's way).
+_PORT_BLOCKS = (range(28000, 30000), range(30000, 32000))
+_port_lock = threading.Lock()
+_port_cursor: list[int] = []  # the next port to try, once the block is known
+
+
+def _block() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return _PORT_BLOCKS[index % len(_PORT_BLOCKS)]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive loopback ports, each free now and the next in turn of this process's
+    block (see above)."""
+    block = _block()
+    with _port_lock:
+        if not _port_cursor:
+            _port_cursor.append(block.start + uuid.uuid4().int % len(block))  # processes of one worker apart
+        for _ in range(len(block)):
+            base = _port_cursor[0]
+            if base + count > block.stop:
+                base = block.start
+            _port_cursor[0] = base + count
+            if all(_bindable(port) for port in range(base, base + count)):
+                return base
+    raise RuntimeError(f"no {count} consecutive free ports in {block}")
 
 
 def free_port() -> int:
-    """A loopback port free now and not handed out before by this process: the kernel may offer a port again as
-    soon as the probe lets go of it, before the process it was picked for has bound it (two services of one test
-    given the same port)."""
-    with _handed_out_lock:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in _handed_out:
-                _handed_out.add(port)
-                return port
+    """A loopback port free now, and the next in turn of this process's block (see above)."""
+    return free_ports(1)
 
 
 def wait_until(check: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> None:

@@ -4,7 +4,6 @@ prefix and election key, so it neither needs nor disturbs a `make up` stack or o
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,14 +11,15 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
+from loadtest.procs import free_ports
 from shared.handlers.builtin import builtin_types
 from tests.deployments.manifests import LOCAL_DIR
-from tests.support import free_port
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
 
 STACK_TIMEOUT_S = 240
+STACK_PORTS = 32
 
 
 def stack_env(root: Path, run_id: str, api_port: int) -> dict[str, str]:
@@ -28,34 +28,15 @@ def stack_env(root: Path, run_id: str, api_port: int) -> dict[str, str]:
         **os.environ,
         "STACK_DIR": str(root / "stack"),
         "API_PORT": str(api_port),
-        "STACK_METRICS_PORT": str(port_block(4 + len(BUILTIN_TYPES.names()))),
+        # A metrics port each, consecutive: the API, two schedulers, the reaper and an executor per type, built-in
+        # or a plug-in's (stack.sh lists them): room to spare, as no later port may fall among them.
+        "STACK_METRICS_PORT": str(free_ports(STACK_PORTS)),
         "MONGO_DB": f"e2e_{run_id}",
         "KAFKA_TOPIC_PREFIX": f"e2e-{run_id}-",
         "KAFKA_PARTITIONS": "2",
         "ELECTION_KEY": f"/jobsched-test/{run_id}/leader",
         "SCHEDULER_TICK": "200ms",
     }
-
-
-def port_block(size: int) -> int:
-    """The first of `size` consecutive free loopback ports."""
-    for _ in range(50):
-        base = free_port()
-        if base + size > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + size):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise AssertionError(f"no block of {size} free ports")
 
 
 def script(name: str, command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
