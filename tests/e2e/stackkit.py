@@ -12,11 +12,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from loadtest.procs import free_ports
-from shared.handlers.builtin import builtin_types
 from tests.deployments.manifests import LOCAL_DIR
-
-BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
-
 
 STACK_TIMEOUT_S = 240
 STACK_PORTS = 32
