@@ -22,7 +22,7 @@ help:
 # loads it rather than compiling every module from source (PYTHONDONTWRITEBYTECODE keeps Python from caching it).
 install:
 	@command -v uv >/dev/null || python3 -m pip install -q --root-user-action=ignore uv
-	uv sync --frozen --extra server --compile-bytecode
+	uv sync --frozen --extra server --extra otel --compile-bytecode
 	@.venv/bin/python -m compileall -q -j 0 services shared seed loadtest jobsched examples >/dev/null
 
 # The product's runtime only (no test tools, linters or benchmark peers); --inexact keeps a developer's tools

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from jobsched.type_defaults import BUILTIN_DEFAULTS, TypeDefaults
-from shared import jsonsafe
+from shared import jsonsafe, tracing
 from shared.cron import MAX_CRON_LENGTH, MAX_INTERVAL_LENGTH, MAX_TIMEZONE_LENGTH
 from shared.http_jobs.request import JOB_TYPE as HTTP_JOB_TYPE
 from shared.http_jobs.request import HttpRequest
@@ -248,6 +248,7 @@ class JobRequest(SchedulePolicy):
             dependsOn=self.dependsOn or None,
             onParentFailure=self.onParentFailure,
             createdAt=now,
+            traceparent=tracing.request_traceparent(),
             **template,
         )
 

@@ -10,6 +10,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.tracing import LogIds
+
 # uvicorn's `color_message` is its message with terminal colour codes: never worth a field of its own.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "color_message"}
 
@@ -56,6 +58,7 @@ def configure_logging(service: str, level: str = "INFO", log_format: str = "auto
     handler = logging.StreamHandler(sys.stderr)
     text = log_format == "text" or (log_format == "auto" and sys.stderr.isatty())
     handler.setFormatter(TextFormatter() if text else JsonFormatter(service))
+    handler.addFilter(LogIds())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

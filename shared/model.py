@@ -149,6 +149,9 @@ class Job(TemplatePolicy):
     # A member of a batch, or a batch's callback (shared/batches.py): the batch's id.
     batchId: str | None = None
     callbackOf: str | None = None
+    # The W3C trace context the job was created in (the API request's span, else the caller's header; a template's
+    # runs keep the template's): an executor that traces parents its attempts on it (shared/tracing).
+    traceparent: str | None = None
     # A job some waiting job depends on, since when (the last dependent's creation): its end looks its dependents
     # up, and the reaper settles them after a crash in between (MongoDB store). Internal.
     hasDependents: bool | None = field(default=None, metadata={"wire": False})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -619,6 +620,19 @@ def wanted_statuses(statuses: Iterable[str] | str | None) -> frozenset[str]:
     if statuses is None:
         return TERMINAL_STATUSES
     return frozenset([statuses] if isinstance(statuses, str) else statuses)
+
+
+def trace_headers() -> dict[str, str] | None:
+    """The current span's context (W3C `traceparent`) when the application traces with OpenTelemetry: the jobs a
+    call creates keep it, and their attempts continue the application's trace. The client imports nothing of
+    OpenTelemetry: an application that has not imported it itself sends none."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
 
 
 def headers(api_key: str | None) -> dict[str, str]:

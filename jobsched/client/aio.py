@@ -409,7 +409,9 @@ class AsyncClient:
             try:
                 exchange.sending()
                 try:
-                    response = await self._http.request(call.method, call.path, params=call.params, json=call.body)
+                    response = await self._http.request(
+                        call.method, call.path, params=call.params, json=call.body, headers=_calls.trace_headers()
+                    )
                 except httpx.TransportError as exc:
                     exchange.failed(exc)
                 return exchange.answered(response)

@@ -65,6 +65,7 @@ class Job:
     on_parent_failure: str | None = None  # what a parent ending dlq or cancelled does: cancel (default) or run
     workflow_id: str | None = None  # a workflow's step: the workflow's id, and `step` the step's name
     step: str | None = None
+    traceparent: str | None = None  # the W3C trace context it was created in (docs/operations.md#traces)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -103,6 +104,7 @@ class Job:
             on_parent_failure=body.get("onParentFailure"),
             workflow_id=body.get("workflowId"),
             step=body.get("step"),
+            traceparent=body.get("traceparent"),
             raw=body,
         )
 

@@ -431,7 +431,9 @@ class Client:
             try:
                 exchange.sending()
                 try:
-                    response = self._http.request(call.method, call.path, params=call.params, json=call.body)
+                    response = self._http.request(
+                        call.method, call.path, params=call.params, json=call.body, headers=_calls.trace_headers()
+                    )
                 except httpx.TransportError as exc:
                     exchange.failed(exc)
                 return exchange.answered(response)

@@ -9,15 +9,15 @@ from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
 from shared.config import Settings
 from shared.handlers.builtin import builtin_types
-from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeSender
+from shared.observability import configure_observability
 
 
 @one_line_errors("jobsched api")
 def main() -> None:
     settings = Settings.from_env()
-    configure_logging("api", settings.log_level, settings.log_format)
+    configure_observability("api", settings)
     backend = backend_from_settings(settings)
     auth = api_auth(settings, backend.open_keys)
     listener = bind(settings.api_host, settings.api_port, "API")

@@ -26,6 +26,7 @@ from services.api.credential_check import credentials_checked
 from services.api.http.errors import exception_handlers
 from services.api.http.request_limits import ApiLimits, RequestLimits
 from services.api.http.request_metrics import RequestMetrics
+from services.api.http.request_traces import RequestTraces
 from services.api.http.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.http.store_slots import StoreSlots
 from services.api.openapi.auth import secured
@@ -138,6 +139,7 @@ def create_app(
     served: list[BaseRoute] = [*routes, *console_routes()]
     middleware = [
         Middleware(RequestMetrics),
+        Middleware(RequestTraces),
         Middleware(RequestLimits, limits=limits, sharer=auth.sharer if auth is not None else None),
     ]
     if auth is None:

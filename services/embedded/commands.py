@@ -26,7 +26,7 @@ from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
-from shared.logging import configure_logging
+from shared.observability import configure_observability
 from shared.ports import ListenError, listen
 
 log = logging.getLogger("jobsched.embedded")
@@ -96,7 +96,7 @@ def run(prog: str, name: str, *, service: bool, make_dispatcher: DispatcherFacto
     settings = Settings.from_env()
     handlers = builtin_types(demo=settings.demo_job_types)
     load_handlers_or_exit(handlers, args.handlers, os.environ, prog)
-    configure_logging(name, settings.log_level, settings.log_format)
+    configure_observability(name, settings)
     if not service:
         settings = dev_metrics_port(settings, os.environ)
     path = service_database(args.db, os.environ) if service else dev_database(os.environ)

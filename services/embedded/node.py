@@ -43,6 +43,7 @@ from services.reaper import sweeper
 from services.reaper.retention import Retention
 from services.scheduler.dispatcher import Dispatcher, DispatcherFactory
 from services.scheduler.scheduler import Scheduler
+from shared import tracing
 from shared.backends import open_backend, sqlite_url
 from shared.bus.memory import MemoryBus
 from shared.config import ConfigError, Settings
@@ -217,6 +218,7 @@ class Embedded:
             raise
 
     def _begin(self) -> None:
+        tracing.configure(self._name)  # an application's own tracer provider, or the OTEL_* variables: see there
         settings, path = self.settings, self.path
         # Ports first: a taken one ends the start before anything runs a job, or leaves a file behind (the lock,
         # the secrets key).

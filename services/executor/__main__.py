@@ -18,8 +18,8 @@ from shared.cli import OneLineParser, one_line_errors
 from shared.config import ConfigError, Settings
 from shared.handlers.builtin import builtin_types
 from shared.handlers.plugins import HANDLERS_VARIABLE, load_handlers_or_exit
-from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.observability import configure_observability
 from shared.runtime import connect_bus, on_termination
 
 log = logging.getLogger("jobsched.executor")
@@ -48,7 +48,7 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
-    configure_logging(f"executor-{args.job_type}", settings.log_level, settings.log_format)
+    configure_observability(f"executor-{args.job_type}", settings)
     worker_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     try:
         announcer = announcer_with_schedules(backend, worker_id, registry[args.job_type], settings)

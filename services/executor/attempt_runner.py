@@ -35,7 +35,7 @@ from services.executor.handler_calls import (
     timed_out,
 )
 from services.executor.progress import ProgressReports
-from shared import metrics
+from shared import metrics, tracing
 from shared.bus.base import BadMessage, Bus, Delivery, Wakeup
 from shared.model import Job, Outcome, Status, format_time, utc_now
 from shared.store.base import (
@@ -68,6 +68,7 @@ class _Attempt:
     timeout_s: float
     started: datetime
     snoozes: int  # the job's so far
+    span: tracing.AttemptSpan  # NO_SPAN when tracing is off
 
 
 class AttemptRunner:
@@ -270,6 +271,7 @@ class AttemptRunner:
     def _run_async(self, job: Job) -> AttemptResult:
         """`run` for an async handler: on an event loop of this thread's own, cancelled at its deadline."""
         attempt = self._begin(job)
+        traced = attempt.span.enter()  # the handler's loop runs in a copy of this thread's context
         try:
             handler = self._handler
             ending = run_async_handler(
@@ -281,6 +283,7 @@ class AttemptRunner:
                 handler.retry_rule,
             )
         finally:
+            attempt.span.leave(traced)
             self._leave(job)
         return self._result(attempt, ending)
 
@@ -303,9 +306,11 @@ class AttemptRunner:
         except BaseException:
             self._leave(job)
             raise
+        traced = attempt.span.enter()
         try:
             ending = call_plain(self._handler_fn, job.payload, attempt.ctx, handler.retry_rule)
         finally:
+            attempt.span.leave(traced)
             in_time = deadlines.returned(watched)
             if in_time:
                 self._leave(job)
@@ -345,7 +350,8 @@ class AttemptRunner:
         with self._lock:
             self._running[job.id] = (job, cancellation)
         self._in_flight.inc()
-        return _Attempt(ctx, cancellation, timeout_s, started, job.snoozes or 0)
+        span = tracing.attempt_span(job, job.next_attempt)
+        return _Attempt(ctx, cancellation, timeout_s, started, job.snoozes or 0, span)
 
     def _leave(self, job: Job) -> None:
         """The handler has returned or was abandoned: the attempt no longer runs here."""
@@ -359,6 +365,7 @@ class AttemptRunner:
         self._handler_seconds.observe((finished - attempt.started).total_seconds())
         ending = bounded_snooze(ending, attempt.snoozes)
         result, not_kept = kept_result(ending.returned)
+        attempt.span.end(ending.outcome, ending.error or not_kept, ending.exception)
         return AttemptResult(
             outcome=ending.outcome,
             startedAt=attempt.started,

@@ -69,6 +69,7 @@ class Ending(NamedTuple):
     snooze: timedelta | None = None
     final: bool = False
     retry_after: timedelta | None = None
+    exception: BaseException | None = None  # what the handler raised, for its attempt's span (shared/tracing)
 
 
 SUCCEEDED = Ending(Outcome.SUCCEEDED)
@@ -350,16 +351,16 @@ def failed(exc: BaseException, rule: RetryRule = RETRY_ALL) -> Ending:
         return Ending(Outcome.CANCELLED, storable_text(f"cancelled by the handler: {exc.reason}"[:2000]))
     if isinstance(exc, RetryAfter):
         reason = storable_text(exc.reason[:2000])
-        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, retry_after=exc.after)
+        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, retry_after=exc.after, exception=exc)
     if isinstance(exc, GiveUp):
         reason = storable_text(f"gave up: {exc.reason}"[:2000])
-        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, final=True)
+        return Ending(Outcome.FAILED, reason, traceback_of(exc), exc.result, final=True, exception=exc)
     why = rule.gives_up(exc)
     if why is not None:
         # The reason first: lastError is one line that a reader (and a bound) may cut short.
         error = storable_text(f"gave up ({why}): {describe(exc)}"[:2000])
-        return Ending(Outcome.FAILED, error, traceback_of(exc), final=True)
-    return Ending(Outcome.FAILED, describe(exc), traceback_of(exc))
+        return Ending(Outcome.FAILED, error, traceback_of(exc), final=True, exception=exc)
+    return Ending(Outcome.FAILED, describe(exc), traceback_of(exc), exception=exc)
 
 
 def describe(exc: BaseException) -> str:

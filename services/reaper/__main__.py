@@ -9,15 +9,15 @@ from services.reaper.sweeper import run
 from shared.backends import backend_from_settings
 from shared.cli import one_line_errors
 from shared.config import Settings
-from shared.logging import configure_logging
 from shared.metrics import serve_metrics
+from shared.observability import configure_observability
 from shared.runtime import on_termination
 
 
 @one_line_errors("jobsched reaper")
 def main() -> None:
     settings = Settings.from_env()
-    configure_logging("reaper", settings.log_level, settings.log_format)
+    configure_observability("reaper", settings)
     backend = backend_from_settings(settings)
     store = backend.jobs
     stop = threading.Event()

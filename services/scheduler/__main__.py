@@ -13,9 +13,9 @@ from shared.config import Settings
 from shared.election.etcd import EtcdElector
 from shared.handlers.builtin import builtin_types
 from shared.job_types.served import ServedTypes
-from shared.logging import configure_logging
 from shared.metrics import serve_metrics
 from shared.nudge import NudgeListener
+from shared.observability import configure_observability
 from shared.runtime import connect_bus, on_termination
 
 
@@ -23,7 +23,7 @@ from shared.runtime import connect_bus, on_termination
 def main(make_dispatcher: DispatcherFactory = Dispatcher.from_settings) -> None:
     """`make_dispatcher` is how the benchmarks' baseline swaps in the original claims (loadtest/reference.py)."""
     settings = Settings.from_env()
-    configure_logging("scheduler", settings.log_level, settings.log_format)
+    configure_observability("scheduler", settings)
     node_id = os.environ.get("NODE_ID") or f"{socket.gethostname()}-{os.getpid()}"
     backend = backend_from_settings(settings)
     store = backend.jobs

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobsched.limits import NO_LIMITS
-from shared import metrics
+from shared import metrics, tracing
 from shared.bus.base import Bus, Wakeup
 from shared.config import Settings
 from shared.cron import ScheduleError
@@ -125,6 +125,7 @@ class Dispatcher:
 
     def _claim_due(self, term: Term, now: datetime, job_types: frozenset[str], result: TickResult) -> None:
         while job_types and term.trusted():
+            claim_started = time.time_ns()
             jobs = self._claim(now, job_types)
             result.claimed += len(jobs)
             result.held = result.held | jobs.held
@@ -133,7 +134,7 @@ class Dispatcher:
             for job_type in jobs.held | jobs.waited:
                 metrics.SCHEDULER_CLAIMS_HELD.labels(job_type).inc()
             if jobs:
-                published = self._publish(jobs, term)
+                published = self._traced_publish(jobs, term, claim_started)
                 result.published += published
                 result.failed += len(jobs) - published
             if not self.drains_backlog or len(jobs) < self._batch or result.failed:
@@ -153,6 +154,14 @@ class Dispatcher:
             for t in job_types
             if self._dispatch_ahead is not None or t in typed
         }
+
+    def _traced_publish(self, jobs: Claim, term: Term, claim_started_ns: int) -> int:
+        """`_publish`, in a span from the claim's start when this process traces (shared/tracing/spans.py)."""
+        active = tracing.active()
+        if active is None:
+            return self._publish(jobs, term)
+        with active.claim(lambda: [c.traceparent for c in jobs.claimed()], claim_started_ns):
+            return self._publish(jobs, term)
 
     def _publish(self, jobs: Claim, term: Term) -> int:
         claimed = jobs.claimed()  # what the wake-ups carry: the jobs themselves are not read (nor made) here

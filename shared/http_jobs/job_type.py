@@ -28,6 +28,7 @@ from urllib.parse import urljoin
 
 from jobsched.handlers import HandlerContext, JobTypes
 from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
+from shared import tracing
 from shared.config import Settings
 from shared.http_jobs import signing
 from shared.http_jobs.credential_filling import Lookup, filled, kept_across, redacted
@@ -101,7 +102,7 @@ class HttpJobs:
             try:
                 response = send(
                     request,
-                    {**request.headers, **credentials.headers, **added},
+                    {**_traced(request.headers), **credentials.headers, **added},
                     self._settings.policy,
                     deadline,
                     self._settings.max_response_bytes,
@@ -203,3 +204,12 @@ def _retry_after(value: str | None) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _traced(headers: dict[str, str]) -> dict[str, str]:
+    """The payload's headers, with the attempt's span as the trace context when tracing is on (the payload's own
+    `traceparent`, any case, gives way to it: a receiver ignores a repeated one)."""
+    trace = tracing.outgoing_headers()
+    if not trace:
+        return headers
+    return {**{k: v for k, v in headers.items() if k.lower() not in trace}, **trace}

@@ -262,6 +262,7 @@ class NewJob(TemplatePolicy):
     step: str | None = None
     batchId: str | None = None
     callbackOf: str | None = None
+    traceparent: str | None = None  # see Job
 
 
 @dataclass(frozen=True)

@@ -93,10 +93,20 @@ class Claimed(NamedTuple):
     scheduledAt: datetime
     next_attempt: int
     claimToken: str | None
+    traceparent: str | None = None  # the context the job was created in: a traced claim links to it
 
     @classmethod
     def of(cls, job: Job) -> Claimed:
-        return cls(job.id, job.jobType, job.priority, job.tenantId, job.scheduledAt, job.next_attempt, job.claimToken)
+        return cls(
+            job.id,
+            job.jobType,
+            job.priority,
+            job.tenantId,
+            job.scheduledAt,
+            job.next_attempt,
+            job.claimToken,
+            job.traceparent,
+        )
 
 
 @runtime_checkable

@@ -105,6 +105,8 @@ def template_run(template: Job, run: RunSpec, now: datetime) -> Fields:
         doc["timeoutSeconds"] = template.timeoutSeconds
     if template.concurrencyKey is not None:
         doc["concurrencyKey"] = template.concurrencyKey
+    if template.traceparent is not None:  # its attempts' spans link to the template's (shared/tracing/spans.py)
+        doc["traceparent"] = template.traceparent
     return doc
 
 

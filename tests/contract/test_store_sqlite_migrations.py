@@ -32,6 +32,7 @@ from shared.store.sqlite.migrations import (
     add_missing_columns,
     backoff_on_jobs,
     job_dependencies,
+    trace_context,
     waiting_on_one_parent,
 )
 from shared.store.sqlite.schema import EXECUTION_COLUMNS, JOB_COLUMNS, PARTIAL_INDEXES, RESTING
@@ -69,6 +70,7 @@ RELEASED = [
     ("workflows_table", "2b87185309ede2abadeb2875defae2dd1fd5b2835c403530e05bb70779191093"),
     ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
     ("waiting_on_one_parent", "a796a1f879d0cd6c28a39db35f4684ea070c04a1e78a65214679fdd0fab3cc8f"),
+    ("trace_context", "615819ff6fb9ace4f699130b73f1a3341d269e8aa6f44b5f660630a0df32b31f"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
@@ -311,7 +313,7 @@ def store_at_version(path: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> Sq
         store.ensure_schema()
     assert version(path) == at
     with store.database.write() as conn:
-        for needed in (job_dependencies, waiting_on_one_parent):
+        for needed in (job_dependencies, waiting_on_one_parent, trace_context):
             if at < MIGRATIONS.index(needed) + 1:
                 needed(conn)
     return store

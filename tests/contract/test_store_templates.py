@@ -128,3 +128,19 @@ def test_dead_letter_template(store: JobStore) -> None:
     assert store.dead_letter_template(template, "again") is False
     assert reload(store, template).lastError == "bad cron"
     assert store.due_templates(utc_now() + timedelta(days=1), 10) == []
+
+
+def test_a_job_keeps_the_trace_context_it_was_created_in_and_a_template_s_runs_keep_the_template_s(
+    store: JobStore,
+) -> None:
+    """shared/tracing: an attempt's span is parented on its job's traceparent, a run's linked to its template's."""
+    created_in = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    one_off = store.create(new(jobType="traced", traceparent=created_in))
+    assert reload(store, one_off).traceparent == created_in
+    assert [c.traceparent for c in store.claim_due_jobs(utc_now(), 10, {"traced"}).claimed()] == [created_in]
+    assert reload(store, store.create(new(jobType="traced"))).traceparent is None
+
+    template = store.create(new(interval="1h", traceparent=created_in))
+    run, added = store.add_run(template, RunSpec(utc_now()))
+    assert added
+    assert reload(store, run).traceparent == created_in

@@ -119,7 +119,8 @@ def test_an_exception_the_rule_gives_up_on_ends_the_attempt_for_good_saying_why(
         "ExpiredCard: card expired in 2024",
     )
     # One that the rule retries is a failure like any other; the handler's own outcomes keep theirs.
-    assert failed(TimeoutError("no answer"), CHARGE) == failed(TimeoutError("no answer"))
+    no_answer = TimeoutError("no answer")
+    assert failed(no_answer, CHARGE) == failed(no_answer)
     assert failed(Snooze(timedelta(seconds=5)), CHARGE).outcome is Outcome.SNOOZED
     assert failed(GiveUp("malformed"), CHARGE).error == "gave up: malformed"
 

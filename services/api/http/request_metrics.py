@@ -27,6 +27,20 @@ def route_label(scope: Scope) -> str:
     return path if isinstance(path, str) else UNMATCHED
 
 
+class ResponseStatus:
+    """`send` for an app, noting the status its response started with (500 until it starts: an app that fails
+    before answering is answered 500 by the server)."""
+
+    def __init__(self, send: Send) -> None:
+        self.code = 500
+        self._send = send
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        await self._send(message)
+
+
 class RequestMetrics:
     def __init__(self, app: ASGIApp) -> None:
         self._app = app
@@ -36,17 +50,10 @@ class RequestMetrics:
             await self._app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500
-
-        async def record_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        status = ResponseStatus(send)
         try:
-            await self._app(scope, receive, record_status)
+            await self._app(scope, receive, status)
         finally:
             method, route = method_label(scope["method"]), route_label(scope)
-            metrics.API_REQUESTS.labels(method, route, str(status)).inc()
+            metrics.API_REQUESTS.labels(method, route, str(status.code)).inc()
             metrics.API_REQUEST_SECONDS.labels(method, route).observe(time.perf_counter() - started)

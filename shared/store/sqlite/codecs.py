@@ -161,7 +161,14 @@ class JobRows(Sequence[Job]):
         """fair_claims.ClaimedRows: each row's wake-up fields, read from the row (SQLite keeps no claim token)."""
         return [
             Claimed(
-                r["id"], r["jobType"], r["priority"], r["tenantId"], from_ms(r["scheduledAt"]), r["attempts"] + 1, None
+                r["id"],
+                r["jobType"],
+                r["priority"],
+                r["tenantId"],
+                from_ms(r["scheduledAt"]),
+                r["attempts"] + 1,
+                None,
+                r["traceparent"],
             )
             for r in self._rows
         ]

@@ -511,6 +511,11 @@ def waiting_on_one_parent(conn: sqlite3.Connection) -> None:
     conn.executemany("DELETE FROM job_dependencies WHERE childId = ?", [(child,) for child, _ in moved])
 
 
+def trace_context(conn: sqlite3.Connection) -> None:
+    """The W3C trace context a job was created in (`traceparent`, issue 51), which its attempts' spans follow."""
+    add_missing_columns(conn, "jobs", "traceparent TEXT")
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -528,5 +533,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     workflows_table,
     batches_table,
     waiting_on_one_parent,
+    trace_context,
 )
 LATEST: Final = len(MIGRATIONS)
