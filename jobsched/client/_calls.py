@@ -628,11 +628,14 @@ def trace_headers() -> dict[str, str] | None:
     OpenTelemetry: an application that has not imported it itself sends none."""
     if "opentelemetry.trace" not in sys.modules:
         return None
-    from opentelemetry import propagate
+    try:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return carrier or None
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier)  # the W3C context only: never the application's baggage
+    except Exception:  # tracing is the application's business: a call never fails for it
+        return None
+    return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else None
 
 
 def headers(api_key: str | None) -> dict[str, str]:

@@ -347,10 +347,10 @@ class AttemptRunner:
         lateness_s = (started - job.scheduledAt).total_seconds()
         self._lateness.observe(max(lateness_s, 0.0))
         self._event("job.execution.started", job)
+        span = tracing.attempt_span(job, job.next_attempt)
         with self._lock:
             self._running[job.id] = (job, cancellation)
         self._in_flight.inc()
-        span = tracing.attempt_span(job, job.next_attempt)
         return _Attempt(ctx, cancellation, timeout_s, started, job.snoozes or 0, span)
 
     def _leave(self, job: Job) -> None:
@@ -365,7 +365,7 @@ class AttemptRunner:
         self._handler_seconds.observe((finished - attempt.started).total_seconds())
         ending = bounded_snooze(ending, attempt.snoozes)
         result, not_kept = kept_result(ending.returned)
-        attempt.span.end(ending.outcome, ending.error or not_kept, ending.exception)
+        attempt.span.end(ending.outcome, ending.error or not_kept, ending.exception, ending.traceback)
         return AttemptResult(
             outcome=ending.outcome,
             startedAt=attempt.started,

@@ -206,10 +206,13 @@ def _retry_after(value: str | None) -> float:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+_TRACE_HEADERS: Final = frozenset({"traceparent", "tracestate"})
+
+
 def _traced(headers: dict[str, str]) -> dict[str, str]:
     """The payload's headers, with the attempt's span as the trace context when tracing is on (the payload's own
-    `traceparent`, any case, gives way to it: a receiver ignores a repeated one)."""
+    `traceparent` and `tracestate`, any case, give way to it: they belong to another trace)."""
     trace = tracing.outgoing_headers()
     if not trace:
         return headers
-    return {**{k: v for k, v in headers.items() if k.lower() not in trace}, **trace}
+    return {**{k: v for k, v in headers.items() if k.lower() not in _TRACE_HEADERS}, **trace}

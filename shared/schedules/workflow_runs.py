@@ -110,6 +110,7 @@ def _step(template: Job, doc: dict[str, Any], due: datetime, run: RunSpec) -> Ne
         backoff=backoff_from_document(doc["backoff"]) if "backoff" in doc else None,
         templateId=template.id,
         plannedAt=run.planned,
+        traceparent=template.traceparent,  # as a run of a one-job template: its spans link to the template's
         **{name: doc[name] for name in _KEPT if name in doc},
     )
     return NewStep(str(doc["name"]), job, tuple(str(parent) for parent in doc.get("after", ())))

@@ -91,21 +91,30 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Tracing 
     global _active
     if _active is not None:
         return _active
-    exporting = exporting_configured(environ)
-    if not (exporting or "opentelemetry.trace" in sys.modules):  # nor did the application import OpenTelemetry
+    if not (exporting_configured(environ) or _application_provider_set()):
         return None
     try:
         from shared.tracing import spans
-    except ImportError as exc:
+
+        _active = spans.from_environment(f"jobsched-{service}", environ, exporting=exporting_configured(environ))
+    except Exception as exc:  # not installed, or OTEL_* it cannot follow (a propagator it does not know...)
         log.warning(
-            "OTEL_* ask for traces but OpenTelemetry is not installed: pip install 'jobsched[otel]'",
-            extra={"action": "tracing_unavailable", "error": str(exc)},
+            "traces asked for but off: pip install 'jobsched[otel]', and check the OTEL_* variables",
+            extra={"action": "tracing_unavailable", "error": repr(exc)},
         )
         return None
-    _active = spans.from_environment(f"jobsched-{service}", environ, exporting=exporting)
     if _active is not None:
         log.info("tracing on", extra={"action": "tracing_on", "service": service})
     return _active
+
+
+def _application_provider_set() -> bool:
+    """Whether the application set a tracer provider of its own, asked through the OpenTelemetry API it already
+    imported (importing nothing: a library that imports the API alone must not turn tracing on)."""
+    api = sys.modules.get("opentelemetry.trace")
+    if api is None:
+        return False
+    return not isinstance(api.get_tracer_provider(), api.ProxyTracerProvider)
 
 
 def use(tracing: Tracing | None) -> None:
@@ -119,7 +128,7 @@ class AttemptSpan(Protocol):
 
     def enter(self) -> object: ...
     def leave(self, token: object) -> None: ...
-    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None) -> None: ...
+    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None, stack: str | None) -> None: ...
 
 
 class _NoSpan:
@@ -129,7 +138,7 @@ class _NoSpan:
     def leave(self, token: object) -> None:
         pass
 
-    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None) -> None:
+    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None, stack: str | None) -> None:
         pass
 
 
@@ -137,8 +146,15 @@ NO_SPAN: Final = _NoSpan()
 
 
 def attempt_span(job: Job, attempt: int) -> AttemptSpan:
-    """The span of a job's attempt about to run (NO_SPAN when tracing is off)."""
-    return NO_SPAN if _active is None else _active.attempt(job, attempt)
+    """The span of a job's attempt about to run (NO_SPAN when tracing is off, or when an application's tracer
+    provider fails: the attempt runs all the same)."""
+    if _active is None:
+        return NO_SPAN
+    try:
+        return _active.attempt(job, attempt)
+    except Exception:
+        log.exception("no span for an attempt", extra={"action": "tracing_error", "jobId": job.id})
+        return NO_SPAN
 
 
 class LogIds(logging.Filter):

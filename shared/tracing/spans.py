@@ -28,6 +28,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from shared.model import Job, Outcome
+from shared.tracing.otlp_json import OtlpJsonExporter
 
 log = logging.getLogger("jobsched.tracing")
 CLAIM_SPAN_EVERY_S: Final = 1.0
@@ -54,11 +55,21 @@ def from_environment(service: str, environ: Mapping[str, str], *, exporting: boo
 
 
 def _exporter(environ: Mapping[str, str]) -> SpanExporter:
+    """The console's, or OTLP over HTTP: JSON unless OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL asks for protobuf
+    (otlp_json.py says why; gRPC is not shipped, and is a warning)."""
     if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
         return ConsoleSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()  # endpoint, headers, timeout: from OTEL_EXPORTER_OTLP_* itself
+        return OTLPSpanExporter()  # endpoint, headers, timeout: from OTEL_EXPORTER_OTLP_* itself
+    if protocol not in ("", "http/json"):
+        log.warning(
+            "OTLP protocol not supported: exporting http/json",
+            extra={"action": "tracing_protocol_unsupported", "protocol": protocol},
+        )
+    return OtlpJsonExporter(environ)
 
 
 def traceparent_of(span: trace.Span) -> str | None:
@@ -114,7 +125,9 @@ class AttemptSpan:
     def leave(self, token: object) -> None:
         otel_context.detach(token)
 
-    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None) -> None:
+    def end(self, outcome: Outcome, error: str | None, exception: BaseException | None, stack: str | None) -> None:
+        """`error` and `stack` as the attempt's record keeps them (bounded): a handler's exception may carry
+        megabytes, and one span that large gets its whole batch refused by a collector."""
         with self._lock:
             if self._ended:
                 return
@@ -122,7 +135,15 @@ class AttemptSpan:
         span = self._span
         span.set_attribute("jobsched.outcome", outcome.value)
         if exception is not None:
-            span.record_exception(exception)
+            kind = type(exception)
+            span.add_event(
+                "exception",
+                {
+                    "exception.type": f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins."),
+                    "exception.message": error or "",
+                    "exception.stacktrace": stack or "",
+                },
+            )
         if outcome in _FAILED:
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
@@ -203,15 +224,13 @@ class Tracing:
 
 
 def _job_attributes(job: Job, attempt: int) -> dict[str, Any]:
+    """What an attempt's span says of it: jobsched's own names only (the messaging conventions' would repeat the
+    type and the id, and each attribute costs every span its share: docs/performance-log.md, issue 51)."""
     attributes: dict[str, Any] = {
         "jobsched.job.id": job.id,
         "jobsched.job.type": job.jobType,
         "jobsched.tenant": job.tenantId,
         "jobsched.attempt": attempt,
-        "messaging.system": "jobsched",
-        "messaging.operation.type": "process",
-        "messaging.destination.name": job.jobType,
-        "messaging.message.id": job.id,
     }
     for name, value in (("jobsched.template.id", job.templateId), ("jobsched.workflow.id", job.workflowId)):
         if value is not None:

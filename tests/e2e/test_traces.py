@@ -29,7 +29,7 @@ from jobsched.client import Client
 from services.embedded import Embedded
 from shared import tracing
 from shared.config import Settings
-from shared.logging import JsonFormatter
+from shared.logging import configure_logging
 from shared.model import format_time, utc_now
 from shared.tracing.spans import Tracing, traceparent_of
 from tests.e2e.test_http_jobs import Receiver, Reply
@@ -82,6 +82,10 @@ def application(traced: Traced, seen: dict[str, Any]) -> JobTypes:
             ctx.logger.info("calling out")
         if payload.get("fail"):
             raise ValueError("the card was declined")
+
+    @handlers.handler("overrunning", timeout=1)
+    def overrunning(payload: Payload, ctx: HandlerContext) -> None:
+        ctx.cancelled.wait(5)  # past its deadline: abandoned, its attempt closed as a timeout
 
     @handlers.handler("awaited", timeout=10)
     async def awaited(payload: Payload, ctx: HandlerContext) -> None:
@@ -187,14 +191,28 @@ def test_a_failed_attempt_records_its_exception_and_each_retry_is_a_span_of_the_
         assert attempt.status.description == "ValueError: the card was declined"
         (event,) = [e for e in attempt.events if e.name == "exception"]
         assert attrs(event)["exception.type"] == "ValueError"
-        assert attrs(event)["exception.message"] == "the card was declined"
+        assert attrs(event)["exception.message"] == "ValueError: the card was declined"
+        assert 'raise ValueError("the card was declined")' in attrs(event)["exception.stacktrace"]
         assert attempt.context.trace_id == int(CALLER_TRACE, 16)
     assert parent_id(first) == parent_id(second)  # both under the request that created the job
 
 
+def test_an_attempt_past_its_deadline_ends_its_span_as_a_timeout(node: Embedded, traced: Traced) -> None:
+    job = create(node, {"jobType": "overrunning", "payload": {}, "maxAttempts": 1})
+    assert finished(node, job["id"]) == "dlq"
+    attempt = traced.one("job.run overrunning", **{"jobsched.job.id": job["id"]})
+    assert attrs(attempt)["jobsched.outcome"] == "timeout"
+    assert attempt.status.status_code is StatusCode.ERROR
+
+
 def test_a_schedule_s_runs_are_traces_of_their_own_linked_to_their_template(node: Embedded, traced: Traced) -> None:
     template = create(node, {"jobType": "plain", "payload": {}, "interval": "1s"})
-    run = traced.one("job.run plain", **{"jobsched.template.id": template["id"], "jobsched.attempt": 1})
+
+    def a_run() -> ReadableSpan | None:
+        runs = [s for s in traced.named("job.run plain") if attrs(s).get("jobsched.template.id") == template["id"]]
+        return runs[0] if runs else None
+
+    run = wait_until(a_run, 10, "a run's span")
     assert run.parent is None
     assert run.context.trace_id != int(CALLER_TRACE, 16)
     assert [traceparent_of(trace.NonRecordingSpan(link.context)) for link in run.links] == [template["traceparent"]]
@@ -213,7 +231,8 @@ def test_an_http_job_sends_its_attempt_s_trace_context_to_its_target(node: Embed
     receiver = Receiver()
     try:
         receiver.script["/hook"] = [Reply(200)]
-        payload = {"url": receiver.url("/hook"), "method": "POST", "headers": {"TraceParent": "00-stale-stale-00"}}
+        stale = {"TraceParent": "00-stale-stale-00", "tracestate": "vendor=stale"}
+        payload = {"url": receiver.url("/hook"), "method": "POST", "headers": stale}
         job = create(node, {"jobType": "http", "payload": payload})
         assert finished(node, job["id"]) == "completed"
         attempt = traced.one("job.run http", **{"jobsched.job.id": job["id"]})
@@ -221,6 +240,7 @@ def test_an_http_job_sends_its_attempt_s_trace_context_to_its_target(node: Embed
         sent_headers = {k.lower(): v for k, v in sent.headers.items()}
         assert sent_headers["traceparent"] == traceparent_of(trace.NonRecordingSpan(attempt.context))
         assert [k for k in sent.headers if k.lower() == "traceparent"] == ["traceparent"]
+        assert "tracestate" not in sent_headers
     finally:
         receiver.server.shutdown()
         receiver.server.server_close()
@@ -244,11 +264,18 @@ def test_without_tracing_a_caller_s_valid_traceparent_is_kept_as_it_came(node: E
 
 
 def test_a_log_line_written_in_a_span_names_it(traced: Traced) -> None:
-    formatter = JsonFormatter("test")
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure_logging("test", log_format="json")
+        (handler,) = root.handlers
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
     record = logging.LogRecord("jobsched.test", logging.INFO, __file__, 1, "inside", None, None)
     with traced.tracer.start_as_current_span("some work") as span:
-        assert tracing.LogIds().filter(record)
-    line = formatter.format(record)
+        assert handler.filter(record)
+    line = handler.format(record)
     context = span.get_span_context()
     assert f'"trace_id": "{context.trace_id:032x}"' in line
     assert f'"span_id": "{context.span_id:016x}"' in line
@@ -263,6 +290,12 @@ import jobsched.client
 assert tracing.configure("api", {"OTEL_SERVICE_NAME": "x"}) is None
 loaded = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
 assert loaded == [], loaded
+import jobsched.client._calls
+assert jobsched.client._calls.trace_headers() is None
+# A library that imports the API alone, no provider set, no OTEL_*: still off, and the SDK is not loaded.
+import opentelemetry.trace
+assert tracing.configure("api", {}) is None
+assert not any(m.startswith("opentelemetry.sdk") for m in sys.modules)
 """
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
