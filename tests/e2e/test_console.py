@@ -212,6 +212,18 @@ def test_redriving_a_selection_and_a_whole_group(dev: Dev, tab: Tab) -> None:
     assert sorted(answer.value.json()["redriven"]) == sorted(d["id"] for d in dead)
 
 
+def test_the_job_page_shows_the_trace_the_job_was_created_in(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    body = {"idempotencyKey": "traced", "tenantId": "job-trace", "jobType": "noop", "payload": {}}
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    made = dev.http.post("/jobs", json={**body, "scheduledAt": format_time(utc_now() + LATER)}, headers=headers)
+    assert made.status_code == 201, made.text
+
+    page.goto(ui(dev, f"/jobs/{made.json()['id']}"))
+    expect(page.locator('[data-field="traceparent"]')).to_have_text(f"trace {trace_id}")
+
+
 def test_the_job_page_shows_fields_payload_and_attempts_and_redrives(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     dead = dead_letter(dev, "job-page", "dead")

@@ -73,6 +73,8 @@ function fieldValue(key, value, fields) {
   // The jobs it waits for (or waited for): each a link to that job.
   if (key === "dependsOn") return value.flatMap((id, i) => [i ? ", " : "", link(`#/jobs/${id}`, h("code", {}, id))]);
   if (key === "lastError") return h("span", { class: "error-text" }, value);
+  // The trace it was created in: its trace id is what a trace UI (Jaeger, Tempo ...) finds it by.
+  if (key === "traceparent") return h("code", { title: value }, `trace ${value.split("-")[1] ?? value}`);
   if (key === "cron" || key === "interval") {
     const words = scheduleInWords(fields);
     return [h("code", {}, String(value)), words ? h("span", { class: "muted" }, ` · ${words}`) : ""];
