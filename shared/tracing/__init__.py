@@ -91,9 +91,9 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Tracing 
     global _active
     if _active is not None:
         return _active
-    if not (exporting_configured(environ) or _application_provider_set()):
-        return None
     try:
+        if not (exporting_configured(environ) or _application_provider_set()):
+            return None
         from shared.tracing import spans
 
         _active = spans.from_environment(f"jobsched-{service}", environ, exporting=exporting_configured(environ))
@@ -112,9 +112,9 @@ def _application_provider_set() -> bool:
     """Whether the application set a tracer provider of its own, asked through the OpenTelemetry API it already
     imported (importing nothing: a library that imports the API alone must not turn tracing on)."""
     api = sys.modules.get("opentelemetry.trace")
-    if api is None:
-        return False
-    return not isinstance(api.get_tracer_provider(), api.ProxyTracerProvider)
+    # The provider as set, read without get_tracer_provider(): that one would load OTEL_PYTHON_TRACER_PROVIDER's
+    # provider, and so turn tracing on (or fail) for a library that imported the API alone.
+    return api is not None and getattr(api, "_TRACER_PROVIDER", None) is not None
 
 
 def use(tracing: Tracing | None) -> None:

@@ -2,20 +2,27 @@
 
 OpenTelemetry's own OTLP/HTTP exporter encodes protobuf. With the protobuf runtime etcd3 pins (3.20, pure Python
 on CPython 3.11) that costs about 1 ms of CPU per span, twice what a whole job costs the embedded mode; the same
-span as OTLP's JSON costs tens of microseconds (docs/performance-log.md, issue 51). Every OTLP/HTTP receiver
-(the Collector, Jaeger, Tempo) takes both: the encoding is OTLP's JSON mapping of the same messages (ids in hex,
-64-bit integers as strings, enums as numbers).
+span as OTLP's JSON costs tens of microseconds (docs/performance-log.md, issue 51). The OpenTelemetry
+Collector, Jaeger and Tempo take both (a receiver that takes protobuf only: OTEL_EXPORTER_OTLP_PROTOCOL=
+http/protobuf): the encoding is OTLP's JSON mapping of the same messages (ids in hex, 64-bit integers as strings,
+enums as numbers).
 
-The endpoint, headers and timeout come from the standard variables (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
-OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces; OTEL_EXPORTER_OTLP_[TRACES_]HEADERS; OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT
-in milliseconds). A batch the receiver refuses for now (429, 502, 503, 504) or that cannot be sent is tried again
-with backoff within the timeout, then dropped: traces are never worth holding a job up for.
+The endpoint, headers, timeout, TLS and compression come from the standard variables
+(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces; OTEL_EXPORTER_OTLP_[TRACES_]
+HEADERS, TIMEOUT in milliseconds as the specification has it, CERTIFICATE, CLIENT_CERTIFICATE and CLIENT_KEY,
+COMPRESSION gzip or none). A batch the receiver refuses for now (429, 502, 503, 504, its Retry-After kept to) or that
+cannot be sent is tried again with jittered backoff within the timeout, then dropped: traces are never worth holding
+a job up for. At the process's exit what is left gets one try each, all within CLOSING_S (spans.py).
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import logging
+import math
+import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +37,7 @@ from opentelemetry.util.types import Attributes
 log = logging.getLogger("jobsched.tracing")
 DEFAULT_ENDPOINT: Final = "http://localhost:4318"
 DEFAULT_TIMEOUT_S: Final = 10.0
+MAX_WAIT_S: Final = 8.0  # between tries of one batch (a Retry-After above it: the batch is dropped at its deadline)
 _RETRIED: Final = frozenset({429, 502, 503, 504})
 
 
@@ -52,39 +60,79 @@ class OtlpJsonExporter(SpanExporter):
     """Spans as OTLP/HTTP JSON, one POST per batch (BatchSpanProcessor's thread calls `export`)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
+        """Raises ValueError for settings it cannot follow (an endpoint that is no http(s) URL, a compression it
+        does not know): tracing stays off, with a warning (shared/tracing.configure)."""
         traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
         self.endpoint = traces or base.rstrip("/") + "/v1/traces"
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"the OTLP endpoint {self.endpoint!r} is no http:// or https:// URL")
         timeout = _setting(environ, "TIMEOUT")
         self._timeout_s = float(timeout) / 1000 if timeout else DEFAULT_TIMEOUT_S
+        compression = (_setting(environ, "COMPRESSION") or "none").strip().lower()
+        if compression not in ("none", "gzip"):
+            raise ValueError(f"OTLP compression {compression!r}: only gzip or none")
+        self._gzip = compression == "gzip"
         headers = {**_headers(_setting(environ, "HEADERS")), "content-type": "application/json"}
-        self._http = httpx.Client(headers=headers, timeout=self._timeout_s)
+        if self._gzip:
+            headers["content-encoding"] = "gzip"
+        certificate, key = _setting(environ, "CLIENT_CERTIFICATE"), _setting(environ, "CLIENT_KEY")
+        self._http = httpx.Client(
+            headers=headers,
+            verify=_setting(environ, "CERTIFICATE") or True,
+            cert=(certificate, key) if certificate and key else certificate or None,
+        )
         self._stopped = threading.Event()
+        self._closing_by: float | None = None  # set by `closing`: the time every export left must end by
+
+    def closing(self, within_s: float) -> None:
+        """The process is exiting: what is left to export gets one try each, all of them within `within_s`, so
+        that a collector that is down does not hold the exit for the retries of every batch still queued."""
+        self._closing_by = time.monotonic() + within_s
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._stopped.is_set():
             return SpanExportResult.FAILURE
         body = json.dumps(encoded(spans), separators=(",", ":")).encode()
+        if self._gzip:
+            body = gzip.compress(body, compresslevel=5)
         deadline = time.monotonic() + self._timeout_s
         wait_s = 0.5
         while True:
-            try:
-                status = self._http.post(self.endpoint, content=body).status_code
-            except httpx.HTTPError as exc:
-                status, error = 0, str(exc)
-            else:
-                error = f"HTTP {status}"
-                if 200 <= status < 300:
-                    return SpanExportResult.SUCCESS
-            if (status and status not in _RETRIED) or time.monotonic() + wait_s > deadline:
-                log.warning(
-                    "spans not exported",
-                    extra={"action": "spans_not_exported", "count": len(spans), "error": error},
-                )
-                return SpanExportResult.FAILURE
+            if self._closing_by is not None:
+                deadline = min(deadline, self._closing_by)
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                return self._dropped(spans, "no time left to send them")
+            status, error, retry_after = self._post(body, left_s)
+            if 200 <= status < 300:
+                return SpanExportResult.SUCCESS
+            if (status and status not in _RETRIED) or self._closing_by is not None:
+                return self._dropped(spans, error)
+            wait_s = min(retry_after or wait_s, MAX_WAIT_S) * random.uniform(0.8, 1.2)  # jitter: the spec's
+            if time.monotonic() + wait_s > deadline:
+                return self._dropped(spans, error)
             if self._stopped.wait(wait_s):
                 return SpanExportResult.FAILURE
             wait_s *= 2
+
+    def _post(self, body: bytes, timeout_s: float) -> tuple[int, str, float | None]:
+        """The answer's status (0: none), the error to report, and the wait its Retry-After asks for."""
+        try:
+            response = self._http.post(self.endpoint, content=body, timeout=timeout_s)
+        except Exception as exc:  # any failure to send (refused, reset, bad URL, TLS): tried again, then dropped
+            return 0, repr(exc), None
+        retry_after = response.headers.get("retry-after", "")
+        return (
+            response.status_code,
+            f"HTTP {response.status_code}",
+            float(retry_after) if _seconds(retry_after) else None,
+        )
+
+    @staticmethod
+    def _dropped(spans: Sequence[ReadableSpan], error: str) -> SpanExportResult:
+        log.warning("spans not exported", extra={"action": "spans_not_exported", "count": len(spans), "error": error})
+        return SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
         self._stopped.set()
@@ -92,6 +140,10 @@ class OtlpJsonExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export is sent before it returns
+
+
+def _seconds(text: str) -> bool:
+    return text.isdigit() and int(text) <= MAX_WAIT_S
 
 
 def encoded(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
@@ -163,14 +215,23 @@ def _attributes(attributes: Attributes) -> list[dict[str, Any]]:
 
 
 def _value(value: Any) -> dict[str, Any]:
+    """An AnyValue as OTLP's JSON writes it: a value JSON cannot hold as it is (NaN, an integer past int64) is
+    written as proto3's JSON writes it, or as text, so that one attribute never makes the whole batch invalid."""
+    if value is None:
+        return {}
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
-        return {"intValue": str(value)}
+        return {"intValue": str(value)} if -(2**63) <= value < 2**63 else {"stringValue": str(value)}
     if isinstance(value, float):
-        return {"doubleValue": value}
+        return {"doubleValue": value if math.isfinite(value) else _NOT_FINITE[str(value)]}
     if isinstance(value, str):
         return {"stringValue": value}
+    if isinstance(value, bytes):
+        return {"bytesValue": base64.b64encode(value).decode()}
     if isinstance(value, Sequence):
         return {"arrayValue": {"values": [_value(v) for v in value]}}
     return {"stringValue": str(value)}
+
+
+_NOT_FINITE: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}

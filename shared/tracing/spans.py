@@ -12,6 +12,7 @@ is on. Names and attributes are listed in docs/operations.md#traces.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -32,6 +33,7 @@ from shared.tracing.otlp_json import OtlpJsonExporter
 
 log = logging.getLogger("jobsched.tracing")
 CLAIM_SPAN_EVERY_S: Final = 1.0
+CLOSING_S: Final = 3.0  # what an exit gives the spans still queued
 MAX_LINKS: Final = 128  # OpenTelemetry's default limit of links per span
 _W3C: Final = TraceContextTextMapPropagator()
 _FAILED: Final = frozenset({Outcome.FAILED, Outcome.TIMEOUT, Outcome.LOST})
@@ -48,15 +50,28 @@ def from_environment(service: str, environ: Mapping[str, str], *, exporting: boo
     if not exporting:
         return None
     named = environ.get("OTEL_SERVICE_NAME") or "service.name=" in environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
-    provider = TracerProvider(resource=Resource.create({} if named else {"service.name": service}))
-    provider.add_span_processor(BatchSpanProcessor(_exporter(environ)))
+    exporter = _exporter(environ)
+    # Shut down by our own exit hook rather than the provider's: the exporter is told to hurry first.
+    provider = TracerProvider(
+        resource=Resource.create({} if named else {"service.name": service}), shutdown_on_exit=False
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    atexit.register(_shut_down, provider, exporter)
     return Tracing(provider)
+
+
+def _shut_down(provider: TracerProvider, exporter: SpanExporter) -> None:
+    """At the process's exit: the spans still queued get one try each, within CLOSING_S in all (a collector that
+    is down must not hold an exit past an orchestrator's grace period), then the provider stops."""
+    if isinstance(exporter, OtlpJsonExporter):
+        exporter.closing(CLOSING_S)
+    provider.shutdown()  # type: ignore[no-untyped-call]  # the SDK does not annotate it
 
 
 def _exporter(environ: Mapping[str, str]) -> SpanExporter:
     """The console's, or OTLP over HTTP: JSON unless OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL asks for protobuf
-    (otlp_json.py says why; gRPC is not shipped, and is a warning)."""
+    (otlp_json.py says why). Raises ValueError for gRPC, which is not shipped: tracing stays off, with a warning."""
     if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
         return ConsoleSpanExporter()
     protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
@@ -65,10 +80,7 @@ def _exporter(environ: Mapping[str, str]) -> SpanExporter:
 
         return OTLPSpanExporter()  # endpoint, headers, timeout: from OTEL_EXPORTER_OTLP_* itself
     if protocol not in ("", "http/json"):
-        log.warning(
-            "OTLP protocol not supported: exporting http/json",
-            extra={"action": "tracing_protocol_unsupported", "protocol": protocol},
-        )
+        raise ValueError(f"OTLP protocol {protocol!r} is not supported: http/json (the default) or http/protobuf")
     return OtlpJsonExporter(environ)
 
 

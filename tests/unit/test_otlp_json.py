@@ -70,3 +70,37 @@ def test_the_exporter_follows_the_standard_variables() -> None:
     assert exporter._http.headers["api-key"] == "s=cret"
     assert exporter._http.headers["x-team"] == "ops"
     assert exporter._http.headers["content-type"] == "application/json"
+
+
+def test_values_json_cannot_hold_as_they_are_never_make_the_batch_invalid() -> None:
+    from shared.tracing.otlp_json import _value
+
+    assert [_value(v) for v in (float("nan"), float("inf"), float("-inf"))] == [
+        {"doubleValue": "NaN"},
+        {"doubleValue": "Infinity"},
+        {"doubleValue": "-Infinity"},
+    ]
+    assert _value(2**63) == {"stringValue": str(2**63)}
+    assert _value(-(2**63)) == {"intValue": str(-(2**63))}
+    assert _value([None, "a"]) == {"arrayValue": {"values": [{}, {"stringValue": "a"}]}}
+    assert _value(b"\x00\xff") == {"bytesValue": "AP8="}
+    json.dumps([_value(float("nan"))], allow_nan=False)  # valid JSON
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
+        {"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+    ],
+)
+def test_settings_the_exporter_cannot_follow_are_refused_at_start(environ: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="OTLP"):
+        OtlpJsonExporter(environ)
+
+
+def test_grpc_is_refused_rather_than_sent_json_to_a_grpc_port() -> None:
+    from shared.tracing.spans import _exporter
+
+    with pytest.raises(ValueError, match="grpc"):
+        _exporter({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
