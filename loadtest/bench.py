@@ -49,6 +49,7 @@ from loadtest.scenarios import (
     scale,
     soak,
     store_work,
+    tracing,
 )
 from shared.cli import one_line_errors
 
@@ -81,6 +82,7 @@ SCENARIOS: dict[str, Scenario] = {
         chain.SCENARIO,
         fan.SCENARIO,
         claim_reads.SCENARIO,
+        tracing.SCENARIO,
     )
 }
 

@@ -40,6 +40,7 @@ TINY: dict[str, list[str]] = {
     "chain": ["--length", "5", "--time-box", "60"],
     "fan": ["--width", "100", "--members", "200", "--time-box", "60"],
     "claim-reads": ["--sizes", "200,400", "--repeat", "2"],
+    "tracing": ["--jobs", "200", "--repeat", "1"],
 }
 # The figures that must be measured (> 0) in each scenario's JSON, as paths.
 HEADLINES: dict[str, list[str]] = {
@@ -100,6 +101,7 @@ HEADLINES: dict[str, list[str]] = {
     "chain": ["jobsched.chain_s", "jobsched.link_ms.max", "baseline.chain_s", "baseline.link_ms.max"],
     "fan": ["jobsched.fan.fan_s", "jobsched.independent.drain_s", "baseline.drain_s"],
     "claim-reads": ["jobsched.lanes_ms", "jobsched.lane_read_1_ms", "baseline.lane_read_64_ms"],
+    "tracing": ["jobsched.jobs_per_s", "baseline.jobs_per_s", "jobsched.cpu_ms_per_job.own_processes"],
     "limits": [
         "jobsched.noop_jobs_per_s",
         "baseline.noop_jobs_per_s",
@@ -113,6 +115,7 @@ EXACT: dict[str, dict[str, int]] = {
     "chain": {"jobsched.links": 4, "baseline.links": 4},
     "fan": {"jobsched.independent.ran": 100, "jobsched.fan.ran": 102, "jobsched.batch.ran": 200},
     "claim-reads": {"jobsched.due_runs": 400, "jobsched.lane_runs": 4, "baseline.due_runs": 200},
+    "tracing": {"jobsched.jobs": 200, "baseline.jobs": 200},
 }
 # Scenarios with a test of their own, which checks their JSON as check_written does and more.
 RUN_APART = {"soak": "tests/integration/test_bench_soak.py"}
