@@ -109,11 +109,10 @@ def configure(service: str, environ: Mapping[str, str] = os.environ) -> Tracing 
 
 
 def _application_provider_set() -> bool:
-    """Whether the application set a tracer provider of its own, asked through the OpenTelemetry API it already
-    imported (importing nothing: a library that imports the API alone must not turn tracing on)."""
+    """Whether the application set a tracer provider of its own, read from the OpenTelemetry API it already
+    imported, importing nothing, and without get_tracer_provider(): that one would load OTEL_PYTHON_TRACER_PROVIDER's
+    provider, and so turn tracing on (or fail) for a library that imported the API alone."""
     api = sys.modules.get("opentelemetry.trace")
-    # The provider as set, read without get_tracer_provider(): that one would load OTEL_PYTHON_TRACER_PROVIDER's
-    # provider, and so turn tracing on (or fail) for a library that imported the API alone.
     return api is not None and getattr(api, "_TRACER_PROVIDER", None) is not None
 
 

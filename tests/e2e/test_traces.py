@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -72,7 +73,8 @@ class Traced:
         return wait_until(found, 10, f"the span {name} {attributes}")
 
 
-def application(traced: Traced, seen: dict[str, Any]) -> JobTypes:
+def application(traced: Traced, seen: dict[str, Any], released: threading.Event) -> JobTypes:
+    """The handlers; `released`: what the overrunning one waits for, set once the test is over."""
     handlers = JobTypes()
 
     @handlers.handler("plain", timeout=10)
@@ -85,7 +87,7 @@ def application(traced: Traced, seen: dict[str, Any]) -> JobTypes:
 
     @handlers.handler("overrunning", timeout=1)
     def overrunning(payload: Payload, ctx: HandlerContext) -> None:
-        ctx.cancelled.wait(5)  # past its deadline: abandoned, its attempt closed as a timeout
+        released.wait(60)  # past its deadline: abandoned, its attempt closed as a timeout; ends with the test
 
     @handlers.handler("awaited", timeout=10)
     async def awaited(payload: Payload, ctx: HandlerContext) -> None:
@@ -114,11 +116,15 @@ def seen() -> dict[str, Any]:
 @pytest.fixture
 def node(traced: Traced, seen: dict[str, Any]) -> Iterator[Embedded]:
     settings = Settings(scheduler_tick=timedelta(milliseconds=50), auth="off", http_jobs_allow=("127.0.0.1",))
-    handlers = application(traced, seen)
+    released = threading.Event()
+    handlers = application(traced, seen, released)
     with tempfile.TemporaryDirectory(prefix="jobsched-traces-") as directory:
         embedded = Embedded(Path(directory) / "jobs.db", settings=settings, handlers=handlers, port=0)
-        with embedded:
-            yield embedded
+        try:
+            with embedded:
+                yield embedded
+        finally:
+            released.set()
 
 
 def create(node: Embedded, body: dict[str, Any], traceparent: str | None = CALLER) -> dict[str, Any]:
