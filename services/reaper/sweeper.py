@@ -8,6 +8,7 @@ deleted once.
   after its backoff (the one it was created with, as for a failure), or to dlq when its budget is spent: a job
   that crashes every executor ends in the DLQ instead of looping.
 - finished longer than its status's retention → deleted with its attempt records (retention.py).
+- the history's minute (shared/store/history.py): the jobs due and waiting and running, once a minute.
 - a concurrency key's start-rate times that have fallen behind the clock → forgotten (they allow what no record
   allows), so keys that no longer start take no room.
 - a parent that ended with waiting dependents a crash left unsettled (MongoDB store) → they are settled
@@ -89,6 +90,7 @@ def sweep(
     store.settle_batches(BATCHES_SETTLED_PER_SWEEP)
     result.deleted = sum(delete_aged(store, jobs_kept, now).values())
     store.prune_key_rates(now, KEY_RATES_PRUNED_PER_SWEEP)
+    store.sample_backlog(now)
     return result
 
 

@@ -567,6 +567,11 @@ class ReaperStore(StoreLifecycle, Protocol):
         """Forget up to `limit` concurrency keys' start-rate times that have fallen behind `now` (claim_limits.py:
         they allow what no record allows); how many were."""
 
+    def sample_backlog(self, now: datetime) -> bool:
+        """Once a minute: keep, in the history's minute of `now` (shared/store/history.py), how many runs of
+        each tenant and type are due and not started (pending, queued) and how many are claimed or running.
+        False (nothing done) when this store already sampled that minute."""
+
     def expired_attempts(self, now: datetime, limit: int) -> list[Job]:
         """Jobs whose attempt is in an executor's hands and whose lease (leaseExpiresAt, extended by
         extend_leases) ran out before `now`, each as of that attempt."""

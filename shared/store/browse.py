@@ -16,6 +16,7 @@ from typing import Protocol
 
 from shared.jsonsafe import shorten
 from shared.model import Job, Status, format_time, parse_time
+from shared.store.history import History
 
 OBJECT_ID_HEX = frozenset("0123456789abcdef")
 
@@ -163,3 +164,8 @@ class JobBrowser(Protocol):
 
     def dead_letters(self, tenant_id: str | None, error: str, limit: int) -> list[Job]:
         """Up to `limit` dead-lettered jobs whose lastError is `error`, most recently dead-lettered first."""
+
+    def history(self, tenant_id: str | None, job_type: str | None, since: datetime, until: datetime) -> History:
+        """Minute by minute from `since`'s minute to `until`'s (at most a day back from now), of one job type or
+        all of them: what the stores' per-minute counters hold (shared/store/history.py), never counted from
+        the jobs."""

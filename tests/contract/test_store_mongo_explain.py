@@ -127,6 +127,9 @@ def workload(store: MongoJobStore) -> None:
     browser.dlq_groups("tenant-a", 10)
     browser.dead_letters("tenant-a", "boom", 10)
     browser.tenants("tenant-a", 10)
+    store.sample_backlog(utc_now())
+    browser.history("tenant-a", "noop", utc_now() - timedelta(hours=1), utc_now())
+    browser.history(None, None, utc_now() - timedelta(days=1), utc_now())
     # The migration that updates jobs, again once a type announced a backoff of its own (the fixture ran it on an
     # empty database): it looks the type's jobs up by type and status.
     now = utc_now()

@@ -50,6 +50,7 @@ RELEASED = [
     ("dependency_indexes", "297134ab07ab2b077427e232937d9285cb94dc5358dcb2c54ca63a5399356b3d"),
     ("workflow_indexes", "0b69bbaae0a25ccce274b27219cfc1b5f50b6557831933ba73ce1b1b06b91095"),
     ("batch_indexes", "ae41bff21015dc4183aeb377c72a58db59a9c6507952b75e658e1bb86353cd39"),
+    ("history_minutes", "5f2c578cca33dcf46a0db55bc4e45b9df3c49ed6f0d83a48879e42e260db2b3e"),
 ]
 
 

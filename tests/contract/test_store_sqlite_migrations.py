@@ -14,7 +14,7 @@ from collections import Counter
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,14 +23,16 @@ from jobsched.limits import Limits
 from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
-from shared.store.browse import JobQuery
-from shared.store.sqlite import SqliteJobStore, recent, schema
+from shared.store.browse import JobQuery, RecentCounts
+from shared.store.history import EVENT_COUNTERS, GAUGES, LATENESS_COUNTERS, MINUTE_MS, minute_start, unix_minute
+from shared.store.sqlite import SqliteJobStore, schema
 from shared.store.sqlite.keys import SqliteKeyStore
 from shared.store.sqlite.migrations import (
     LATEST,
     MIGRATIONS,
     add_missing_columns,
     backoff_on_jobs,
+    history_by_minute,
     job_dependencies,
     trace_context,
     waiting_on_one_parent,
@@ -71,6 +73,8 @@ RELEASED = [
     ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
     ("waiting_on_one_parent", "a796a1f879d0cd6c28a39db35f4684ea070c04a1e78a65214679fdd0fab3cc8f"),
     ("trace_context", "615819ff6fb9ace4f699130b73f1a3341d269e8aa6f44b5f660630a0df32b31f"),
+    ("history_by_minute", "76e1bcc45315db99901fdd370f2950560015dec328442a4352e16e8c59459d01"),
+    ("endings_into_history", "e10d037c81f2800a3da19617073c03d400775cf42d134f96ab54e1fc5744465e"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
@@ -79,6 +83,7 @@ RECOUNT = """SELECT tenantId, jobType, status, kind = 'template', count(*) FROM 
 KEPT = "SELECT tenantId, jobType, status, template, n FROM job_counts WHERE n != 0"
 
 Schema = list[tuple[str, str, str, str | None]]
+T = TypeVar("T")
 
 
 def read(path: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -106,6 +111,12 @@ def rows_of(path: Path, columns: dict[str, list[str]] | None = None) -> dict[str
     added some)."""
     tables = columns if columns is not None else columns_of(path)
     return {table: set(read(path, f"SELECT {', '.join(names)} FROM {table}")) for table, names in tables.items()}
+
+
+def unmoved(tables: dict[str, T]) -> dict[str, T]:
+    """Every table but the one migration 18 (endings_into_history) moved into history_by_minute (its last hour:
+    none in the fixture)."""
+    return {table: value for table, value in tables.items() if table != "recent_endings_by_minute"}
 
 
 def added_column_is_empty(path: Path) -> bool:
@@ -139,7 +150,7 @@ def test_a_file_from_before_numbered_migrations_is_migrated_and_keeps_working(tm
         store.ensure_schema()
         assert version(old) == LATEST
         assert schema_of(old) == schema_of(migrated_empty_file(tmp_path))
-        assert rows_of(old, written_columns) == written
+        assert rows_of(old, unmoved(written_columns)) == unmoved(written)
         assert added_column_is_empty(old)
         statuses = Counter(status for (status,) in read(old, "SELECT status FROM jobs"))
         assert statuses == {"pending": 3, "buffered": 1, "completed": 1, "dlq": 1, "cancelled": 1, "running": 1}
@@ -242,7 +253,7 @@ def test_processes_starting_together_all_migrate_the_file_to_the_latest(tmp_path
     assert answers == [LATEST] * REPLICAS  # and none failed: a failure is raised here
     assert schema_of(shared) == schema_of(migrated_empty_file(tmp_path))
     if written:
-        assert rows_of(shared, written_columns) == written
+        assert rows_of(shared, unmoved(written_columns)) == unmoved(written)
         assert added_column_is_empty(shared)
 
 
@@ -286,10 +297,12 @@ def test_a_migrated_file_has_what_the_queries_expect(tmp_path: Path) -> None:
     for trigger, row in counted.items():
         resting = " OR ".join(f"{row}.status = '{status.value}'" for status in RESTING)
         assert f"({resting})" in triggers[trigger], trigger  # browse.py counts the other statuses from the jobs
-    ring = f"(at / {recent.MINUTE_MS}) % {recent.RING_MINUTES}, at / {recent.MINUTE_MS}"
+    ring = f"SELECT tenantId, jobType, at / {MINUTE_MS}, 1 FROM"
     assert [name for name, sql in triggers.items() if ring in sql] == sorted(
-        ["recent_completed", "recent_dlq", "recent_failed_attempt", "recent_attempt_failed"]
+        ["history_completed", "history_dlq", "history_failed_attempt", "history_attempt_failed"]
     )
+    history = {name for (_, name, *_) in read(path, "PRAGMA table_info(history_by_minute)")}
+    assert {*EVENT_COUNTERS, *LATENESS_COUNTERS, *GAUGES} <= history  # what minutes.py reads and writes
 
 
 def test_released_migrations_are_never_edited() -> None:
@@ -313,7 +326,7 @@ def store_at_version(path: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> Sq
         store.ensure_schema()
     assert version(path) == at
     with store.database.write() as conn:
-        for needed in (job_dependencies, waiting_on_one_parent, trace_context):
+        for needed in (job_dependencies, waiting_on_one_parent, trace_context, history_by_minute):
             if at < MIGRATIONS.index(needed) + 1:
                 needed(conn)
     return store
@@ -352,6 +365,47 @@ def test_an_upgrade_moves_the_jobs_waiting_for_one_parent_into_their_rows(
             statuses = {job.id: reload(store, job).status for job in (single, both)}
             assert {i for i, s in statuses.items() if s is Status.WAITING} == still_waiting
         assert {reload(store, job).status for job in (single, both)} == {Status.PENDING}
+    finally:
+        store.close()
+
+
+def test_an_upgrade_moves_the_last_hour_of_endings_into_the_days_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migrations 17 and 18 on a file of version 16: the old ring's minutes of the last hour become the history's
+    (a stale minute of the old ring is left behind), the overview's last hour counts them, and the endings are
+    counted in the history from then on."""
+    path = tmp_path / "v16.db"
+    old = store_at_version(path, 16, monkeypatch)
+    now = utc_now()
+    try:
+        for _ in range(3):
+            old.finish_attempt(running(old, tenantId="acme", jobType="mail"), result(Outcome.SUCCEEDED))
+        old.finish_attempt(running(old, tenantId="acme", jobType="mail"), result(Outcome.FAILED, "boom"))
+        stale = unix_minute(now) - 200
+        with old.database.write() as conn:
+            conn.execute(
+                "INSERT INTO recent_endings_by_minute (tenantId, jobType, slot, minute, completed) "
+                "VALUES (?, ?, ?, ?, ?)",
+                ["acme", "mail", stale % 64, stale, 7],
+            )
+    finally:
+        old.close()
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+        assert version(path) == LATEST
+        assert "recent_endings_by_minute" not in columns_of(path)
+        browser = backend_beside(store).browser
+        # From the ring alone: none of the hour's endings is older than its first whole minute.
+        since = minute_start(unix_minute(now) - 60)
+        assert browser.counts(None, since).lastHour == {"mail": RecentCounts(completed=3, failed=1)}
+        day = browser.history("acme", "mail", now - timedelta(hours=23), utc_now())
+        assert (sum(m.completed for m in day.minutes), sum(m.failed for m in day.minutes)) == (3, 1)
+        store.finish_attempt(running(store, tenantId="acme", jobType="mail"), result(Outcome.SUCCEEDED))
+        day = browser.history("acme", "mail", now - timedelta(hours=23), utc_now())
+        # The four starts made on version 16 counted too: store_at_version gave the file the table they need.
+        assert (sum(m.completed for m in day.minutes), sum(m.started for m in day.minutes)) == (4, 5)
     finally:
         store.close()
 

@@ -15,8 +15,9 @@ import pytest
 
 from shared.model import Status
 from shared.store.browse import RecentCounts
+from shared.store.history import MINUTE_MS
 from shared.store.sqlite import SqliteJobStore
-from shared.store.sqlite.recent import MINUTE_MS, RING_MINUTES
+from shared.store.sqlite.recent import RING_MINUTES
 from tests.contract.store_kit import new
 from tests.support import backend_beside
 
@@ -120,9 +121,9 @@ def test_a_file_written_before_the_ring_gets_its_last_hour_counted(tmp_path: Pat
     store.close()
     now_ms = int(time.time() * 1000)
     with closing(sqlite3.connect(path)) as conn, conn:  # as an earlier version left it: no ring, no triggers
-        for name in ("recent_completed", "recent_dlq", "recent_failed_attempt", "recent_attempt_failed"):
-            conn.execute(f"DROP TRIGGER {name}")
-        conn.execute("DROP TABLE recent_endings_by_minute")
+        for name in ("completed", "dlq", "failed_attempt", "attempt_failed"):
+            conn.execute(f"DROP TRIGGER history_{name}")
+        conn.execute("DROP TABLE history_by_minute")
         conn.execute("PRAGMA user_version = 0")  # nor numbered migrations
     ended_at(path, [(job_id, ("completed", "dlq")[n % 2], now_ms - n * 90_000) for n, (job_id, _) in enumerate(jobs)])
 

@@ -108,6 +108,59 @@ def dead_letter(dev: Dev, tenant: str, key: str) -> dict[str, Any]:
     return settled(dev, made["id"], "dlq")
 
 
+def chart_total(page: Page, series: str) -> int:
+    """The sum of what one series of the page's charts draws (its path's data-values)."""
+    values = page.locator(f'path[data-series="{series}"]').get_attribute("data-values") or ""
+    return sum(int(v) for v in values.split(",") if v)
+
+
+def test_the_history_charts_what_the_attempt_records_say_in_light_and_dark(dev: Dev, tab: Tab) -> None:
+    page, _ = tab
+    made = [create(dev, "history", f"done-{n}") for n in range(4)]
+    made.append(dead_letter(dev, "history", "dead"))
+    ended = [settled(dev, j["id"], "completed") for j in made[:4]] + made[4:]
+    # What the charts must say, from the jobs and their attempt records.
+    attempts = [a for j in ended for a in dev.http.get(f"/jobs/{j['id']}/executions").json()]
+    failed = sum(a["outcome"] in ("failed", "timeout", "lost") for a in attempts)
+    assert (len(attempts), failed) == (5, 1)
+
+    page.goto(ui(dev, "/history?tenantId=history"))
+    expect(page.locator('[data-series="completed"]').first).to_be_visible()
+    expect(page.locator('.legend [data-series="completed"]')).to_have_text("completed (4)")
+    expect(page.locator('.legend [data-series="failed"]')).to_have_text(f"failed attempts ({failed})")
+    expect(page.locator('.legend [data-series="dlq"]')).to_have_text("dead-lettered (1)")
+    assert (chart_total(page, "completed"), chart_total(page, "failed")) == (4, failed)
+    started = page.locator('path[data-series="p50"]').get_attribute("data-values") or ""
+    assert [v for v in started.split(",") if v], "a minute with starts has a lateness"
+    expect(page.locator("#refreshed")).to_contain_text(f"{len(attempts)} attempts started")
+    values = page.locator('path[data-series="completed"]').get_attribute("data-values") or ""
+    assert len(values.split(",")) == 60  # a point per minute of the last hour
+    screenshot(page, "history")
+
+    page.select_option("#job-type", "noop")
+    expect(page).to_have_url(re.compile(r"jobType=noop"))
+    expect(page.locator('.legend [data-series="failed"]')).to_have_text("failed attempts (0)")
+    expect(page.locator('.legend [data-series="completed"]')).to_have_text("completed (4)")
+    page.select_option("#range", "24h")
+    expect(page).to_have_url(re.compile(r"range=24h"))
+    expect(page.locator('path[data-series="completed"]')).to_have_attribute(
+        "data-values", re.compile(r"^(\d+,){1439}\d+$")
+    )
+
+    # Dark: the same page in the system's dark theme, every line drawn in its own colour on a dark panel.
+    light = page.evaluate("getComputedStyle(document.querySelector('.chart')).backgroundColor")
+    page.emulate_media(color_scheme="dark")
+    page.goto(ui(dev, "/history?tenantId=history"))
+    expect(page.locator('.legend [data-series="completed"]')).to_have_text("completed (4)")
+    dark = page.evaluate("getComputedStyle(document.querySelector('.chart')).backgroundColor")
+    assert (light, dark) == ("rgb(255, 255, 255)", "rgb(23, 32, 42)")
+    strokes = page.evaluate("[...document.querySelectorAll('path.line')].map((p) => getComputedStyle(p).stroke)")
+    assert len(set(strokes[:3])) == 3
+    assert "rgb(23, 32, 42)" not in strokes
+    screenshot(page, "history-dark")
+    page.emulate_media(color_scheme="light")
+
+
 def test_the_overview_counts_the_jobs_created_and_refreshes_without_reloading(dev: Dev, tab: Tab) -> None:
     page, _ = tab
     done = [create(dev, "overview", f"done-{n}") for n in range(3)]

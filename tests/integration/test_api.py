@@ -360,6 +360,7 @@ def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_
         *key_paths,
         "/session",
         "/overview",
+        "/history",
         "/dlq",
         "/dlq/redrive",
         "/signing-secrets",

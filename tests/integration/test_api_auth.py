@@ -99,6 +99,7 @@ ROUTES = [
     ("GET", "/docs", 200),
     ("GET", "/session", 200),
     ("GET", "/overview", 200),
+    ("GET", "/history", 200),
     ("GET", "/dlq", 200),
     ("POST", "/dlq/redrive", 200),
     ("GET", "/ui/", 200),
@@ -498,7 +499,7 @@ def test_two_authorization_headers_are_refused_not_read_as_the_first(secured: Se
     assert tenant_jobs(secured.store, "tenant-a", None, 10) == []
 
 
-@pytest.mark.parametrize("path", ["/overview", "/dlq", "/jobs"])
+@pytest.mark.parametrize("path", ["/overview", "/history", "/dlq", "/jobs"])
 @pytest.mark.parametrize("role", [Role.READER, Role.WRITER])
 def test_a_blank_or_repeated_tenant_in_the_query_is_a_clear_refusal(secured: Secured, path: str, role: Role) -> None:
     with secured.client(secured.key("tenant-a", role)) as api:

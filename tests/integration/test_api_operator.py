@@ -59,6 +59,31 @@ def test_overview_counts_by_type_and_status_and_the_last_hour(
         assert api.get("/overview", params={"tenantId": "tenant-b"}).status_code == 403
 
 
+def test_history_counts_per_minute_for_the_tenant_asked(api: TestClient, api_store: JobStore, auth_mode: str) -> None:
+    dead(api_store, "boom")
+    dead(api_store, "boom", tenant="tenant-b")
+    day = api.get("/history", params={"tenantId": "tenant-a", "range": "24h"}).json()
+    assert (day["tenantId"], day["range"], day["stepSeconds"]) == ("tenant-a", "24h", 60)
+    assert all(len(day[k]) == 24 * 60 for k in ("completed", "failed", "dlq", "started", "latenessP99Ms", "waiting"))
+    assert (sum(day["failed"]), sum(day["dlq"]), sum(day["started"]), sum(day["completed"])) == (1, 1, 1, 0)
+    flaky_hour = api.get("/history", params={"tenantId": "tenant-a", "jobType": "flaky"}).json()
+    assert (flaky_hour["range"], len(flaky_hour["dlq"]), sum(flaky_hour["dlq"])) == ("1h", 60, 1)
+    assert sum(api.get("/history", params={"tenantId": "tenant-a", "jobType": "noop"}).json()["dlq"]) == 0
+    every = api.get("/history")
+    if auth_mode == "off":  # every tenant's sums
+        assert sum(every.json()["dlq"]) == 2
+    else:  # the key's tenant only
+        assert sum(every.json()["dlq"]) == 1
+        assert api.get("/history", params={"tenantId": "tenant-b"}).status_code == 403
+
+
+@pytest.mark.parametrize("chosen", ["2h", "", "1H", "x" * 300])
+def test_a_history_range_not_offered_is_a_400(api: TestClient, chosen: str) -> None:
+    answer = api.get("/history", params={"range": chosen})
+    assert answer.status_code == 400
+    assert "is not one of 1h, 6h, 24h" in answer.json()["error"]
+
+
 def test_dlq_groups_by_error_and_redrives_a_group(api: TestClient, api_store: JobStore, auth_mode: str) -> None:
     boom = [dead(api_store, "boom") for _ in range(3)]
     other = dead(api_store, "other")

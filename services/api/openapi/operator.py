@@ -41,6 +41,31 @@ _SESSION = {
     },
 }
 _COUNTS = {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}}}
+_PER_MINUTE = {"type": "array", "items": {"type": "integer"}}
+_HISTORY = {
+    "type": "object",
+    "description": "Parallel arrays, one value per minute from `since` to `until` (now's minute)",
+    "properties": {
+        "tenantId": {"type": ["string", "null"]},
+        "jobType": {"type": ["string", "null"]},
+        "range": {"type": "string"},
+        "since": {"type": "string", "format": "date-time"},
+        "until": {"type": "string", "format": "date-time"},
+        "stepSeconds": {"type": "integer"},
+        "completed": {**_PER_MINUTE, "description": "jobs completed"},
+        "failed": {**_PER_MINUTE, "description": "attempts failed, timed out or lost"},
+        "dlq": {**_PER_MINUTE, "description": "jobs dead-lettered"},
+        "started": {**_PER_MINUTE, "description": "attempts started"},
+        "latenessP50Ms": {
+            "type": "array",
+            "items": {"type": ["integer", "null"]},
+            "description": "a bound (ms) half the minute's starts were at most as late as (started - due)",
+        },
+        "latenessP99Ms": {"type": "array", "items": {"type": ["integer", "null"]}, "description": "as p50, for 99 %"},
+        "waiting": {**_PER_MINUTE, "description": "runs due and not started, sampled once in the minute"},
+        "running": {**_PER_MINUTE, "description": "jobs claimed or running, sampled once in the minute"},
+    },
+}
 _OVERVIEW = {
     "type": "object",
     "properties": {
@@ -121,6 +146,27 @@ def operator_paths() -> dict[str, Any]:
                 "summary": "Jobs by type and status, the last hour's outcomes, the DLQ size, the schedules",
                 "parameters": [TENANT],
                 "responses": {"200": answer("Counts", _OVERVIEW), **error_answers(503)},
+            }
+        },
+        "/history": {
+            "get": {
+                "summary": "Per minute: completed, failed, dead-lettered, started, start lateness, waiting, running",
+                "parameters": [
+                    TENANT,
+                    {
+                        "name": "jobType",
+                        "in": "query",
+                        "description": "One job type; all when omitted",
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "range",
+                        "in": "query",
+                        "description": "How far back from now's minute",
+                        "schema": {"type": "string", "enum": ["1h", "6h", "24h"], "default": "1h"},
+                    },
+                ],
+                "responses": {"200": answer("Minutes", _HISTORY), **error_answers(400, 503)},
             }
         },
         "/dlq": {

@@ -1,5 +1,5 @@
-"""The operator's endpoints beside the job API: who the caller is, an overview of counts, the DLQ by error with
-bulk re-drive, and the optional filters and cursors of GET /jobs.
+"""The operator's endpoints beside the job API: who the caller is, an overview of counts, the history minute by
+minute, the DLQ by error with bulk re-drive, and the optional filters and cursors of GET /jobs.
 
 Every read is a bounded query of shared/store/browse.py. A bulk re-drive moves each job with the store's own
 redrive (one job, one guarded transition), so a job that left the DLQ meanwhile is reported, never moved twice.
@@ -31,6 +31,8 @@ from shared.store.browse import JobBrowser
 log = logging.getLogger("jobsched.api")
 
 RECENT_WINDOW = timedelta(hours=1)
+# The history's ranges (GET /history?range=): the counters keep a day.
+HISTORY_RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24)}
 TENANTS_SHOWN = 200
 DLQ_GROUPS_SHOWN = 100
 DLQ_JOBS_PER_GROUP = 20
@@ -74,6 +76,21 @@ async def overview(request: Request) -> Response:
             "tenants": tenants,
         }
     )
+
+
+async def history(request: Request) -> Response:
+    """The history's minutes (shared/store/history.py) over the range asked for, of one job type or all, of one
+    tenant or (an admin's) every tenant."""
+    api = context(request)
+    tenant = request.query_params.get("tenantId") or None
+    job_type = request.query_params.get("jobType") or None
+    chosen = request.query_params.get("range", "1h")
+    span = HISTORY_RANGES.get(chosen)
+    if span is None:
+        raise ApiError(400, f"range {shorten(chosen)!r} is not one of {', '.join(HISTORY_RANGES)}")
+    now = utc_now()
+    found = await api.slots.read(api.browser.history, tenant, job_type, now - span + timedelta(minutes=1), now)
+    return SafeJSONResponse({"tenantId": tenant, "jobType": job_type, "range": chosen, **found.to_wire()})
 
 
 async def dlq(request: Request) -> Response:
@@ -129,6 +146,7 @@ async def session(request: Request) -> Response:
 ROUTES = [
     Route("/session", session, methods=["GET"]),
     Route("/overview", overview, methods=["GET"]),
+    Route("/history", history, methods=["GET"]),
     Route("/dlq", dlq, methods=["GET"]),
     Route("/dlq/redrive", redrive, methods=["POST"]),
 ]

@@ -11,6 +11,7 @@ collection to keep in step and no crash between two writes to repair.
 
 A failed attempt (failed, timed out, lost) also leaves an event in `attempt_failures`, which the console's "failed
 in the last hour" counts; it is written after the job moved, so a crash in between leaves that count one short.
+Starts and closes are counted for the console's history in memory (minutes.py), written about once a second.
 
 An executor makes its store calls from one thread per delivery; concurrent starts and finishes become bulk
 writes (group commit), which saves round trips under load.
@@ -140,6 +141,7 @@ def start_attempts(database: MongoDatabase, starts: Sequence[AttemptStart]) -> l
     for i, r in enumerate(starts):  # unhinted, or not started above: the one-by-one path
         if results[i] is None:
             results[i] = caught(start_one, database, r.job_id, r.job_type, r.worker, r.lease_until)
+    database.minutes.started(r for r in results if isinstance(r, Job))
     return [r for r in results if r is not None]
 
 
@@ -241,6 +243,7 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
         moved = database.jobs.bulk_write(updates, ordered=False).modified_count
         if moved == len(bulk):
             closed: Sequence[Job | None] = [transitions.applied(finishes[i].job, fields[i]) for i in bulk]
+            database.minutes.closed(j for j in closed if j is not None)
         else:  # some were closed meanwhile (the reaper's "lost"), or got a dependent: which ones, from the jobs
             closed = _closed_by(database, [finishes[i] for i in bulk])
     for i, closed_job in zip(bulk, closed, strict=True):
@@ -263,8 +266,12 @@ def _closed_by(database: MongoDatabase, finishes: Sequence[AttemptFinish]) -> li
         won = doc is not None and ours and doc["status"] == Status.COMPLETED.value
         if doc is not None and doc.get("hasDependents") and _still_in(doc, finish.job):
             closed.append(close_attempt(database, finish.job, finish.result))
+        elif won and doc:
+            completed = job_from_document(doc)
+            database.minutes.closed([completed])
+            closed.append(completed)
         else:
-            closed.append(job_from_document(doc) if won and doc else None)
+            closed.append(None)
     return closed
 
 
@@ -306,6 +313,7 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
         if closing.outcome in FAILED_OUTCOMES:
             _count_failure(database, doc, entry)
     closed = job_from_document(doc)
+    database.minutes.closed([closed], failed=closing.outcome in FAILED_OUTCOMES)
     settle_dependents(database, [closed])
     batches.ended(database, [closed])
     return closed

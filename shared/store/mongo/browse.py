@@ -5,8 +5,8 @@ tenant_status_listing and tenant_type_listing for filtered pages, type_counts so
 entries only, tenant_templates and template_runs for templates and their runs, recent_completions
 and dead_letters / tenant_dead_letters (partial: only completed or dead-lettered jobs enter them) for the last
 hour and the DLQ (of every tenant, of one), and failure_age / tenant_failures (attempt_history_in_jobs) on the failed
-attempts' events. The pipelines use only `$match`, `$sort` and `$group` with `$sum`, which every Mongo-compatible
-server answers.
+attempts' events; the history is read from the per-minute counters (minutes.py, tenant_minutes). The pipelines
+use only `$match`, `$sort` and `$group` with `$sum`, which every Mongo-compatible server answers.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pymongo import ASCENDING, DESCENDING
 
 from shared.model import Job, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
+from shared.store.history import History, unix_minute
+from shared.store.mongo import minutes
 from shared.store.mongo.codecs import WITHOUT_HISTORY, job_from_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import KIND_BUFFERED, KIND_RUN, KIND_TEMPLATE
@@ -28,6 +30,7 @@ class MongoBrowser:
     def __init__(self, database: MongoDatabase) -> None:
         self._jobs = database.jobs
         self._failures = database.failures
+        self._minutes = database.minutes
 
     def page(self, tenant_id: str, query: JobQuery) -> list[Job]:
         if query.limit <= 0:
@@ -123,6 +126,13 @@ class MongoBrowser:
                 .limit(limit)
             )
             return [job_from_document(d) for d in docs]
+
+    def history(self, tenant_id: str | None, job_type: str | None, since: datetime, until: datetime) -> History:
+        with translate_errors():
+            self._minutes.flush()  # what this process counted, written before it is read
+            return minutes.history(
+                self._minutes.collection, tenant_id, job_type, unix_minute(since), unix_minute(until)
+            )
 
 
 def _tenant(tenant_id: str | None) -> Document:

@@ -18,6 +18,7 @@ from pymongo.errors import ConnectionFailure
 
 from shared.config import without_password
 from shared.store.base import StoreError, StoreUnavailable
+from shared.store.mongo.minutes import MinuteCounters
 
 Document = dict[str, Any]
 T = TypeVar("T")
@@ -41,6 +42,8 @@ class MongoDatabase:
         self.rates: Collection[Document] = self._db["rate_limits"]
         # The same per concurrency key under a rate per key: {_id: key_rate_id(...), claimTat, startTat}.
         self.key_rates: Collection[Document] = self._db["key_rate_limits"]
+        # The console's history (minutes.py): this process's counts, added to `job_minutes` about once a second.
+        self.minutes = MinuteCounters(self._db["job_minutes"])
 
     @classmethod
     def connect(cls, uri: str, name: str, *, timeout_ms: int = 5000) -> MongoDatabase:
@@ -67,6 +70,7 @@ class MongoDatabase:
             self._db.command("ping")
 
     def close(self) -> None:
+        self.minutes.close()
         self.client.close()
 
 

@@ -47,7 +47,8 @@ from shared.store.claiming import claim_due_runs
 from shared.store.deadlocks import is_deadlock, is_deadlock_answer, key_lock, retry_deadlocks
 from shared.store.emptied_records import EmptiedRecords, Group
 from shared.store.fair_claims import Claim, Turns
-from shared.store.mongo import attempts, batches, claims, dependencies, groups, schema
+from shared.store.history import unix_minute
+from shared.store.mongo import attempts, batches, claims, dependencies, groups, minutes, schema
 from shared.store.mongo import workflows as stored_workflows
 from shared.store.mongo.claims import MongoClaimPort
 from shared.store.mongo.codecs import (
@@ -81,6 +82,7 @@ class MongoJobStore:
         self._claims = MongoClaimPort(database, self._turns)
         self._batches_after: str | None = None  # where the reaper's next check of firing batches starts
         self._emptied = EmptiedRecords()  # where retention's next look at workflows' and batches' records starts
+        self._sampled_minute = -1  # the history's last minute whose backlog this store sampled (sample_backlog)
 
     @classmethod
     def connect(cls, uri: str, database: str, *, timeout_ms: int = 5000) -> MongoJobStore:
@@ -540,6 +542,15 @@ class MongoJobStore:
                 update_document(transitions.requeued(utc_now())),
             )
         return int(result.modified_count)
+
+    def sample_backlog(self, now: datetime) -> bool:
+        minute = unix_minute(now)
+        if minute == self._sampled_minute:
+            return False
+        with translate_errors():
+            minutes.sample_backlog(self.database.minutes.collection, self.database.jobs, now, minute)
+        self._sampled_minute = minute
+        return True
 
     def prune_key_rates(self, now: datetime, limit: int) -> int:
         behind = {"claimTat": {"$lte": now.timestamp()}, "startTat": {"$lte": now.timestamp()}}

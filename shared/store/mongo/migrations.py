@@ -311,6 +311,15 @@ def batch_indexes(database: MongoDatabase) -> None:
     )
 
 
+def history_minutes(database: MongoDatabase) -> None:
+    """The console's history (issue 51, minutes.py): one document per tenant (or every tenant's sum), job type
+    and minute, read by tenant and type over a range of minutes (`tenant_minutes`) and deleted by the server a day
+    and an hour after its minute (`minute_age`, TTL)."""
+    minutes = database.collection("job_minutes")
+    minutes.create_index([("tenantId", 1), ("jobType", 1), ("minute", 1)], name="tenant_minutes")
+    minutes.create_index([("at", 1)], name="minute_age", expireAfterSeconds=25 * 3600)
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -323,5 +332,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     dependency_indexes,
     workflow_indexes,
     batch_indexes,
+    history_minutes,
 )
 LATEST: Final = len(MIGRATIONS)

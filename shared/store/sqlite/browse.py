@@ -6,9 +6,9 @@ of a store that has run for a while, are in partial indexes: final_listing for p
 tenant's pending jobs are listed through pending_listing (theirs alone); the few jobs between pending and their
 end (queued to running) are listed and counted through due_order, which starts with the status.
 tenant_type_listing serves pages of one type, tenant_templates and template_runs templates and their runs,
-dead_letters and tenant_dead_letters (partial) the DLQ of every tenant and of one; the last hour's endings are
-counted by minute as they happen (recent.py). Where SQLite's planner, which has no statistics here, would
-pick a shorter index and read every row behind it, INDEXED BY names the right one.
+dead_letters and tenant_dead_letters (partial) the DLQ of every tenant and of one; the last hour's endings and
+the history are counted by minute as they happen (recent.py, minutes.py). Where SQLite's planner, which has no
+statistics here, would pick a shorter index and read every row behind it, INDEXED BY names the right one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 
 from shared.model import TERMINAL, Job, Status
 from shared.store.browse import Counts, ErrorGroup, JobQuery, counts_from, error_groups
-from shared.store.sqlite import recent
+from shared.store.history import History, unix_minute
+from shared.store.sqlite import minutes, recent
 from shared.store.sqlite.codecs import to_jobs, to_ms
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.schema import DEAD_SQL, FAILED_SQL, FINAL_SQL, RECENTLY_ENDED_SQL, RESTING, TEMPLATES_SQL
@@ -128,6 +129,10 @@ class SqliteBrowser:
                 [error, *tenant_params, max(limit, 0)],
             ).fetchall()
         return to_jobs(rows)
+
+    def history(self, tenant_id: str | None, job_type: str | None, since: datetime, until: datetime) -> History:
+        with self._database.read() as conn:
+            return minutes.history(conn, tenant_id, job_type, unix_minute(since), unix_minute(until))
 
 
 def _tenant_filter(tenant_id: str | None) -> tuple[str, list[Any]]:

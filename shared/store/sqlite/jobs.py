@@ -51,7 +51,8 @@ from shared.store.claiming import claim_due_runs
 from shared.store.emptied_records import EmptiedRecords, Group
 from shared.store.fair_claims import Claim, Turns
 from shared.store.group_commit import GroupCommit
-from shared.store.sqlite import batches, claims, dependencies, groups, schema, writes
+from shared.store.history import unix_minute
+from shared.store.sqlite import batches, claims, dependencies, groups, minutes, schema, writes
 from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
@@ -103,6 +104,7 @@ class SqliteJobStore:
         self._turns = Turns()
         self._claims = claims.SqliteClaimPort(self.database)
         self._emptied = EmptiedRecords()  # where retention's next look at workflows' and batches' records starts
+        self._sampled_minute = -1  # the history's last minute whose backlog this store sampled (sample_backlog)
 
     def close(self) -> None:
         self.database.close()
@@ -459,6 +461,15 @@ class SqliteJobStore:
                 conn.execute(f"DELETE FROM executions WHERE jobId IN ({marks(chunk)})", chunk)
                 conn.execute(f"DELETE FROM jobs WHERE id IN ({marks(chunk)})", chunk)
         return len(ids)
+
+    def sample_backlog(self, now: datetime) -> bool:
+        minute = unix_minute(now)
+        if minute == self._sampled_minute:
+            return False
+        with self.database.write() as conn:
+            minutes.sample_backlog(conn, now, minute)
+        self._sampled_minute = minute
+        return True
 
     def prune_key_rates(self, now: datetime, limit: int) -> int:
         with self.database.write() as conn:

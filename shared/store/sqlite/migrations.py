@@ -516,6 +516,73 @@ def trace_context(conn: sqlite3.Connection) -> None:
     add_missing_columns(conn, "jobs", "traceparent TEXT")
 
 
+def history_by_minute(conn: sqlite3.Connection) -> None:
+    """The console's history (issue 51): a row per tenant, job type and minute of the last day (the reaper's
+    sample deletes older ones), for what recent_endings_by_minute counted (the endings, moved here by
+    endings_into_history), the attempts started and how late (started - due, in the 17 buckets of
+    shared/store/history.py), which the starts add (minutes.py: once per batch, where a trigger would cost each
+    start an upsert), and the jobs due and waiting and running that the reaper samples once a minute."""
+    counters = ["completed", "dlq", "failed", "started", *(f"l{i}" for i in range(17))]
+    conn.execute(
+        f"""CREATE TABLE IF NOT EXISTS history_by_minute (
+        tenantId    TEXT NOT NULL,
+        jobType     TEXT NOT NULL,
+        minute      INTEGER NOT NULL,           -- unix minutes, UTC
+        {", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in counters)},
+        waiting     INTEGER NOT NULL DEFAULT 0, -- sampled: runs due and not started (pending, queued)
+        running     INTEGER NOT NULL DEFAULT 0, -- sampled: jobs claimed or running
+        PRIMARY KEY (tenantId, jobType, minute)
+    ) WITHOUT ROWID"""
+    )
+    # Every tenant's minutes (an admin's history, the overview's last hour) and the deletion of old ones.
+    conn.execute("CREATE INDEX IF NOT EXISTS history_minutes ON history_by_minute (minute)")
+
+
+def endings_into_history(conn: sqlite3.Connection) -> None:
+    """The endings are counted in history_by_minute from now on: triggers add each, in the transaction that
+    writes it, as they added it to recent_endings_by_minute, whose last hour is copied over before it and its
+    triggers are dropped."""
+    now_minute = int(time.time() * 1000) // 60000
+    conn.execute(
+        """INSERT INTO history_by_minute (tenantId, jobType, minute, completed, dlq, failed)
+            SELECT tenantId, jobType, minute, completed, dlq, failed FROM recent_endings_by_minute
+            WHERE minute > ? AND minute <= ?
+            ON CONFLICT (tenantId, jobType, minute) DO UPDATE SET completed = completed + excluded.completed,
+            dlq = dlq + excluded.dlq, failed = failed + excluded.failed""",
+        [now_minute - 64, now_minute],
+    )
+    for old in ("recent_completed", "recent_dlq", "recent_failed_attempt", "recent_attempt_failed"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {old}")
+    conn.execute("DROP TABLE IF EXISTS recent_endings_by_minute")
+
+    def add(column: str, source: str) -> str:
+        """The upsert that adds 1 to `column` of the minute of `source`'s (tenantId, jobType, at) row."""
+        return (
+            f"BEGIN INSERT INTO history_by_minute (tenantId, jobType, minute, {column}) "
+            f"SELECT tenantId, jobType, at / 60000, 1 FROM ({source}) WHERE true "  # WHERE: an upsert's SELECT
+            f"ON CONFLICT (tenantId, jobType, minute) DO UPDATE SET {column} = {column} + 1; END"
+        )
+
+    job = "SELECT new.tenantId AS tenantId, new.jobType AS jobType, new.updatedAt AS at"
+    attempt = (
+        "SELECT jobs.tenantId AS tenantId, jobs.jobType AS jobType, new.finishedAt AS at "
+        "FROM jobs WHERE jobs.id = new.jobId"
+    )
+    failed = "new.outcome = 'failed' OR new.outcome = 'timeout' OR new.outcome = 'lost'"
+    was_failed = "old.outcome = 'failed' OR old.outcome = 'timeout' OR old.outcome = 'lost'"
+    for trigger in (
+        "history_completed AFTER UPDATE OF status ON jobs "
+        f"WHEN new.status = 'completed' AND old.status IS NOT new.status {add('completed', job)}",
+        "history_dlq AFTER UPDATE OF status ON jobs "
+        f"WHEN new.status = 'dlq' AND old.status IS NOT new.status {add('dlq', job)}",
+        "history_failed_attempt AFTER INSERT ON executions "
+        f"WHEN ({failed}) AND new.finishedAt IS NOT NULL {add('failed', attempt)}",
+        "history_attempt_failed AFTER UPDATE OF outcome ON executions "
+        f"WHEN ({failed}) AND NOT ({was_failed}) AND new.finishedAt IS NOT NULL {add('failed', attempt)}",
+    ):
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {trigger}")
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -534,5 +601,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     batches_table,
     waiting_on_one_parent,
     trace_context,
+    history_by_minute,
+    endings_into_history,
 )
 LATEST: Final = len(MIGRATIONS)

@@ -2,13 +2,13 @@
 figures (jobs completed, jobs dead-lettered, attempts failed, by tenant and job type).
 
 Counting those from the jobs themselves reads one index entry per ending: at a few hundred endings a second that
-is a million entries an hour, read on every overview. Instead, triggers (migrations.recent_endings_by_minute) add
-each ending, in the transaction that writes it, to its minute's counter in a ring of RING_MINUTES slots per tenant
-and job type: a slot holds one minute and is taken over by a later one (an ending older than the minute its slot
-holds is over an hour old and is not counted). A read sums the counters of the whole minutes since `since` (a few
-rows per tenant and type) and counts the part of a minute before the first of them from the indexes, so the
-figures are the same as counting every ending since `since`, except that a job that ended and then moved on (a
-dead letter sent back) stays counted: the figures count what happened in the hour.
+is a million entries an hour, read on every overview. Instead, triggers (migrations.endings_into_history) add
+each ending, in the transaction that writes it, to its minute's counters in history_by_minute, a row per tenant,
+job type and minute kept RING_MINUTES minutes (the console's history, minutes.py, reads the same rows). A read sums
+the counters of the whole minutes since `since` (a few rows per tenant and type) and counts the part of a minute
+before the first of them from the indexes, so the figures are the same as counting every ending since `since`,
+except that a job that ended and then moved on (a dead letter sent back) stays counted: the figures count what
+happened in the hour.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from shared.model import Status
+from shared.store.history import MINUTE_MS
 
-# The ring the triggers keep (migrations.recent_endings_by_minute writes them out): a change is a new migration.
-RING_MINUTES: Final = 64  # an hour's window and its first, partial minute, with room for a clock's step
-MINUTE_MS: Final = 60_000
+# The minutes history_by_minute keeps (the reaper's sample deletes older ones, minutes.py).
+RING_MINUTES: Final = 1464  # a day's window and its first, partial minute, with room for a clock's step
 
 
 def last_hour(
@@ -56,7 +56,7 @@ def last_hour(
     if not in_ring:
         return ended, failed
     rows = conn.execute(
-        f"""SELECT jobType, sum(completed), sum(dlq), sum(failed) FROM recent_endings_by_minute
+        f"""SELECT jobType, sum(completed), sum(dlq), sum(failed) FROM history_by_minute
             WHERE minute >= ? {"AND tenantId = ?" if tenant else ""} GROUP BY jobType""",
         [first_minute, *tenant],
     ).fetchall()

@@ -29,6 +29,7 @@ from shared.store.base import (
     TransitionRefused,
 )
 from shared.store.claim_limits import KeyOwner
+from shared.store.sqlite import minutes
 from shared.store.sqlite.codecs import (
     assignments,
     check_columns,
@@ -160,7 +161,7 @@ def _start_together(
             [*set_params, *chunk, Status.QUEUED.value, job_type],
         )
         rows.update((str(row["id"]), row) for row in found)
-    _insert_attempt_records(conn, [(job_id, row["attempts"] + 1) for job_id, row in rows.items()], worker, now)
+    _insert_attempt_records(conn, list(rows.values()), worker, now)
     return rows
 
 
@@ -168,12 +169,14 @@ _PER_ATTEMPT: Final = ("jobId", "attempt")  # attempt_started's fields that are 
 
 
 def _insert_attempt_records(
-    conn: sqlite3.Connection, attempts: Sequence[tuple[str, int]], worker: str, now: datetime
+    conn: sqlite3.Connection, started: Sequence[sqlite3.Row], worker: str, now: datetime
 ) -> None:
-    """The records of attempts just started, (job id, attempt) each, in one statement. One already there is a
-    bug (the write lock was held since the start's guard read none): its IntegrityError rolls the batch back."""
-    if not attempts:
+    """The records of the attempts just started (their jobs' rows as the start left them), in one statement, and
+    the starts counted in the history's minutes. A record already there is a bug (the write lock was held since
+    the start's guard read none): its IntegrityError rolls the batch back."""
+    if not started:
         return
+    minutes.count_starts(conn, started)
     # What the records share (worker, start, outcome) converted once: only the job and the attempt vary.
     shared = {
         c: to_sql(c, v) for c, v in transitions.attempt_started("", 0, worker, now).items() if c not in _PER_ATTEMPT
@@ -182,7 +185,10 @@ def _insert_attempt_records(
     check_columns(dict.fromkeys(columns), EXECUTION_COLUMNS)
     conn.executemany(
         f"INSERT INTO executions ({', '.join(columns)}) VALUES ({marks(columns)})",
-        [(attempt_record_id(job_id, attempt), job_id, attempt, *shared.values()) for job_id, attempt in attempts],
+        [
+            (attempt_record_id(row["id"], row["attempts"] + 1), row["id"], row["attempts"] + 1, *shared.values())
+            for row in started
+        ],
     )
 
 
@@ -210,7 +216,7 @@ def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_
             "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
             (*owner, tat),
         )
-    _insert_attempt_records(conn, [(job_id, row["attempts"] + 1)], start.worker, now)
+    _insert_attempt_records(conn, [row], start.worker, now)
     return row
 
 

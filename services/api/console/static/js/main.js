@@ -7,6 +7,7 @@ import { clearNotice, h } from "./ui.js";
 import { parseHash } from "./router.js";
 import { forgetKey, rememberKey, session, setSession } from "./session.js";
 import * as overview from "./pages/overview.js";
+import * as history from "./pages/history.js";
 import * as jobs from "./pages/jobs.js";
 import * as job from "./pages/job.js";
 import * as dlq from "./pages/dlq.js";
@@ -18,6 +19,7 @@ import * as batch from "./pages/batch.js";
 
 const ROUTES = [
   { pattern: /^\/$/, page: overview, nav: "overview" },
+  { pattern: /^\/history$/, page: history, nav: "history" },
   { pattern: /^\/jobs$/, page: jobs, nav: "jobs" },
   { pattern: /^\/jobs\/([0-9a-fA-F]{24})$/, page: job, nav: "jobs" },
   { pattern: /^\/dlq$/, page: dlq, nav: "dlq" },

@@ -16,6 +16,16 @@ export function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+
+// An SVG element, as `h` makes HTML ones (text children only as text nodes).
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
+  append(node, children);
+  return node;
+}
+
 function append(node, children) {
   for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;

@@ -3,7 +3,7 @@
 // few seconds while a step has not ended.
 
 import { api } from "../api.js";
-import { act, badge, h, link, show, table, time } from "../ui.js";
+import { act, badge, h, link, show, svg, table, time } from "../ui.js";
 import { canWrite } from "../session.js";
 import { countsInWords } from "./workflows.js";
 
@@ -12,7 +12,6 @@ const FINAL = new Set(["succeeded", "failed", "cancelled", "expired"]);
 // A graph this large is a wall of boxes: the table says the same, and is searchable.
 const GRAPH_MAX_STEPS = 200;
 const BOX = { width: 170, height: 40, gapX: 56, gapY: 14, pad: 8 };
-const SVG = "http://www.w3.org/2000/svg";
 
 export async function render(view, { args: [workflowId], isCurrent }) {
   let timer = null;
@@ -88,13 +87,6 @@ function actions(workflow, refresh) {
     "Cancel workflow",
   );
   return h("div", { class: "actions", role: "group", "aria-label": "Actions" }, cancel);
-}
-
-function svg(tag, attrs = {}, ...children) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
 }
 
 // Each step in the column of its depth (the longest chain of steps before it), in the order the API gives

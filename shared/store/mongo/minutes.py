@@ -1,0 +1,208 @@
+"""The console's history in the MongoDB database (shared/store/history.py): one document per tenant, job type and
+minute in `job_minutes`, {_id, tenantId, jobType, minute, at, <counters>, waiting, running}, which the server
+deletes a day and an hour on (TTL index `minute_age`), and one more per job type and minute with tenantId null:
+every tenant's sum, so that an admin's chart of a busy day reads a day's documents, not a day's per tenant.
+
+A write per job would cost every job one more write and index entry (issue 49). Instead each process counts what
+its store does (attempts started with their lateness, attempts failed, jobs completed and dead-lettered) in memory
+and adds it to the documents about once a second (`$inc`, one bulk write): a process that dies loses at most its
+last second of counts, a flush the server applied but whose answer was lost counts twice. A read first flushes
+its own process's counts. What is waiting and running is sampled once a minute by the reaper (sample_backlog).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from pymongo import UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from shared.model import Job, Status
+from shared.store.history import (
+    EVENT_COUNTERS,
+    GAUGES,
+    LATENESS_COUNTERS,
+    History,
+    MinuteCounts,
+    history_of,
+    lateness_bucket,
+    minute_start,
+    unix_minute,
+)
+
+Document = dict[str, Any]
+Key = tuple[str | None, str, int]  # (tenantId, or None for every tenant's sum; jobType; unix minute)
+FLUSH_S: Final = 1.0
+KEPT_FOR: Final = timedelta(hours=25)  # the TTL index's: a day's chart and its first minute, with room
+DUPLICATE_KEY: Final = 11000
+log = logging.getLogger("jobsched.store")
+
+
+def document_id(key: Key) -> str:
+    """A minute's document id: JSON, so that no tenant or type can be mistaken for another."""
+    return json.dumps(key, separators=(",", ":"))
+
+
+class MinuteCounters:
+    """One process's counts not written yet, flushed by a thread of its own (started by the first count)."""
+
+    def __init__(self, collection: Collection[Document]) -> None:
+        self.collection = collection
+        self._lock = threading.Lock()
+        self._counts: dict[Key, Counter[str]] = {}  # per tenant: every tenant's sums are added at a flush
+        self._unwritten: dict[Key, Counter[str]] = {}  # what a flush could not write, sums included: as they are
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    def started(self, jobs: Iterable[Job]) -> None:
+        """Attempts just started (the jobs as moved to running): one start each, with its lateness."""
+        with self._lock:
+            for job in jobs:
+                at = job.claimedAt or job.updatedAt
+                late_ms = (at - job.scheduledAt).total_seconds() * 1000
+                counts = self._at(job, at)
+                counts["started"] += 1
+                counts[f"l{lateness_bucket(late_ms)}"] += 1
+        self._ensure_flusher()
+
+    def closed(self, jobs: Iterable[Job], *, failed: bool = False) -> None:
+        """Attempts just closed (the jobs as their close left them): a completion or dead letter each, and a
+        failed attempt each when `failed`."""
+        with self._lock:
+            for job in jobs:
+                counts = self._at(job, job.updatedAt)
+                if job.status in (Status.COMPLETED, Status.DLQ):
+                    counts[job.status.value] += 1
+                if failed:
+                    counts["failed"] += 1
+        self._ensure_flusher()
+
+    def _at(self, job: Job, at: datetime) -> Counter[str]:
+        return self._counts.setdefault((job.tenantId, job.jobType, unix_minute(at)), Counter())
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None and not self._stop.is_set():
+            with self._lock:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush_every_second, name="minute-counts", daemon=True)
+                    self._flusher.start()
+
+    def _flush_every_second(self) -> None:
+        while not self._stop.wait(FLUSH_S):
+            try:
+                self.flush()
+            except PyMongoError as exc:  # the database away: the counts wait for the next flush
+                log.warning("history counts not written yet", extra={"action": "minutes_unflushed", "error": str(exc)})
+
+    def flush(self) -> None:
+        """Add the counts not written yet to their minutes' documents (and to every tenant's sums). What could not
+        be written is kept, as it was to be written, for the next flush, and the error raised."""
+        with self._lock:
+            counts, self._counts = self._counts, {}
+            entries, self._unwritten = self._unwritten, {}
+        for (tenant, job_type, minute), counted in counts.items():
+            for key in ((tenant, job_type, minute), (None, job_type, minute)):
+                entries.setdefault(key, Counter()).update(counted)
+        if not entries:
+            return
+        keys = list(entries)
+        updates = [_added(key, entries[key]) for key in keys]
+        try:
+            self.collection.bulk_write(updates, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            # Two processes' first counts of one minute upserted at once: the loser's becomes an update.
+            retried = [e["index"] for e in errors if e.get("code") == DUPLICATE_KEY]
+            failed = [e["index"] for e in errors if e.get("code") != DUPLICATE_KEY]
+            try:
+                if retried:
+                    self.collection.bulk_write([updates[i] for i in retried], ordered=False)
+            except PyMongoError:
+                failed += retried
+            if failed:
+                self._keep({keys[i]: entries[keys[i]] for i in failed})
+                raise
+        except PyMongoError:
+            self._keep(entries)
+            raise
+
+    def _keep(self, entries: dict[Key, Counter[str]]) -> None:
+        """What a flush could not write, back for the next one; a minute older than the documents are kept is
+        dropped (the server would delete it), so an outage does not grow this without end."""
+        oldest = unix_minute(datetime.now(UTC) - KEPT_FOR)
+        with self._lock:
+            for key, counted in entries.items():
+                if key[2] >= oldest:
+                    self._unwritten.setdefault(key, Counter()).update(counted)
+
+    def close(self) -> None:
+        """Stop the flusher after one last flush (best effort: the database may be gone)."""
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        try:
+            self.flush()
+        except PyMongoError as exc:
+            log.warning("history counts lost at close", extra={"action": "minutes_lost", "error": str(exc)})
+
+
+def _added(key: Key, counts: Counter[str]) -> UpdateOne:
+    tenant, job_type, minute = key
+    fields = {"tenantId": tenant, "jobType": job_type, "minute": minute, "at": minute_start(minute)}
+    return UpdateOne({"_id": document_id(key)}, {"$inc": dict(counts), "$setOnInsert": fields}, upsert=True)
+
+
+def sample_backlog(collection: Collection[Document], jobs: Collection[Document], now: datetime, minute: int) -> None:
+    """Set `minute`'s waiting (runs due by `now` and not started: pending or queued) and running (claimed or
+    running) per tenant and type, and their sums; zero where there are none now."""
+    gauges: dict[Key, list[int]] = {}
+
+    def add(tenant: str, job_type: str, which: int, count: int) -> None:
+        for key in ((tenant, job_type, minute), (None, job_type, minute)):
+            gauges.setdefault(key, [0, 0])[which] += count
+
+    due = {"status": Status.PENDING.value, "kind": "run", "scheduledAt": {"$lte": now}}
+    for group in jobs.aggregate(
+        [{"$match": due}, {"$group": {"_id": {"j": "$jobType", "t": "$tenantId"}, "n": {"$sum": 1}}}]
+    ):
+        add(group["_id"]["t"], group["_id"]["j"], 0, group["n"])
+    passing = {"status": {"$in": [Status.QUEUED.value, Status.CLAIMED.value, Status.RUNNING.value]}}
+    pipeline: list[Document] = [
+        {"$match": passing},
+        {"$group": {"_id": {"j": "$jobType", "s": "$status", "t": "$tenantId"}, "n": {"$sum": 1}}},
+    ]
+    for group in jobs.aggregate(pipeline):
+        add(group["_id"]["t"], group["_id"]["j"], 0 if group["_id"]["s"] == Status.QUEUED.value else 1, group["n"])
+    collection.update_many({"at": minute_start(minute)}, {"$set": dict.fromkeys(GAUGES, 0)})
+    updates = [
+        UpdateOne(
+            {"_id": document_id(key)},
+            {
+                "$set": dict(zip(GAUGES, values, strict=True)),
+                "$setOnInsert": {"tenantId": key[0], "jobType": key[1], "minute": minute, "at": minute_start(minute)},
+            },
+            upsert=True,
+        )
+        for key, values in gauges.items()
+    ]
+    if updates:
+        collection.bulk_write(updates, ordered=False)
+
+
+def history(
+    collection: Collection[Document], tenant_id: str | None, job_type: str | None, first: int, last: int
+) -> History:
+    """Minutes first..last of one tenant (or every tenant's sums) and one type or all, read by tenant_minutes."""
+    match: Document = {"tenantId": tenant_id, "minute": {"$gte": first, "$lte": last}}
+    if job_type is not None:
+        match["jobType"] = job_type
+    names = (*EVENT_COUNTERS, *LATENESS_COUNTERS, *GAUGES)
+    docs = collection.find(match, {"_id": 0, "minute": 1, **dict.fromkeys(names, 1)})
+    return history_of(((int(d["minute"]), MinuteCounts.of([d.get(n, 0) for n in names])) for d in docs), first, last)

@@ -1,0 +1,101 @@
+"""The console's history in the SQLite file (shared/store/history.py): a row per tenant, job type and minute of the
+last day in history_by_minute (migrations.history_by_minute), kept RING_MINUTES minutes.
+
+Triggers count the endings (jobs completed and dead-lettered, attempts failed) in the transaction that writes
+them; a start's transaction adds its attempts and their lateness (count_starts), one upsert per tenant, type and
+minute of the batch, where a trigger would cost every start one. What is waiting and running is a state, not an
+event: the reaper samples it once a minute (sample_backlog) into the minute's rows, and deletes the rows older
+than the ring. A read sums the rows of the minutes asked for in SQL (a day of one tenant and type is 1,440 rows,
+every tenant's as many per tenant and type) and never reads a job.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Final
+
+from shared.model import Status
+from shared.store.history import (
+    EVENT_COUNTERS,
+    GAUGES,
+    LATENESS_BUCKETS,
+    LATENESS_COUNTERS,
+    MINUTE_MS,
+    History,
+    MinuteCounts,
+    history_of,
+    lateness_bucket,
+)
+from shared.store.sqlite.codecs import to_ms
+from shared.store.sqlite.recent import RING_MINUTES
+
+COLUMNS: Final = (*EVENT_COUNTERS, *LATENESS_COUNTERS, *GAUGES)
+PASSING: Final = (Status.QUEUED.value, Status.CLAIMED.value, Status.RUNNING.value)
+_STARTED_COLUMNS: Final = ("started", *LATENESS_COUNTERS)
+# What a start batch adds to a minute: its attempts, and each in its lateness bucket.
+_STARTED: Final = (
+    f"INSERT INTO history_by_minute (tenantId, jobType, minute, {', '.join(_STARTED_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (3 + len(_STARTED_COLUMNS)))}) ON CONFLICT (tenantId, jobType, minute) DO UPDATE SET "
+    + ", ".join(f"{c} = {c} + excluded.{c}" for c in _STARTED_COLUMNS)
+)
+
+
+def count_starts(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> None:
+    """Attempts just started (their jobs' rows as the start left them: claimedAt is the start), added to the
+    minutes they started in, each in the bucket of its lateness (claimedAt - scheduledAt)."""
+    minutes: dict[tuple[str, str, int], list[int]] = {}
+    for row in rows:
+        started = row["claimedAt"]
+        key = (row["tenantId"], row["jobType"], started // MINUTE_MS)
+        counts = minutes.get(key) or minutes.setdefault(key, [0] * (1 + LATENESS_BUCKETS))
+        counts[0] += 1
+        counts[1 + lateness_bucket(started - row["scheduledAt"])] += 1
+    conn.executemany(_STARTED, [(*key, *counts) for key, counts in minutes.items()])
+
+
+def sample_backlog(conn: sqlite3.Connection, now: datetime, minute: int) -> None:
+    """Set `minute`'s waiting (runs due by `now` and not started: pending or queued) and running (claimed or
+    running) of every tenant and type, zero where there are none now; delete the rows older than the ring."""
+    now_ms = to_ms(now)
+    due = conn.execute(
+        """SELECT tenantId, jobType, count(*) FROM jobs INDEXED BY due_order
+            WHERE status = 'pending' AND kind = 'run' AND scheduledAt <= ? GROUP BY 1, 2""",
+        [now_ms],
+    ).fetchall()
+    passing = conn.execute(
+        f"""SELECT tenantId, jobType, status, count(*) FROM jobs INDEXED BY due_order
+            WHERE status IN ({", ".join("?" * len(PASSING))}) GROUP BY 1, 2, 3""",
+        PASSING,
+    ).fetchall()
+    gauges: dict[tuple[str, str], list[int]] = {}
+    for tenant, job_type, count in due:
+        gauges.setdefault((tenant, job_type), [0, 0])[0] += count
+    for tenant, job_type, status, count in passing:
+        gauges.setdefault((tenant, job_type), [0, 0])[0 if status == Status.QUEUED.value else 1] += count
+    conn.execute("UPDATE history_by_minute SET waiting = 0, running = 0 WHERE minute = ?", [minute])
+    conn.executemany(
+        """INSERT INTO history_by_minute (tenantId, jobType, minute, waiting, running) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (tenantId, jobType, minute)
+            DO UPDATE SET waiting = excluded.waiting, running = excluded.running""",
+        [(t, j, minute, w, r) for (t, j), (w, r) in gauges.items()],
+    )
+    conn.execute("DELETE FROM history_by_minute WHERE minute <= ?", [minute - RING_MINUTES])
+
+
+def history(conn: sqlite3.Connection, tenant_id: str | None, job_type: str | None, first: int, last: int) -> History:
+    """Minutes first..last (unix minutes, within the ring) summed over the tenants and types asked for."""
+    where = ["minute >= ?", "minute <= ?"]
+    params: list[Any] = [max(first, last - RING_MINUTES + 1), last]
+    if tenant_id is not None:
+        where.append("tenantId = ?")
+        params.append(tenant_id)
+    if job_type is not None:
+        where.append("jobType = ?")
+        params.append(job_type)
+    sums = ", ".join(f"sum({c})" for c in COLUMNS)
+    rows = conn.execute(
+        f"SELECT minute, {sums} FROM history_by_minute WHERE {' AND '.join(where)} GROUP BY minute", params
+    )
+    return history_of(((row[0], MinuteCounts.of(row[1:])) for row in rows), first, last)
