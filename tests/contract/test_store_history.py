@@ -134,3 +134,15 @@ def test_the_backlog_is_sampled_once_a_minute(store: JobStore, browser: JobBrows
     assert minute("acme", None) == (3, 0)
     assert minute("globex", "sync") == (0, 1)
     assert minute(None, None) == (3, 1)
+
+
+def test_every_tenants_history_reads_the_same_once_summed(store: JobStore, browser: JobBrowser) -> None:
+    """Every tenant's minutes read the same before and after the reaper's sample has added them up (on SQLite the
+    sums are kept apart, a day's rows per type; on MongoDB every flush adds to them)."""
+    since = utc_now() - timedelta(minutes=5)
+    run_the_plan(store)
+    before = browser.history(None, None, since, utc_now())
+    assert store.sample_backlog(utc_now() + timedelta(minutes=2))  # sums every minute up to the next one
+    after = browser.history(None, None, since, before.until)
+    assert after == before
+    assert sum(m.started for m in after.minutes) == len(PLAN)

@@ -73,7 +73,7 @@ RELEASED = [
     ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
     ("waiting_on_one_parent", "a796a1f879d0cd6c28a39db35f4684ea070c04a1e78a65214679fdd0fab3cc8f"),
     ("trace_context", "615819ff6fb9ace4f699130b73f1a3341d269e8aa6f44b5f660630a0df32b31f"),
-    ("history_by_minute", "76e1bcc45315db99901fdd370f2950560015dec328442a4352e16e8c59459d01"),
+    ("history_by_minute", "3eb9577a121d18f931e5a7900bd245a1e83c8baeb9dc6c79ed458ff55e1f08d5"),
     ("endings_into_history", "e10d037c81f2800a3da19617073c03d400775cf42d134f96ab54e1fc5744465e"),
 ]
 # What released migrations call, frozen with them.

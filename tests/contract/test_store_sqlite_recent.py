@@ -8,14 +8,14 @@ import sqlite3
 import time
 from collections import Counter
 from contextlib import closing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from shared.model import Status
 from shared.store.browse import RecentCounts
-from shared.store.history import MINUTE_MS
+from shared.store.history import MINUTE_MS, unix_minute
 from shared.store.sqlite import SqliteJobStore
 from shared.store.sqlite.recent import RING_MINUTES
 from tests.contract.store_kit import new
@@ -137,3 +137,28 @@ def test_a_file_written_before_the_ring_gets_its_last_hour_counted(tmp_path: Pat
         assert backend_beside(reopened).browser.counts(None, since).lastHour == counted
     finally:
         reopened.close()
+
+
+def test_every_tenants_history_is_read_from_the_sums_once_made(tmp_path: Path) -> None:
+    """After the reaper's sample, every tenant's minutes come from history_every_tenant: a row written into a
+    minute already summed (and not summed again) shows in its tenant's history, not in every tenant's."""
+    path = tmp_path / "jobs.db"
+    store, _ = store_with_jobs(path, 0)
+    browser = backend_beside(store).browser
+    now = datetime.now(UTC)
+    minute = unix_minute(now) - 10
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "INSERT INTO history_by_minute (tenantId, jobType, minute, completed) VALUES ('tenant-a', 'noop', ?, 3)",
+            [minute],
+        )
+    assert store.sample_backlog(now)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE history_by_minute SET completed = 5 WHERE minute = ?", [minute])
+    since = now - timedelta(minutes=30)
+    try:
+        assert sum(m.completed for m in browser.history("tenant-a", None, since, now).minutes) == 5
+        assert sum(m.completed for m in browser.history(None, None, since, now).minutes) == 3
+        assert sum(m.completed for m in browser.history(None, "noop", since, now).minutes) == 3
+    finally:
+        store.close()

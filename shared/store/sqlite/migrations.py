@@ -521,21 +521,26 @@ def history_by_minute(conn: sqlite3.Connection) -> None:
     sample deletes older ones), for what recent_endings_by_minute counted (the endings, moved here by
     endings_into_history), the attempts started and how late (started - due, in the 17 buckets of
     shared/store/history.py), which the starts add (minutes.py: once per batch, where a trigger would cost each
-    start an upsert), and the jobs due and waiting and running that the reaper samples once a minute."""
+    start an upsert), and the jobs due and waiting and running that the reaper samples once a minute. Beside it,
+    every tenant's sums per type and minute (history_every_tenant), which the reaper adds up once a minute, so
+    that an admin's day reads a day's rows per type, not a day's per tenant and type."""
     counters = ["completed", "dlq", "failed", "started", *(f"l{i}" for i in range(17))]
+    columns = ", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in (*counters, "waiting", "running"))
     conn.execute(
         f"""CREATE TABLE IF NOT EXISTS history_by_minute (
-        tenantId    TEXT NOT NULL,
-        jobType     TEXT NOT NULL,
-        minute      INTEGER NOT NULL,           -- unix minutes, UTC
-        {", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in counters)},
-        waiting     INTEGER NOT NULL DEFAULT 0, -- sampled: runs due and not started (pending, queued)
-        running     INTEGER NOT NULL DEFAULT 0, -- sampled: jobs claimed or running
+        tenantId TEXT NOT NULL, jobType TEXT NOT NULL, minute INTEGER NOT NULL, -- unix minutes, UTC
+        {columns}, -- waiting (runs due, not started) and running (claimed or running): sampled
         PRIMARY KEY (tenantId, jobType, minute)
     ) WITHOUT ROWID"""
     )
-    # Every tenant's minutes (an admin's history, the overview's last hour) and the deletion of old ones.
+    # Every tenant's minutes (the sums, the overview's last hour) and the deletion of old ones.
     conn.execute("CREATE INDEX IF NOT EXISTS history_minutes ON history_by_minute (minute)")
+    conn.execute(
+        f"""CREATE TABLE IF NOT EXISTS history_every_tenant (
+        jobType TEXT NOT NULL, minute INTEGER NOT NULL, {columns}, PRIMARY KEY (jobType, minute)
+    ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS summed_minutes ON history_every_tenant (minute)")
 
 
 def endings_into_history(conn: sqlite3.Connection) -> None:

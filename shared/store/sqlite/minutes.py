@@ -4,9 +4,11 @@ last day in history_by_minute (migrations.history_by_minute), kept RING_MINUTES 
 Triggers count the endings (jobs completed and dead-lettered, attempts failed) in the transaction that writes
 them; a start's transaction adds its attempts and their lateness (count_starts), one upsert per tenant, type and
 minute of the batch, where a trigger would cost every start one. What is waiting and running is a state, not an
-event: the reaper samples it once a minute (sample_backlog) into the minute's rows, and deletes the rows older
-than the ring. A read sums the rows of the minutes asked for in SQL (a day of one tenant and type is 1,440 rows,
-every tenant's as many per tenant and type) and never reads a job.
+event: the reaper samples it once a minute (sample_backlog) into the minute's rows, adds up every tenant's sums of
+the minutes before (history_every_tenant: the last two again, for a write that landed after its minute's sums),
+and deletes the rows older than the ring. A read sums the rows of the minutes asked for in SQL (a day of one
+tenant and type is 1,440 rows; every tenant's reads the sums, and the rows of the minutes not summed yet) and
+never reads a job.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from shared.store.sqlite.codecs import to_ms
 from shared.store.sqlite.recent import RING_MINUTES
 
 COLUMNS: Final = (*EVENT_COUNTERS, *LATENESS_COUNTERS, *GAUGES)
+_SUMS: Final = ", ".join(f"sum({c})" for c in COLUMNS)
 PASSING: Final = (Status.QUEUED.value, Status.CLAIMED.value, Status.RUNNING.value)
 _STARTED_COLUMNS: Final = ("started", *LATENESS_COUNTERS)
 # What a start batch adds to a minute: its attempts, and each in its lateness bucket.
@@ -81,21 +84,55 @@ def sample_backlog(conn: sqlite3.Connection, now: datetime, minute: int) -> None
             DO UPDATE SET waiting = excluded.waiting, running = excluded.running""",
         [(t, j, minute, w, r) for (t, j), (w, r) in gauges.items()],
     )
-    conn.execute("DELETE FROM history_by_minute WHERE minute <= ?", [minute - RING_MINUTES])
+    _sum_every_tenant(conn, minute)
+    for table in ("history_by_minute", "history_every_tenant"):
+        conn.execute(f"DELETE FROM {table} WHERE minute <= ?", [minute - RING_MINUTES])
+
+
+def _sum_every_tenant(conn: sqlite3.Connection, minute: int) -> None:
+    """Every tenant's sums per type of the minutes before `minute` not summed yet, and of the last two summed
+    again (a write may land just after its minute's sums were made); computed anew each time."""
+    summed = _summed_until(conn)
+    since = max(summed - 1 if summed is not None else 0, minute - RING_MINUTES)
+    conn.execute(
+        f"""INSERT INTO history_every_tenant (jobType, minute, {", ".join(COLUMNS)})
+            SELECT jobType, minute, {_SUMS} FROM history_by_minute WHERE minute >= ? AND minute < ?
+            GROUP BY jobType, minute
+            ON CONFLICT (jobType, minute) DO UPDATE SET {", ".join(f"{c} = excluded.{c}" for c in COLUMNS)}""",
+        [since, minute],
+    )
+
+
+def _summed_until(conn: sqlite3.Connection) -> int | None:
+    """The last minute whose every tenant's sums are made (None: none yet)."""
+    row = conn.execute("SELECT max(minute) FROM history_every_tenant").fetchone()
+    return None if row[0] is None else int(row[0])
 
 
 def history(conn: sqlite3.Connection, tenant_id: str | None, job_type: str | None, first: int, last: int) -> History:
-    """Minutes first..last (unix minutes, within the ring) summed over the tenants and types asked for."""
-    where = ["minute >= ?", "minute <= ?"]
-    params: list[Any] = [max(first, last - RING_MINUTES + 1), last]
-    if tenant_id is not None:
-        where.append("tenantId = ?")
-        params.append(tenant_id)
-    if job_type is not None:
-        where.append("jobType = ?")
-        params.append(job_type)
-    sums = ", ".join(f"sum({c})" for c in COLUMNS)
-    rows = conn.execute(
-        f"SELECT minute, {sums} FROM history_by_minute WHERE {' AND '.join(where)} GROUP BY minute", params
-    )
+    """Minutes first..last (unix minutes, within the ring) summed over the tenants and types asked for: of every
+    tenant, the sums made so far and the rows of the minutes after them."""
+    first = max(first, last - RING_MINUTES + 1)
+    rows = []
+    since = first
+    if tenant_id is None:
+        summed = _summed_until(conn)
+        if summed is not None and summed >= first:
+            rows += _minutes(conn, "history_every_tenant", {"jobType": job_type}, first, summed)
+            since = summed + 1
+    rows += _minutes(conn, "history_by_minute", {"tenantId": tenant_id, "jobType": job_type}, since, last)
     return history_of(((row[0], MinuteCounts.of(row[1:])) for row in rows), first, last)
+
+
+def _minutes(
+    conn: sqlite3.Connection, table: str, equal: dict[str, str | None], first: int, last: int
+) -> list[sqlite3.Row]:
+    """(minute, sums...) of `table`'s rows of minutes first..last whose columns are as `equal` says (None: any)."""
+    where = ["minute >= ?", "minute <= ?"]
+    params: list[Any] = [first, last]
+    for column, value in equal.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = f"SELECT minute, {_SUMS} FROM {table} WHERE {' AND '.join(where)} GROUP BY minute"
+    return conn.execute(sql, params).fetchall()
