@@ -3,7 +3,7 @@ completed and were dead-lettered, the attempts that started and failed (failed, 
 attempts started (started - due, as a histogram), and the jobs due and waiting and running (sampled once a minute).
 
 Both stores keep these as bounded per-minute counters, written as things happen and never counted from the jobs
-when read: the SQLite store in a ring of RING_MINUTES slots per tenant and type (sqlite/minutes.py), the MongoDB
+when read: the SQLite store in a row per tenant, type and minute kept KEPT_MINUTES (sqlite/minutes.py), the MongoDB
 store in one document per tenant, type and minute that the server deletes a day on (mongo/minutes.py). This module
 is what they share: the lateness buckets, and the points a read returns.
 """
@@ -13,17 +13,20 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Final
 
 from shared.model import format_time
 
 MINUTE_MS: Final = 60_000
-DAY_MINUTES: Final = 24 * 60
 # Upper bounds (milliseconds, inclusive) of the start lateness buckets; one more bucket holds what is later than
-# the last. A quantile is read as the upper bound of the bucket it falls in ("at most"), the last one's as the last
-# bound: the figures say how late starts were to within a bucket, which is what a chart can show.
-LATENESS_BOUNDS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000)
+# the last (an hour). A quantile is read as the upper bound of the bucket it falls in ("at most"), the one past the
+# last bound as that bound ("an hour or more"): the figures say how late starts were to within a bucket, which is
+# what a chart can show.
+LATENESS_BOUNDS_MS: Final = (
+    *(1, 2, 5, 10, 25, 50, 100, 250, 500),
+    *(1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 3_600_000),
+)
 LATENESS_BUCKETS: Final = len(LATENESS_BOUNDS_MS) + 1
 # The counters added to as things happen, in the order the stores keep them; then the two sampled gauges.
 EVENT_COUNTERS: Final = ("completed", "dlq", "failed", "started")
@@ -124,9 +127,3 @@ def history_of(rows: Iterable[tuple[int, MinuteCounts]], first: int, last: int) 
         if first <= minute <= last:
             minutes[minute - first].add(counts)
     return History(minute_start(first), minute_start(last), minutes)
-
-
-def window(now: datetime, span: timedelta) -> tuple[int, int]:
-    """The unix minutes (first, last) of the `span` that ends with `now`'s minute."""
-    last = unix_minute(now)
-    return last - int(span.total_seconds() // 60) + 1, last

@@ -80,9 +80,10 @@ def counted_from_records(
 def assert_history_matches(
     browser: JobBrowser, expected: dict[int, MinuteCounts], since: datetime, tenant: str | None, job_type: str | None
 ) -> None:
-    history = browser.history(tenant, job_type, since, utc_now())
+    until = utc_now()
+    history = browser.history(tenant, job_type, since, until)
     first = unix_minute(since)
-    assert len(history.minutes) == unix_minute(utc_now()) - first + 1
+    assert len(history.minutes) == unix_minute(until) - first + 1
     got = {first + i: m for i, m in enumerate(history.minutes) if m != MinuteCounts()}
     assert got == {m: c for m, c in expected.items() if c != MinuteCounts()}
 
@@ -97,6 +98,18 @@ def test_the_history_counts_what_the_attempt_records_say(store: JobStore, browse
     everything = reduce(add_up, browser.history(None, None, since, utc_now()).minutes, MinuteCounts())
     assert (everything.started, everything.completed, everything.failed, everything.dlq) == (8, 4, 4, 2)
     assert quantile(everything.lateness, 0.5) is not None
+
+
+def test_a_schedules_own_end_is_not_a_jobs_outcome(store: JobStore, browser: JobBrowser) -> None:
+    since = utc_now() - timedelta(minutes=1)
+    template = store.create(new(tenantId="acme", jobType="mail", cron="0 2 * * *"))
+    assert store.dead_letter_template(template, "its schedule no longer parses")
+    assert reload(store, template).status is Status.DLQ
+    done = start(store, claim_one(store, store.create(new(tenantId="acme", jobType="mail"))))
+    assert store.finish_attempt(done, result(Outcome.SUCCEEDED)) is not None
+    minutes = browser.history("acme", "mail", since, utc_now()).minutes
+    assert (sum(m.dlq for m in minutes), sum(m.completed for m in minutes)) == (0, 1)
+    assert browser.counts("acme", since).lastHour["mail"].dlq == 0  # the overview's last hour agrees
 
 
 def add_up(total: MinuteCounts, minute: MinuteCounts) -> MinuteCounts:

@@ -73,8 +73,8 @@ RELEASED = [
     ("batches_table", "3e5cf276441672b0e36fd85e667784f3771bce0e2674dea9905b0bf1be7547b8"),
     ("waiting_on_one_parent", "a796a1f879d0cd6c28a39db35f4684ea070c04a1e78a65214679fdd0fab3cc8f"),
     ("trace_context", "615819ff6fb9ace4f699130b73f1a3341d269e8aa6f44b5f660630a0df32b31f"),
-    ("history_by_minute", "3eb9577a121d18f931e5a7900bd245a1e83c8baeb9dc6c79ed458ff55e1f08d5"),
-    ("endings_into_history", "e10d037c81f2800a3da19617073c03d400775cf42d134f96ab54e1fc5744465e"),
+    ("history_by_minute", "2ff50d1f9366a48305f77e635b1c4b9e441a0dbd470a4f1eb54adfa024a1c3a4"),
+    ("endings_into_history", "6aa6c5d0cb5e14e1cc4b5bc0853139e4c02c1f3fa2f03d1051ea4a3682ef5345"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]

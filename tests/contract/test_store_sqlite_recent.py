@@ -17,7 +17,7 @@ from shared.model import Status
 from shared.store.browse import RecentCounts
 from shared.store.history import MINUTE_MS, unix_minute
 from shared.store.sqlite import SqliteJobStore
-from shared.store.sqlite.recent import RING_MINUTES
+from shared.store.sqlite.minutes import KEPT_MINUTES
 from tests.contract.store_kit import new
 from tests.support import backend_beside
 
@@ -130,7 +130,7 @@ def test_a_file_written_before_the_ring_gets_its_last_hour_counted(tmp_path: Pat
     reopened = SqliteJobStore(path)
     reopened.ensure_schema()
     try:
-        since_ms = (now_ms // MINUTE_MS - RING_MINUTES + 4) * MINUTE_MS
+        since_ms = (now_ms // MINUTE_MS - KEPT_MINUTES + 4) * MINUTE_MS
         since = datetime.fromtimestamp(since_ms / 1000, UTC)
         counted = counted_from_jobs(path, None, since_ms)
         assert sum(c.completed + c.dlq for c in counted.values()) > 0

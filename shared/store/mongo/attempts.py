@@ -135,6 +135,7 @@ def start_attempts(database: MongoDatabase, starts: Sequence[AttemptStart]) -> l
             for i, h in hinted.items():
                 r = starts[i]
                 results[i] = _settle_interrupted_start(database, r.job_id, h.attempt, r.worker) or unavailable
+            database.minutes.started(r for r in results if isinstance(r, Job))
             return [r if r is not None else unavailable for r in results]
     for i in hinted:  # a job started once, by the first of its starts (a second is a duplicate delivery)
         results[i] = started.pop(starts[i].job_id, None)

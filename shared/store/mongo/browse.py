@@ -70,7 +70,15 @@ class MongoBrowser:
                 for status in (Status.COMPLETED.value, Status.DLQ.value)
                 for group in self._jobs.aggregate(
                     [
-                        {"$match": {"status": status, "updatedAt": {"$gte": since}, **tenant}},
+                        # A schedule's own end is not a job's outcome (nor counted in the history).
+                        {
+                            "$match": {
+                                "status": status,
+                                "updatedAt": {"$gte": since},
+                                "kind": {"$ne": KIND_TEMPLATE},
+                                **tenant,
+                            }
+                        },
                         {"$group": {"_id": "$jobType", "n": {"$sum": 1}}},
                     ]
                 )

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from pymongo import UpdateOne
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError, InvalidOperation, PyMongoError
 
 from shared.model import Job, Status
 from shared.store.history import (
@@ -55,7 +55,10 @@ class MinuteCounters:
 
     def __init__(self, collection: Collection[Document]) -> None:
         self.collection = collection
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the counts, while they are added to or taken for a flush
+        # One flush at a time, held until its write is answered: a read's flush waits for the flusher's in flight,
+        # so that it reads what its process counted.
+        self._flushing = threading.Lock()
         self._counts: dict[Key, Counter[str]] = {}  # per tenant: every tenant's sums are added at a flush
         self._unwritten: dict[Key, Counter[str]] = {}  # what a flush could not write, sums included: as they are
         self._stop = threading.Event()
@@ -98,12 +101,20 @@ class MinuteCounters:
         while not self._stop.wait(FLUSH_S):
             try:
                 self.flush()
+            except InvalidOperation:  # its client was closed without close(): nothing can be written any more
+                return
             except PyMongoError as exc:  # the database away: the counts wait for the next flush
                 log.warning("history counts not written yet", extra={"action": "minutes_unflushed", "error": str(exc)})
+            except Exception:  # a bug: said with its traceback, and the thread goes on (the counts are kept)
+                log.exception("history counts not written", extra={"action": "minutes_flush_error"})
 
     def flush(self) -> None:
         """Add the counts not written yet to their minutes' documents (and to every tenant's sums). What could not
         be written is kept, as it was to be written, for the next flush, and the error raised."""
+        with self._flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             counts, self._counts = self._counts, {}
             entries, self._unwritten = self._unwritten, {}
@@ -124,6 +135,8 @@ class MinuteCounters:
             try:
                 if retried:
                     self.collection.bulk_write([updates[i] for i in retried], ordered=False)
+            except BulkWriteError as again:  # only those it names were not written
+                failed += [retried[e["index"]] for e in again.details.get("writeErrors", [])]
             except PyMongoError:
                 failed += retried
             if failed:

@@ -14,7 +14,7 @@ shared/backends.py opens the parts below together, over one SqliteDatabase.
     claims.py           the claim's queries: what is in flight, the lanes of due runs, the rate reservations
     browse.py           SqliteBrowser, the console's reads (JobBrowser)
     recent.py           the last hour's endings, counted by minute as they happen (for browse.py)
-    minutes.py          the console's history: the ring of per-minute counters, the backlog sampled into it
+    minutes.py          the console's history: per-minute counters, the backlog sampled and every tenant summed
     job_types.py        SqliteJobTypes, what executors announce and the operator's limits (JobTypeRegistry)
     keys.py             SqliteKeyStore, the API keys (KeyStore): a connection of its own per operation
     signing_secrets.py  SqliteSigningSecrets, the tenants' secrets that sign http jobs (SigningSecrets)

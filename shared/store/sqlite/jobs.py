@@ -466,8 +466,10 @@ class SqliteJobStore:
         minute = unix_minute(now)
         if minute == self._sampled_minute:
             return False
+        with self.database.read() as conn:
+            gauges = minutes.backlog(conn, now)
         with self.database.write() as conn:
-            minutes.sample_backlog(conn, now, minute)
+            minutes.record_backlog(conn, minute, gauges)
         self._sampled_minute = minute
         return True
 

@@ -519,12 +519,12 @@ def trace_context(conn: sqlite3.Connection) -> None:
 def history_by_minute(conn: sqlite3.Connection) -> None:
     """The console's history (issue 51): a row per tenant, job type and minute of the last day (the reaper's
     sample deletes older ones), for what recent_endings_by_minute counted (the endings, moved here by
-    endings_into_history), the attempts started and how late (started - due, in the 17 buckets of
+    endings_into_history), the attempts started and how late (started - due, in the 18 buckets l0 to l17 of
     shared/store/history.py), which the starts add (minutes.py: once per batch, where a trigger would cost each
     start an upsert), and the jobs due and waiting and running that the reaper samples once a minute. Beside it,
     every tenant's sums per type and minute (history_every_tenant), which the reaper adds up once a minute, so
     that an admin's day reads a day's rows per type, not a day's per tenant and type."""
-    counters = ["completed", "dlq", "failed", "started", *(f"l{i}" for i in range(17))]
+    counters = ["completed", "dlq", "failed", "started", *(f"l{i}" for i in range(18))]
     columns = ", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in (*counters, "waiting", "running"))
     conn.execute(
         f"""CREATE TABLE IF NOT EXISTS history_by_minute (
@@ -545,8 +545,9 @@ def history_by_minute(conn: sqlite3.Connection) -> None:
 
 def endings_into_history(conn: sqlite3.Connection) -> None:
     """The endings are counted in history_by_minute from now on: triggers add each, in the transaction that
-    writes it, as they added it to recent_endings_by_minute, whose last hour is copied over before it and its
-    triggers are dropped."""
+    writes it, as they added it to recent_endings_by_minute (whose last hour is copied over before it and its
+    triggers are dropped), but only a job's or a run's: a schedule's own end is not a job's outcome, and the
+    MongoDB store, which counts the attempts' closes, does not see it."""
     now_minute = int(time.time() * 1000) // 60000
     conn.execute(
         """INSERT INTO history_by_minute (tenantId, jobType, minute, completed, dlq, failed)
@@ -577,9 +578,10 @@ def endings_into_history(conn: sqlite3.Connection) -> None:
     was_failed = "old.outcome = 'failed' OR old.outcome = 'timeout' OR old.outcome = 'lost'"
     for trigger in (
         "history_completed AFTER UPDATE OF status ON jobs "
-        f"WHEN new.status = 'completed' AND old.status IS NOT new.status {add('completed', job)}",
+        f"WHEN new.status = 'completed' AND old.status IS NOT new.status AND new.kind <> 'template' "
+        f"{add('completed', job)}",
         "history_dlq AFTER UPDATE OF status ON jobs "
-        f"WHEN new.status = 'dlq' AND old.status IS NOT new.status {add('dlq', job)}",
+        f"WHEN new.status = 'dlq' AND old.status IS NOT new.status AND new.kind <> 'template' {add('dlq', job)}",
         "history_failed_attempt AFTER INSERT ON executions "
         f"WHEN ({failed}) AND new.finishedAt IS NOT NULL {add('failed', attempt)}",
         "history_attempt_failed AFTER UPDATE OF outcome ON executions "

@@ -4,7 +4,7 @@ figures (jobs completed, jobs dead-lettered, attempts failed, by tenant and job 
 Counting those from the jobs themselves reads one index entry per ending: at a few hundred endings a second that
 is a million entries an hour, read on every overview. Instead, triggers (migrations.endings_into_history) add
 each ending, in the transaction that writes it, to its minute's counters in history_by_minute, a row per tenant,
-job type and minute kept RING_MINUTES minutes (the console's history, minutes.py, reads the same rows). A read sums
+job type and minute kept KEPT_MINUTES minutes (the console's history, minutes.py, reads the same rows). A read sums
 the counters of the whole minutes since `since` (a few rows per tenant and type) and counts the part of a minute
 before the first of them from the indexes, so the figures are the same as counting every ending since `since`,
 except that a job that ended and then moved on (a dead letter sent back) stays counted: the figures count what
@@ -18,31 +18,31 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from shared.model import Status
 from shared.store.history import MINUTE_MS
-
-# The minutes history_by_minute keeps (the reaper's sample deletes older ones, minutes.py).
-RING_MINUTES: Final = 1464  # a day's window and its first, partial minute, with room for a clock's step
+from shared.store.sqlite.minutes import KEPT_MINUTES
 
 
 def last_hour(
     conn: sqlite3.Connection, tenant_id: str | None, since: datetime, ended_sql: str, failed_sql: str
 ) -> tuple[list[tuple[str, str, int]], list[tuple[str, int]]]:
     """Since `since`: (jobType, completed|dlq, jobs) and (jobType, failed attempts), of one tenant or every one.
-    Whole minutes are read from the ring; what is before them, and all of it if the ring does not reach back to
-    `since`, from the indexes. `ended_sql` selects the jobs that ended through recent_endings, `failed_sql` the
-    failed attempts. The attempts are read by their time first (CROSS JOIN keeps that order): with a tenant named,
-    SQLite's planner would otherwise walk every job of the tenant and look up each one's attempts."""
+    Whole minutes are read from history_by_minute; what is before them, and all of it if it does not keep
+    `since`'s minute, from the indexes. `ended_sql` selects the jobs that ended through recent_endings (a
+    template's own end is not counted, as the triggers do not count it), `failed_sql` the failed attempts. The
+    attempts are read by their time first (CROSS JOIN keeps that order): with a tenant named, SQLite's planner
+    would otherwise walk every job of the tenant and look up each one's attempts."""
     since_ms = math.floor(since.timestamp() * 1000)
     first_minute = -(-since_ms // MINUTE_MS)  # the first minute that starts at or after since
-    in_ring = first_minute > int(time.time() * 1000) // MINUTE_MS - RING_MINUTES
-    bounds: list[Any] = [since_ms, first_minute * MINUTE_MS if in_ring else 2**62]
+    kept = first_minute > int(time.time() * 1000) // MINUTE_MS - KEPT_MINUTES
+    bounds: list[Any] = [since_ms, first_minute * MINUTE_MS if kept else 2**62]
     tenant: list[Any] = [tenant_id] if tenant_id is not None else []
     ended: list[tuple[str, str, int]] = conn.execute(
         f"""SELECT jobType, status, count(*) FROM jobs INDEXED BY recent_endings
-            WHERE {ended_sql} AND updatedAt >= ? AND updatedAt < ? {"AND tenantId = ?" if tenant else ""}
+            WHERE {ended_sql} AND kind <> 'template' AND updatedAt >= ? AND updatedAt < ?
+            {"AND tenantId = ?" if tenant else ""}
             GROUP BY jobType, status""",
         [*bounds, *tenant],
     ).fetchall()
@@ -53,7 +53,7 @@ def last_hour(
             {"AND jobs.tenantId = ?" if tenant else ""} GROUP BY jobs.jobType""",
         [*bounds, *tenant],
     ).fetchall()
-    if not in_ring:
+    if not kept:
         return ended, failed
     rows = conn.execute(
         f"""SELECT jobType, sum(completed), sum(dlq), sum(failed) FROM history_by_minute
