@@ -33,6 +33,30 @@ function append(node, children) {
   }
 }
 
+// Draws a page now and again every `ms`, in place: `draw(stopped)` fetches and shows it unless `stopped()` (the
+// operator left the page meanwhile). A failed refresh says so in the page's #refreshed line and the next one tries
+// again. Returns what stops it, for the router.
+export async function refreshEvery(view, ms, draw) {
+  let timer = null;
+  let stopped = false;
+  const isStopped = () => stopped;
+  await draw(isStopped);
+  const loop = async () => {
+    try {
+      await draw(isStopped);
+    } catch (err) {
+      const stamp = view.querySelector("#refreshed");
+      if (stamp) stamp.textContent = `Refresh failed: ${err.message}`;
+    }
+    if (!stopped) timer = setTimeout(loop, ms);
+  };
+  timer = setTimeout(loop, ms);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
 // Puts `nodes` (nested arrays, nulls skipped) into `view` in place of what it showed.
 export function show(view, nodes) {
   view.replaceChildren(...[nodes].flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false));

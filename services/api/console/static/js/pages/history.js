@@ -3,7 +3,7 @@
 // as SVG from GET /history (the stores' per-minute counters), refreshed in place.
 
 import { api, meta } from "../api.js";
-import { h, show, svg } from "../ui.js";
+import { h, refreshEvery, show, svg } from "../ui.js";
 import { navigate } from "../router.js";
 import { session } from "../session.js";
 
@@ -20,32 +20,13 @@ export async function render(view, { params, isCurrent }) {
     jobType: params.get("jobType") || "",
     range: RANGES[params.get("range")] ? params.get("range") : "1h",
   };
-  let timer = null;
-  let stopped = false;
-
-  async function refresh() {
-    // A key's request that names no tenant reads its own: an admin asks for every tenant with a blank one.
-    const path = auth !== "off" && !filters.tenantId ? "/history?tenantId=" : "/history";
+  // A key's request that names no tenant reads its own: an admin asks for every tenant with a blank one.
+  const path = auth !== "off" && !filters.tenantId ? "/history?tenantId=" : "/history";
+  return refreshEvery(view, REFRESH_MS, async (stopped) => {
     const data = await api(path, { params: filters });
-    if (stopped || !isCurrent()) return;
+    if (stopped() || !isCurrent()) return;
     show(view, [h("h1", {}, "History"), form(tenants, jobTypes, filters, everyTenant), charts(data)]);
-  }
-
-  await refresh();
-  const loop = async () => {
-    try {
-      await refresh();
-    } catch (err) {
-      const stamp = view.querySelector("#refreshed");
-      if (stamp) stamp.textContent = `Refresh failed: ${err.message}`;
-    }
-    if (!stopped) timer = setTimeout(loop, REFRESH_MS);
-  };
-  timer = setTimeout(loop, REFRESH_MS);
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  });
 }
 
 function form(tenants, jobTypes, filters, everyTenant) {

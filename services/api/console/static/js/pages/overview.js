@@ -1,37 +1,18 @@
 // Overview: jobs per type and status, the last hour's outcomes, the DLQ and schedules; refreshed in place.
 
 import { api, typeNames } from "../api.js";
-import { h, link, show, table, tenantPicker } from "../ui.js";
+import { h, link, refreshEvery, show, table, tenantPicker } from "../ui.js";
 
 const REFRESH_MS = 5000;
 const FINAL = ["completed", "dlq", "cancelled"];
 
 export async function render(view, { params, isCurrent }) {
   const tenant = params.get("tenantId") || "";
-  let timer = null;
-  let stopped = false;
-
-  async function refresh() {
+  return refreshEvery(view, REFRESH_MS, async (stopped) => {
     const [data, listing] = await Promise.all([api("/overview", { params: { tenantId: tenant } }), api("/job-types")]);
-    if (stopped || !isCurrent()) return;
+    if (stopped() || !isCurrent()) return;
     show(view, content(data, listing, data.tenantId || tenant));
-  }
-
-  await refresh();
-  const loop = async () => {
-    try {
-      await refresh();
-    } catch (err) {
-      const stamp = view.querySelector("#refreshed");
-      if (stamp) stamp.textContent = `Refresh failed: ${err.message}`;
-    }
-    if (!stopped) timer = setTimeout(loop, REFRESH_MS);
-  };
-  timer = setTimeout(loop, REFRESH_MS);
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  });
 }
 
 function jobsLink(tenant, filters, text) {
