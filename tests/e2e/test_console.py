@@ -925,7 +925,7 @@ class SecuredDev:
         self.dev = dev
         self.keys = {
             (tenant, role): keys("create", "--tenant", tenant, "--role", role, "--sqlite", str(dev.db)).stdout.strip()
-            for tenant, role in (("acme", "reader"), ("acme", "writer"), ("globex", "writer"))
+            for tenant, role in (("acme", "reader"), ("acme", "writer"), ("globex", "writer"), ("ops", "admin"))
         }
         dev.start(AUTH="required")
 
@@ -983,6 +983,28 @@ def test_a_reader_key_sees_its_tenant_and_no_action(secured: SecuredDev, tab: Ta
     expect(page.get_by_role("button", name=re.compile("Re-drive"))).to_have_count(0)
     expect(page.locator("input[type=checkbox]")).to_have_count(0)
     expect(page.locator("#tenant option")).to_have_text(["acme"])
+
+
+def history_dlq(secured: SecuredDev, key: str, tenant: str) -> int:
+    """The dead letters of the last hour GET /history gives `key` for `tenant` (blank: every tenant)."""
+    answer = secured.dev.http.get(f"/history?tenantId={tenant}", headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 200, answer.text
+    return sum(answer.json()["dlq"])
+
+
+def test_history_shows_a_keys_tenant_and_an_admin_every_tenant(secured: SecuredDev, browser: Browser) -> None:
+    dead_of(secured, "acme", "history-acme")
+    dead_of(secured, "globex", "history-globex")
+    reader, admin = secured.keys[("acme", "reader")], secured.keys[("ops", "admin")]
+    own, every = history_dlq(secured, reader, "acme"), history_dlq(secured, admin, "")
+    assert 1 <= own < every
+    for key, options, dlq in ((reader, ["acme"], own), (admin, ["All tenants", "acme", "globex"], every)):
+        page, errors = browser.open(DESKTOP)
+        sign_in(page, errors, secured, "/history", key)
+        expect(page.locator('.legend [data-series="dlq"]')).to_have_text(f"dead-lettered ({dlq})")
+        expect(page.locator("#tenant option")).to_have_text(options)
+        page.close()
+        assert errors.unexpected() == [], "errors in the browser console"
 
 
 def test_a_reader_key_sees_schedules_and_no_schedule_action(secured: SecuredDev, tab: Tab) -> None:

@@ -37,11 +37,11 @@ from shared.store.history import (
     unix_minute,
 )
 
-Document = dict[str, Any]
+Document = dict[str, Any]  # database.py's, which builds on this module (MongoDatabase.minutes)
 Key = tuple[str | None, str, int]  # (tenantId, or None for every tenant's sum; jobType; unix minute)
 FLUSH_S: Final = 1.0
 KEPT_FOR: Final = timedelta(hours=25)  # the TTL index's: a day's chart and its first minute, with room
-DUPLICATE_KEY: Final = 11000
+DUPLICATE_KEY: Final = 11000  # as database.py's
 log = logging.getLogger("jobsched.store")
 
 
