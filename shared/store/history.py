@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
-from shared.model import format_time
+from shared.model import Status, format_time
 
 MINUTE_MS: Final = 60_000
 # Upper bounds (milliseconds, inclusive) of the start lateness buckets; one more bucket holds what is later than
@@ -28,6 +28,7 @@ LATENESS_BOUNDS_MS: Final = (
     *(1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 3_600_000),
 )
 LATENESS_BUCKETS: Final = len(LATENESS_BOUNDS_MS) + 1
+_READ_AS_MS: Final = (*LATENESS_BOUNDS_MS, LATENESS_BOUNDS_MS[-1])  # each bucket as a quantile reads it
 # The counters added to as things happen, in the order the stores keep them; then the two sampled gauges.
 EVENT_COUNTERS: Final = ("completed", "dlq", "failed", "started")
 LATENESS_COUNTERS: Final = tuple(f"l{i}" for i in range(LATENESS_BUCKETS))
@@ -48,18 +49,34 @@ def minute_start(minute: int) -> datetime:
     return datetime.fromtimestamp(minute * 60, UTC)
 
 
+def backlog_of(
+    due: Iterable[tuple[str, str, int]], passing: Iterable[tuple[str, str, str, int]]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (tenant, type) with any: waiting (runs due and not started: pending or queued) and running (claimed or
+    running), from the counts of the due pending runs (tenant, type, n) and of the jobs queued, claimed or
+    running (tenant, type, status, n), as a store counts them for its sample of a minute."""
+    gauges: dict[tuple[str, str], tuple[int, int]] = {}
+    for tenant, job_type, count in due:
+        waiting, running = gauges.get((tenant, job_type), (0, 0))
+        gauges[tenant, job_type] = (waiting + count, running)
+    for tenant, job_type, status, count in passing:
+        waiting, running = gauges.get((tenant, job_type), (0, 0))
+        queued = status == Status.QUEUED.value
+        gauges[tenant, job_type] = (waiting + count, running) if queued else (waiting, running + count)
+    return gauges
+
+
 def quantile(buckets: Sequence[int], q: float) -> int | None:
     """The upper bound (ms) of the bucket that holds the q-quantile of these counts; None when there are none."""
     total = sum(buckets)
     if total == 0:
         return None
-    rank = q * total
     seen = 0
-    for i, n in enumerate(buckets):
+    for bound, n in zip(_READ_AS_MS, buckets, strict=True):
         seen += n
-        if seen >= rank and n:
-            return LATENESS_BOUNDS_MS[min(i, len(LATENESS_BOUNDS_MS) - 1)]
-    return LATENESS_BOUNDS_MS[-1]
+        if n and seen >= q * total:
+            return bound
+    raise ValueError(f"a quantile is of 0 to 1, not {q}")
 
 
 @dataclass

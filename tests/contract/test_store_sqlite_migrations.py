@@ -11,7 +11,8 @@ import re
 import shutil
 import sqlite3
 from collections import Counter
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -314,6 +315,18 @@ def test_released_migrations_are_never_edited() -> None:
     )
 
 
+@contextmanager
+def upgraded(path: Path) -> Iterator[SqliteJobStore]:
+    """A store on `path` once this jobsched's migrations have brought the file to the latest version, closed after."""
+    store = SqliteJobStore(path)
+    try:
+        store.ensure_schema()
+        assert version(path) == LATEST
+        yield store
+    finally:
+        store.close()
+
+
 def store_at_version(path: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> SqliteJobStore:
     """A store on a file migrated up to version `at` only, as the jobsched whose last migration it was left it.
     This code's own writes still need the table of migration 12 and the column and index of migration 15 (an
@@ -351,10 +364,7 @@ def test_an_upgrade_moves_the_jobs_waiting_for_one_parent_into_their_rows(
             conn.executemany("INSERT OR IGNORE INTO job_dependencies (parentId, childId) VALUES (?, ?)", rows)
     finally:
         old.close()
-    store = SqliteJobStore(path)
-    try:
-        store.ensure_schema()
-        assert version(path) == LATEST
+    with upgraded(path) as store:
         assert dict(read(path, "SELECT id, waitingOn FROM jobs WHERE status = 'waiting'")) == {
             single.id: first.id,
             both.id: None,
@@ -365,8 +375,6 @@ def test_an_upgrade_moves_the_jobs_waiting_for_one_parent_into_their_rows(
             statuses = {job.id: reload(store, job).status for job in (single, both)}
             assert {i for i, s in statuses.items() if s is Status.WAITING} == still_waiting
         assert {reload(store, job).status for job in (single, both)} == {Status.PENDING}
-    finally:
-        store.close()
 
 
 def test_an_upgrade_moves_the_last_hour_of_endings_into_the_days_history(
@@ -391,10 +399,7 @@ def test_an_upgrade_moves_the_last_hour_of_endings_into_the_days_history(
             )
     finally:
         old.close()
-    store = SqliteJobStore(path)
-    try:
-        store.ensure_schema()
-        assert version(path) == LATEST
+    with upgraded(path) as store:
         assert "recent_endings_by_minute" not in columns_of(path)
         browser = backend_beside(store).browser
         # From the ring alone: none of the hour's endings is older than its first whole minute.
@@ -406,8 +411,6 @@ def test_an_upgrade_moves_the_last_hour_of_endings_into_the_days_history(
         day = browser.history("acme", "mail", now - timedelta(hours=23), utc_now())
         # The four starts made on version 16 counted too: store_at_version gave the file the table they need.
         assert (sum(m.completed for m in day.minutes), sum(m.started for m in day.minutes)) == (4, 5)
-    finally:
-        store.close()
 
 
 def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
@@ -428,10 +431,7 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
         old.close()
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE jobs SET status = 'claimed' WHERE id = ?", (claimed.id,))  # as earlier versions wrote
-    store = SqliteJobStore(path)
-    try:
-        store.ensure_schema()
-        assert version(path) == LATEST
+    with upgraded(path) as store:
         backoffs = {name: reload(store, job).backoff for name, job in slow.items()}
         assert backoffs == {name: SLOW if name in NOT_FINAL_ONES else None for name in slow}
         assert reload(store, claimed).backoff == SLOW
@@ -444,5 +444,3 @@ def test_an_upgrade_gives_the_jobs_not_final_of_a_type_its_announced_backoff(
         retried = store.finish_attempt(reload(store, slow["running"]), result(Outcome.FAILED, "boom"))
         assert retried is not None
         assert retried.scheduledAt == retried.updatedAt + SLOW.delay(1)
-    finally:
-        store.close()

@@ -92,7 +92,8 @@ def application(traced: Traced, seen: dict[str, Any], released: threading.Event)
     @handlers.handler("awaited", timeout=10)
     async def awaited(payload: Payload, ctx: HandlerContext) -> None:
         with traced.tracer.start_as_current_span("awaited's own call"):
-            await asyncio.sleep(0)
+            # The handler gives up the loop while its work runs on a thread: the span stays current across it.
+            await asyncio.to_thread(ctx.logger.info, "calling out")
             seen[ctx.job_id] = trace.get_current_span().get_span_context()
 
     return handlers
@@ -278,13 +279,16 @@ def test_a_log_line_written_in_a_span_names_it(traced: Traced) -> None:
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+    outside = logging.LogRecord("jobsched.test", logging.INFO, __file__, 1, "outside", None, None)
+    handler.filter(outside)  # the handler's filters are what add the ids (LogIds), here with no span current
     record = logging.LogRecord("jobsched.test", logging.INFO, __file__, 1, "inside", None, None)
     with traced.tracer.start_as_current_span("some work") as span:
-        assert handler.filter(record)
+        handler.filter(record)
     line = handler.format(record)
     context = span.get_span_context()
     assert f'"trace_id": "{context.trace_id:032x}"' in line
     assert f'"span_id": "{context.span_id:016x}"' in line
+    assert "trace_id" not in handler.format(outside)
 
 
 def test_a_server_that_does_not_trace_imports_nothing_of_opentelemetry() -> None:

@@ -31,6 +31,7 @@ from shared.store.history import (
     LATENESS_COUNTERS,
     History,
     MinuteCounts,
+    backlog_of,
     history_of,
     lateness_bucket,
     minute_start,
@@ -129,18 +130,10 @@ class MinuteCounters:
             self.collection.bulk_write(updates, ordered=False)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
-            # Two processes' first counts of one minute upserted at once: the loser's becomes an update.
-            retried = [e["index"] for e in errors if e.get("code") == DUPLICATE_KEY]
-            failed = [e["index"] for e in errors if e.get("code") != DUPLICATE_KEY]
-            try:
-                if retried:
-                    self.collection.bulk_write([updates[i] for i in retried], ordered=False)
-            except BulkWriteError as again:  # only those it names were not written
-                failed += [retried[e["index"]] for e in again.details.get("writeErrors", [])]
-            except PyMongoError:
-                failed += retried
-            if failed:
-                self._keep({keys[i]: entries[keys[i]] for i in failed})
+            self._keep({keys[e["index"]]: entries[keys[e["index"]]] for e in errors})
+            # A duplicate key is two processes' first counts of one minute upserted at once: the loser's counts
+            # find the document at the next flush. Anything else is said.
+            if any(e.get("code") != DUPLICATE_KEY for e in errors):
                 raise
         except PyMongoError:
             self._keep(entries)
@@ -175,24 +168,22 @@ def _added(key: Key, counts: Counter[str]) -> UpdateOne:
 def sample_backlog(collection: Collection[Document], jobs: Collection[Document], now: datetime, minute: int) -> None:
     """Set `minute`'s waiting (runs due by `now` and not started: pending or queued) and running (claimed or
     running) per tenant and type, and their sums; zero where there are none now."""
-    gauges: dict[Key, list[int]] = {}
-
-    def add(tenant: str, job_type: str, which: int, count: int) -> None:
-        for key in ((tenant, job_type, minute), (None, job_type, minute)):
-            gauges.setdefault(key, [0, 0])[which] += count
-
     due = {"status": Status.PENDING.value, "kind": "run", "scheduledAt": {"$lte": now}}
-    for group in jobs.aggregate(
-        [{"$match": due}, {"$group": {"_id": {"j": "$jobType", "t": "$tenantId"}, "n": {"$sum": 1}}}]
-    ):
-        add(group["_id"]["t"], group["_id"]["j"], 0, group["n"])
     passing = {"status": {"$in": [Status.QUEUED.value, Status.CLAIMED.value, Status.RUNNING.value]}}
-    pipeline: list[Document] = [
-        {"$match": passing},
-        {"$group": {"_id": {"j": "$jobType", "s": "$status", "t": "$tenantId"}, "n": {"$sum": 1}}},
-    ]
-    for group in jobs.aggregate(pipeline):
-        add(group["_id"]["t"], group["_id"]["j"], 0 if group["_id"]["s"] == Status.QUEUED.value else 1, group["n"])
+    by_due = {"$group": {"_id": {"t": "$tenantId", "j": "$jobType"}, "n": {"$sum": 1}}}
+    by_status = {"$group": {"_id": {"t": "$tenantId", "j": "$jobType", "s": "$status"}, "n": {"$sum": 1}}}
+    counted = backlog_of(
+        ((g["_id"]["t"], g["_id"]["j"], g["n"]) for g in jobs.aggregate([{"$match": due}, by_due])),
+        (
+            (g["_id"]["t"], g["_id"]["j"], g["_id"]["s"], g["n"])
+            for g in jobs.aggregate([{"$match": passing}, by_status])
+        ),
+    )
+    gauges: dict[Key, tuple[int, int]] = {}
+    for (tenant, job_type), (waiting, running) in counted.items():
+        gauges[tenant, job_type, minute] = (waiting, running)
+        summed = gauges.get((None, job_type, minute), (0, 0))
+        gauges[None, job_type, minute] = (summed[0] + waiting, summed[1] + running)
     collection.update_many({"at": minute_start(minute)}, {"$set": dict.fromkeys(GAUGES, 0)})
     updates = [
         UpdateOne(

@@ -27,6 +27,7 @@ from shared.store.history import (
     MINUTE_MS,
     History,
     MinuteCounts,
+    backlog_of,
     history_of,
     lateness_bucket,
 )
@@ -57,7 +58,9 @@ def count_starts(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> None:
     for row in rows:
         started = row["claimedAt"]
         key = (row["tenantId"], row["jobType"], started // MINUTE_MS)
-        counts = minutes.get(key) or minutes.setdefault(key, [0] * (1 + LATENESS_BUCKETS))
+        counts = minutes.get(key)
+        if counts is None:
+            counts = minutes[key] = [0] * (1 + LATENESS_BUCKETS)
         counts[0] += 1
         counts[1 + lateness_bucket(started - row["scheduledAt"])] += 1
     conn.executemany(_STARTED, [(*key, *counts) for key, counts in minutes.items()])
@@ -76,12 +79,7 @@ def backlog(conn: sqlite3.Connection, now: datetime) -> dict[tuple[str, str], tu
             WHERE status IN ({", ".join("?" * len(PASSING))}) GROUP BY 1, 2, 3""",
         PASSING,
     ).fetchall()
-    gauges: dict[tuple[str, str], list[int]] = {}
-    for tenant, job_type, count in due:
-        gauges.setdefault((tenant, job_type), [0, 0])[0] += count
-    for tenant, job_type, status, count in passing:
-        gauges.setdefault((tenant, job_type), [0, 0])[0 if status == Status.QUEUED.value else 1] += count
-    return {key: (waiting, running) for key, (waiting, running) in gauges.items()}
+    return backlog_of(due, passing)
 
 
 def record_backlog(conn: sqlite3.Connection, minute: int, gauges: dict[tuple[str, str], tuple[int, int]]) -> None:
