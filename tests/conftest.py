@@ -22,6 +22,7 @@ from pymongo.database import Database
 
 from shared.bus.kafka import KafkaBus
 from shared.store.mongo import MongoJobStore
+from tests.migrated_databases import MigratedDatabases
 from tests.support import ServiceProcess, delete_topics
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,9 @@ LOCAL_SCRIPTS = REPO_ROOT / "deployments" / "local"
 TIERS = ("unit", "contract", "integration", "e2e")
 # The fixtures that reach a real server; every fixture that talks to one depends on one of them.
 SERVER_FIXTURES = frozenset({"mongo_uri", "kafka_brokers", "etcd_endpoints"})
+# The fixtures that start from a migrated MongoDB store (the API tests' api_store asks for mongo_store only at run
+# time, which a test's fixture names cannot show): their tests' databases come from MigratedDatabases.
+MIGRATED_STORE_FIXTURES = frozenset({"mongo_store", "harness", "api_store"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -126,9 +130,32 @@ def mongo_client(mongo_uri: str) -> Iterator[MongoClient[dict[str, object]]]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def migrated_databases(mongo_uri: str, mongo_client: MongoClient[dict[str, object]]) -> Iterator[MigratedDatabases]:
+    def migrate(db: Database[dict[str, object]]) -> None:
+        store = MongoJobStore.connect(mongo_uri, db.name)
+        try:
+            store.ensure_schema()
+        finally:
+            store.close()
+
+    databases = MigratedDatabases(mongo_client, migrate)
+    yield databases
+    databases.drop_all()
+
+
 @pytest.fixture
-def mongo_db(mongo_client: MongoClient[dict[str, object]], test_id: str) -> Iterator[Database[dict[str, object]]]:
+def mongo_db(
+    mongo_client: MongoClient[dict[str, object]], test_id: str, request: pytest.FixtureRequest
+) -> Iterator[Database[dict[str, object]]]:
+    """The test's own database: empty, or migrated already when the test starts from a migrated store."""
     name = f"t_{test_id}"
+    if MIGRATED_STORE_FIXTURES.intersection(request.fixturenames):
+        databases: MigratedDatabases = request.getfixturevalue("migrated_databases")
+        db = databases.take(name)
+        yield db
+        databases.give_back(db)
+        return
     yield mongo_client[name]
     mongo_client.drop_database(name)
 

@@ -51,7 +51,8 @@ def test_a_backup_taken_while_jobs_run_restores_every_job(standalone: Dev, tmp_p
     service = node.start()
     future = [create(node, f"later-{i}", "log-message", {"message": f"m{i}"}, timedelta(days=1)) for i in range(50)]
     future_as_created = {j: node.http.get(f"/jobs/{j}").json() for j in future}
-    running = [create(node, f"slow-{i}", "slow", {"sleepMs": 3000}, timedelta(0)) for i in range(5)]
+    # Long enough to be running still when the backup command, a process of its own, has copied the file.
+    running = [create(node, f"slow-{i}", "slow", {"sleepMs": 8000}, timedelta(0)) for i in range(5)]
     done = [create(node, f"now-{i}", "noop", {"n": i}, timedelta(0)) for i in range(100)]
     wait_until(
         lambda: all(node.http.get(f"/jobs/{j}").json()["status"] == "running" for j in running), 30, "slow jobs running"
