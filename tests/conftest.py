@@ -2,10 +2,12 @@
 
 Servers come from MONGO_URI / KAFKA_BROKERS / ETCD_ENDPOINTS when set (as `make test` and CI do); otherwise
 the session starts the local real servers with the scripts in deployments/local/ and stops the ones it
-started. Every test gets its own database name, topic prefix and etcd key prefix, so tests never see each
-other's data. Tests under tests/<tier>/ get the <tier> marker. A test that reaches a server gets the `servers`
-marker from the fixtures it uses (pytest_collection_modifyitems below), so `pytest -m "not servers"` needs none:
-that is `make test-fast`, which runs the SQLite half of every test parametrized over the stores.
+started. Every test gets its own database, topic prefix and etcd key prefix, so tests never see each
+other's data (a test of a migrated store gets a database an earlier test of its worker used, emptied first:
+tests/migrated_databases.py). Tests under tests/<tier>/ get the <tier> marker. A test that reaches a server
+gets the `servers` marker from the fixtures it uses (pytest_collection_modifyitems below), so
+`pytest -m "not servers"` needs none: that is `make test-fast`, which runs the SQLite half of every test
+parametrized over the stores.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ version), and every other collection is dropped. Some 40 ms.
 A database is reused only when it is as the migrations left it apart from its documents: the same collections
 with the same indexes. One that a test changed otherwise (an index dropped or added, a collection missing) is
 dropped, and the next test gets a new one. A database is emptied when a test takes it, not when the last one
-ended, so a write that a thread of the last test made late is emptied too.
+ended, so a write that a thread of the last test made after its end, but before the take, is emptied too.
 """
 
 from __future__ import annotations

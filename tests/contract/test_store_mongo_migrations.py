@@ -51,6 +51,7 @@ RELEASED = [
     ("workflow_indexes", "0b69bbaae0a25ccce274b27219cfc1b5f50b6557831933ba73ce1b1b06b91095"),
     ("batch_indexes", "ae41bff21015dc4183aeb377c72a58db59a9c6507952b75e658e1bb86353cd39"),
     ("history_minutes", "5f2c578cca33dcf46a0db55bc4e45b9df3c49ed6f0d83a48879e42e260db2b3e"),
+    ("counts_by_status", "41348354ad7da15dc17f99ebdc3c48d2a10e3f1d267c51c0f3cd49f987731c16"),
 ]
 
 
@@ -321,6 +322,32 @@ def test_an_upgrade_to_partial_job_indexes_keeps_every_job_findable(
             assert store.delete_finished(status, utc_now() + timedelta(days=2), 10) == 1, status
             assert store.get(jobs[status.value].id) is None
         assert reload(store, jobs["running"]).status is Status.RUNNING
+    finally:
+        store.close()
+
+
+def test_an_upgrade_to_counts_by_status_keeps_the_counts_and_the_lost_wake_ups(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 12 on a database of version 11 holding a job in every status, run by replicas starting together:
+    type_counts and queued_age give way to status_counts, the overview counts the same, and the reaper still
+    finds the wake-up left queued too long."""
+    old, fresh = scratch("old"), scratch("fresh")
+    store = store_at_version(mongo_uri, old, 11, monkeypatch)
+    try:
+        jobs = one_in_every_status(store, "upgraded")
+        assert {"type_counts", "queued_age"} <= set(old["jobs"].index_information())
+        browser = backend_beside(store).browser
+        before = browser.counts(None, utc_now() - timedelta(hours=1))
+
+        migrate_together(mongo_uri, old.name)
+        assert schema_version(store.database) == LATEST
+        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
+        assert not {"type_counts", "queued_age"} & set(old["jobs"].index_information())
+
+        assert browser.counts(None, utc_now() - timedelta(hours=1)) == before
+        assert store.release_stale_claims(utc_now() + timedelta(minutes=1)) == 1
+        assert reload(store, jobs["queued"]).status is Status.PENDING
     finally:
         store.close()
 

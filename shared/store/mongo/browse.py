@@ -1,8 +1,8 @@
 """JobBrowser on the MongoDB database's jobs and failed attempts' events, over the job store's client.
 
-The indexes these queries use are made by the database's migrations (migrations.py, `operator_indexes`):
-tenant_status_listing and tenant_type_listing for filtered pages, type_counts so the counts read index
-entries only, tenant_templates and template_runs for templates and their runs, recent_completions
+The indexes these queries use are made by the database's migrations (migrations.py, `operator_indexes` and
+`counts_by_status`): tenant_status_listing and tenant_type_listing for filtered pages, status_counts so the counts
+read index entries only, tenant_templates and template_runs for templates and their runs, recent_completions
 and dead_letters / tenant_dead_letters (partial: only completed or dead-lettered jobs enter them) for the last
 hour and the DLQ (of every tenant, of one), and failure_age / tenant_failures (attempt_history_in_jobs) on the failed
 attempts' events; the history is read from the per-minute counters (minutes.py, tenant_minutes). The pipelines
@@ -92,8 +92,8 @@ class MongoBrowser:
     def _by_type_and_status(self, match: Document) -> list[tuple[str, str, int]]:
         pipeline: list[Document] = [
             {"$match": match},
-            # Sorting on the counted fields lets MongoDB count from the type_counts index alone.
-            {"$sort": {"jobType": 1, "status": 1}},
+            # Sorting on the counted fields lets MongoDB count from the status_counts index alone.
+            {"$sort": {"status": 1, "jobType": 1}},
             {"$group": {"_id": {"jobType": "$jobType", "status": "$status"}, "n": {"$sum": 1}}},
         ]
         return [(g["_id"]["jobType"], g["_id"]["status"], g["n"]) for g in self._jobs.aggregate(pipeline)]

@@ -536,6 +536,7 @@ class MongoJobStore:
     # --- reaper -----------------------------------------------------------------------------------------
 
     def release_stale_claims(self, queued_before: datetime) -> int:
+        # Served by status_counts: the queued jobs' entries, their queuedAt compared in the index.
         with translate_errors():
             result = self.database.jobs.update_many(
                 {"status": Status.QUEUED.value, "queuedAt": {"$lt": queued_before}},

@@ -320,6 +320,23 @@ def history_minutes(database: MongoDatabase) -> None:
     minutes.create_index([("at", 1)], name="minute_age", expireAfterSeconds=25 * 3600)
 
 
+def counts_by_status(database: MongoDatabase) -> None:
+    """One index entry fewer per job (issue 49): the counts by type and status lead with the status and end with
+    the time a job was queued (`status_counts`: status, jobType, tenantId, queuedAt, whole, as type_counts was), and
+    the reaper's lost wake-ups (queued longer than QUEUED_TIMEOUT) are read from it instead of `queued_age`, which
+    a job entered when it was claimed. The reaper's read walks the queued jobs' entries and compares their queuedAt
+    in the index, fetching only the stale jobs; the overview's counts read the index in status order instead. The
+    new index comes first, so that every query has one throughout the upgrade."""
+    jobs = database.collection("jobs")
+    jobs.create_index([("status", 1), ("jobType", 1), ("tenantId", 1), ("queuedAt", 1)], name="status_counts")
+    for name in ("type_counts", "queued_age"):
+        try:
+            jobs.drop_index(name)
+        except OperationFailure as exc:
+            if exc.code != 27:  # IndexNotFound: another replica dropped it first
+                raise
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -333,5 +350,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     workflow_indexes,
     batch_indexes,
     history_minutes,
+    counts_by_status,
 )
 LATEST: Final = len(MIGRATIONS)
