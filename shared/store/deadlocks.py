@@ -14,7 +14,9 @@ Where jobsched meets it:
   other and PostgreSQL breaks the cycles one victim per second (32 at once took 20 s to 3 min here, and victims
   that inserted again at once formed new cycles). So a process sends one create of a key at a time
   (`key_lock`: the others then meet a committed entry, a duplicate at once), and a victim, after a
-  pause that grows, first looks whether the key has found its holder before it inserts again.
+  pause that grows, first looks whether the key has found its holder before it inserts again. A template's run
+  whose insert was a victim (two leaders, or a leader and a trigger, adding one fire time at once) is inserted
+  again the same way.
 The other job writes never send the concurrent sorted findAndModify calls that deadlock there.
 """
 

@@ -350,11 +350,13 @@ class MongoJobStore:
                 self.database.jobs.insert_many(docs, ordered=False)
             except BulkWriteError as exc:
                 errors = exc.details.get("writeErrors", [])
-                other = [e for e in errors if e.get("code") != DUPLICATE_KEY]
+                aborted = {e["index"] for e in errors if is_deadlock_answer(e.get("code"), e.get("errmsg"))}
+                other = [e for e in errors if e.get("code") != DUPLICATE_KEY and e["index"] not in aborted]
                 if other:  # a payload the server cannot store: the same for every run of this template
                     raise JobRefused(shorten(str(other[0].get("errmsg", exc)), 200)) from exc
                 # These keys' runs exist (a retry after a crash, another leader's spawn, a repeated trigger).
-                taken = {e["index"] for e in errors}
+                taken = {e["index"] for e in errors if e["index"] not in aborted}
+                taken |= {i for i in sorted(aborted) if not self._inserted_alone(docs[i])}
             except (InvalidDocument, OverflowError) as exc:
                 raise JobRefused(_refusal(exc)) from exc
             existing = self._ids_by_key(template.tenantId, [docs[i]["idempotencyKey"] for i in sorted(taken)])
@@ -368,6 +370,16 @@ class MongoJobStore:
                 raise StoreUnavailable("a run's key was taken and then vanished; retry")
             added.append((found, False))
         return added
+
+    def _inserted_alone(self, doc: Document) -> bool:
+        """A run whose insert a deadlock aborted (FerretDB 2: store/deadlocks.py), inserted again on its own, as a
+        create is; False when its key is taken meanwhile."""
+        with key_lock(str(doc["tenantId"]), str(doc["idempotencyKey"])):
+            try:
+                retry_deadlocks(partial(self.database.jobs.insert_one, doc))
+            except DuplicateKeyError:
+                return False
+        return True
 
     def _ids_by_key(self, tenant_id: str, keys: list[str]) -> dict[str, str]:
         if not keys:
