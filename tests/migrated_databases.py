@@ -51,9 +51,10 @@ class MigratedDatabases:
 
     def take(self, fresh_name: str) -> Database[Document]:
         """A migrated database: an idle one emptied, else `fresh_name` migrated now."""
-        while self._idle:
+        migrated = self._migrated  # known once a database was migrated: only then are any idle
+        while migrated is not None and self._idle:
             db = self.client[self._idle.pop()]
-            if self._emptied(db):
+            if self._emptied(db, migrated):
                 return db
             self.client.drop_database(db.name)
         db = self.client[fresh_name]
@@ -70,11 +71,10 @@ class MigratedDatabases:
             self.client.drop_database(name)
         self._idle.clear()
 
-    def _emptied(self, db: Database[Document]) -> bool:
+    @staticmethod
+    def _emptied(db: Database[Document], migrated: _Migrated) -> bool:
         """Empty `db` back to what the migrations wrote; False when it differs from that in more than its
         documents (it is then left as it is)."""
-        migrated = self._migrated
-        assert migrated is not None, "a database is given back only after one was migrated"
         names = set(db.list_collection_names())
         if not names >= migrated.indexes.keys():
             return False

@@ -342,8 +342,7 @@ def test_an_upgrade_to_counts_by_status_keeps_the_counts_and_the_lost_wake_ups(
 
         migrate_together(mongo_uri, old.name)
         assert schema_version(store.database) == LATEST
-        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)
-        assert not {"type_counts", "queued_age"} & set(old["jobs"].index_information())
+        assert index_specs(old) == fresh_indexes(mongo_uri, fresh)  # type_counts and queued_age gone
 
         assert browser.counts(None, utc_now() - timedelta(hours=1)) == before
         assert store.release_stale_claims(utc_now() + timedelta(minutes=1)) == 1
