@@ -47,7 +47,8 @@ class ClaimReads(Protocol[R]):
         ...
 
     def reserved_starts(self, rated: Mapping[str, Rate]) -> Mapping[str, float]:
-        """How far the claims of each rate-limited type have reserved its starts (unix seconds; absent: never)."""
+        """How far the claims of each rate-limited type have reserved its starts (unix seconds; absent: never);
+        asked only when a type of the claim has a start rate."""
         ...
 
     def reserved_key_starts(self, owner: KeyOwner) -> float:
@@ -120,7 +121,8 @@ class _Sizing:
         ask.turns.in_flight(in_flight.by_tenant)
         rooms = in_flight.rooms(ask.job_types, ask.limits)
         rated = rated_types(ask.job_types, ask.limits)
-        rates = RatePlan.of(rated, reads.reserved_starts(rated), ask.now.timestamp(), ask.due.timestamp(), ask.limit)
+        reserved = reads.reserved_starts(rated) if rated else {}  # most claims: no type has a rate, no read
+        rates = RatePlan.of(rated, reserved, ask.now.timestamp(), ask.due.timestamp(), ask.limit)
         rates.bound(rooms)
         return cls(in_flight, rooms, rates, {t for t in ask.job_types if rooms.get(t) == 0})
 

@@ -207,3 +207,25 @@ def test_with_more_lanes_than_a_claim_takes_a_newly_due_tenant_is_in_the_next_cl
     successor.claim_due_jobs(now, 4, {"noop"})
     after_takeover = store.create(new(tenantId="after-takeover", scheduledAt=now))
     assert after_takeover.id in {j.id for j in successor.claim_due_jobs(now, 4, {"noop"})}
+
+
+def test_runs_changed_after_a_claim_read_them_are_claimed_as_they_are_now(store: JobStore) -> None:
+    """A claim may read a lane's next runs ahead of its turns (MongoDB does), but what it moves is what is pending
+    and due when it moves it: a run cancelled or rescheduled since the read is passed over, one rescheduled back
+    in time is claimed again, and every other run is claimed once, each tenant's in its claim order."""
+    now = utc_now()
+    lanes = {t: backlog(store, t, 6, scheduledAt=now - timedelta(minutes=1)) for t in ("a", "b", "c")}
+    claimed = [*store.claim_due_jobs(now, 3, {"noop"}), *store.claim_due_jobs(now, 3, {"noop"})]
+    store.cancel(lanes["a"][2].id)
+    moved = store.update_if_unmoved(lanes["b"][2], {"scheduledAt": now + timedelta(hours=1)})
+    assert moved is not None
+    while taken := store.claim_due_jobs(now, 3, {"noop"}):
+        claimed.extend(taken)
+    assert Counter(j.id for j in claimed) == Counter(
+        j.id for t, jobs in lanes.items() for j in jobs if j.id not in {lanes["a"][2].id, lanes["b"][2].id}
+    )
+    ids = {j.id for j in claimed}
+    for tenant, jobs in lanes.items():
+        assert [j.id for j in claimed if j.tenantId == tenant] == [j.id for j in jobs if j.id in ids]
+    assert store.update_if_unmoved(moved, {"scheduledAt": now - timedelta(minutes=1)}) is not None
+    assert [j.id for j in store.claim_due_jobs(now, 3, {"noop"})] == [lanes["b"][2].id]

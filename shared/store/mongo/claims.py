@@ -25,9 +25,10 @@ from shared.model import Job, Status
 from shared.store import start_rates, transitions
 from shared.store.base import StoreError, StoreUnavailable
 from shared.store.claim_limits import InFlight, KeyOwner
-from shared.store.fair_claims import Lane, Turns, head_of
+from shared.store.fair_claims import Lane, LaneId, Turns, head_of
 from shared.store.mongo.codecs import WITHOUT_HISTORY, job_from_document, update_document
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
+from shared.store.mongo.read_ahead import LaneReadAhead
 from shared.store.transitions import ATTEMPT_ACTIVE, KIND_RUN
 
 CLAIM_ORDER = [("priority", DESCENDING), ("scheduledAt", ASCENDING)]
@@ -44,6 +45,7 @@ class MongoClaimPort:
     def __init__(self, database: MongoDatabase, turns: Turns) -> None:
         self._database = database
         self._turns = turns
+        self._read_ahead = LaneReadAhead(partial(read_lane, database))
 
     @contextmanager
     def reading(self) -> Iterator[MongoClaimPort]:
@@ -62,14 +64,17 @@ class MongoClaimPort:
         return reserved_key_starts(self._database, owner)
 
     def has_due_run(self, job_type: str, due: datetime) -> bool:
+        if self._read_ahead.holds(job_type, due):
+            return True  # while a type's room is spent, the claim asks at every poll: read ahead, no round trip
         return self._database.jobs.find_one(due_runs_filter(due, [job_type]), {"_id": 1}) is not None
 
     def lanes(self, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]) -> list[Lane[Job]]:
-        return lanes(self._database, self._turns, job_type, due, full_keys)
+        return lanes(self._database, self._turns, self._read_ahead, job_type, due, full_keys)
 
     def mark_queued(self, runs: Sequence[Job], now: datetime, due: datetime) -> tuple[list[Job], set[str] | None]:
         """One guarded update_many moving the runs to queued under this claim's token, and a re-read of which ones
         carry the token only when fewer moved than were chosen (a concurrent claimer or a cancellation took some)."""
+        self._read_ahead.taken(runs)
         fields = {**transitions.queued(now), "claimToken": uuid.uuid4().hex}
         ids = [ObjectId(j.id) for j in runs]
         # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
@@ -117,22 +122,29 @@ def counted_in_flight(database: MongoDatabase, job_types: Sequence[str], now: da
 
 
 def lanes(
-    database: MongoDatabase, turns: Turns, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]
+    database: MongoDatabase,
+    turns: Turns,
+    read_ahead: LaneReadAhead,
+    job_type: str,
+    due: datetime,
+    full_keys: Callable[[str], set[str]],
 ) -> list[Lane[Job]]:
     """One lane per tenant with a due run of the type (distinct over the pending_runs index). A lane the turns
     know takes its turn from them and is read only when the claim gets to it (a claim reads about as many
-    lanes as it takes runs, not every lane); any other is read at once, for its first due run, which gives its
-    turn among them. A lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their
-    limit). The distinct names the due time too: on MongoDB it skips from tenant to tenant either way, but
-    DocumentDB reads every entry it matches, and runs scheduled ahead (12,000: 17 ms a claim) are not due."""
+    lanes as it takes runs, not every lane), ahead of the claim (read_ahead.py: its next runs are kept for the
+    next claims); any other is read at once, for its first due run only, which gives its turn among them. A
+    lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their limit). The distinct
+    names the due time too: on MongoDB it skips from tenant to tenant either way, but DocumentDB reads every
+    entry it matches, and runs scheduled ahead (12,000: 17 ms a claim) are not due."""
     found: list[Lane[Job]] = []
     for tenant in due_tenants(database, job_type, due):
-        read = partial(lane_runs, database, due_lane(job_type, tenant, due), full_keys(tenant))
+        read = read_ahead.reader((job_type, tenant), due, full_keys(tenant))
         if turns.knows((job_type, tenant)):
             found.append(Lane(job_type, tenant, None, read))
             continue
-        first = read(None, 1)
-        if first:  # read once: the lane starts with it
+        # Read once, one run: a claim meets every lane it does not know (a new leader: all of them).
+        first = read_lane(database, (job_type, tenant), due, full_keys(tenant), None, 1)
+        if first:  # the lane starts with it
             head = head_of(first[0].priority, first[0].scheduledAt)
             found.append(Lane(job_type, tenant, head, read, buffered=first))
     return found
@@ -151,7 +163,18 @@ def due_lane(job_type: str, tenant: str | None, due: datetime) -> Document:
     return {**lane, "scheduledAt": {"$lte": due}}
 
 
-def lane_runs(database: MongoDatabase, lane: Document, full_keys: set[str], after: Job | None, n: int) -> list[Job]:
+def read_lane(
+    database: MongoDatabase, lane: LaneId, due: datetime, full_keys: Collection[str], after: Job | None, n: int
+) -> list[Job]:
+    """The lane's (job type, tenant) runs due by `due` in claim order after `after`, at most n, none of
+    `full_keys`."""
+    job_type, tenant = lane
+    return lane_runs(database, due_lane(job_type, tenant, due), full_keys, after, n)
+
+
+def lane_runs(
+    database: MongoDatabase, lane: Document, full_keys: Collection[str], after: Job | None, n: int
+) -> list[Job]:
     """The lane's runs in claim order after `after`, at most n, none of `full_keys`."""
     parts = [lane]
     if after is not None:

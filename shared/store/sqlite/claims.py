@@ -183,8 +183,6 @@ def _lane_runs(
 
 def reserved_starts(conn: sqlite3.Connection, rated: Mapping[str, Rate]) -> dict[str, float]:
     """How far the claims of each rate-limited type have reserved its starts (unix seconds)."""
-    if not rated:
-        return {}
     types = sorted(rated)
     rows = conn.execute(f"SELECT jobType, claimTat FROM rate_limits WHERE jobType IN ({marks(types)})", types)
     return {str(r[0]): float(r[1]) for r in rows}

@@ -1,0 +1,137 @@
+"""A claim's lanes read ahead on MongoDB: a lane the claim gets to is read for up to READ_AHEAD_RUNS runs, and the
+runs the claim does not take stay in memory for the next claims (for up to READ_AHEAD_S), so that a claim over many
+tenants reads each lane once per several of its turns, not once per turn.
+
+Why: a lane's read is a round trip whatever it returns, and on FerretDB 2 (DocumentDB) it also walks the index
+entries of every due run of the type, so it costs the same for 1 run as for 64 (17 ms with 60,000 due runs).
+A claim of 64 runs over 100 tenants takes one run of each of 64 lanes, so it made 64 such reads: about 50 runs
+a second in the hot second's burst (docs/performance.md). On MongoDB the reads cost what they return, and the
+read-ahead saves their round trips.
+
+What it changes: within a lane, runs read ahead go before a run of higher priority written after they were read
+(at most READ_AHEAD_RUNS of the same tenant's runs, for at most READ_AHEAD_S). Nothing else: which lanes have due
+runs is listed afresh by every claim, and the claim's move is guarded, so a run cancelled, rescheduled or claimed
+since it was read is never moved (the claim takes fewer). The memory is the claimer's own, like its turns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from shared.model import Job
+from shared.store.fair_claims import LaneId, LaneReader
+
+# A known lane's read takes this many runs at least: on DocumentDB a read of 16 costs what a read of 1 does, and
+# 16 runs of one tenant are as far as a run of higher priority written after them may wait.
+READ_AHEAD_RUNS: Final = 16
+# How long runs read ahead are served: at a few hundred runs a second over 100 tenants a lane has a turn every
+# half second or so, which uses most of a read of 16 within this.
+READ_AHEAD_S: Final = 5.0
+# Runs kept in all, over every lane (each a job without its history: a few KB).
+READ_AHEAD_KEPT: Final = 4096
+
+# A store's read of a lane: (lane, due by, concurrency keys left out, after this run or None, at most n).
+LaneRead = Callable[[LaneId, datetime, frozenset[str], Job | None, int], list[Job]]
+
+
+@dataclass
+class _Ahead:
+    """A lane's runs read and not yet chosen, in claim order, as read by `due` without the runs of `left_out`."""
+
+    runs: list[Job]
+    due: datetime
+    left_out: frozenset[str]
+    read_at: float
+
+    def holds_due(self, due: datetime) -> bool:
+        return any(run.scheduledAt <= due for run in self.runs)
+
+    def after(self, run: Job | None) -> list[Job] | None:
+        """The runs after `run` (from the first when None); None when `run` is not among them."""
+        if run is None:
+            return self.runs
+        for i, kept in enumerate(self.runs):
+            if kept.id == run.id:
+                return self.runs[i + 1 :]
+        return None
+
+
+class LaneReadAhead:
+    """The lanes' runs read ahead, kept between claims (module docstring). `read` is the store's lane read."""
+
+    def __init__(self, read: LaneRead, clock: Callable[[], float] = time.monotonic) -> None:
+        self._read = read
+        self._clock = clock
+        self._lanes: dict[LaneId, _Ahead] = {}
+        self._lock = threading.Lock()
+
+    def reader(self, lane: LaneId, due: datetime, full_keys: Collection[str]) -> LaneReader[Job]:
+        """The lane's reader for one claim (fair_claims.Lane.read). `full_keys` is the claim's set of the tenant's
+        keys at their limit, which it may grow as it goes: each read leaves out those of the moment."""
+
+        def read(after: Job | None, n: int) -> list[Job]:
+            return self._runs(lane, due, frozenset(full_keys), after, n)
+
+        return read
+
+    def holds(self, job_type: str, due: datetime) -> bool:
+        """Whether runs of the type due by `due` were read lately and not taken: a type without room holds due runs
+        back (the claim's answer that makes the scheduler claim again soon) without a read. Runs cancelled since
+        would only make it claim again before its next period."""
+        now = self._clock()
+        with self._lock:
+            return any(
+                lane[0] == job_type and now - ahead.read_at <= READ_AHEAD_S and ahead.holds_due(due)
+                for lane, ahead in self._lanes.items()
+            )
+
+    def taken(self, runs: Sequence[Job]) -> None:
+        """The runs a claim chose (moved or lost to a concurrent change): never served again."""
+        ids = {run.id for run in runs}
+        with self._lock:
+            for lane in {(run.jobType, run.tenantId) for run in runs}:
+                if (ahead := self._lanes.get(lane)) is not None:
+                    ahead.runs = [run for run in ahead.runs if run.id not in ids]
+                    if not ahead.runs:
+                        del self._lanes[lane]
+
+    def _runs(self, lane: LaneId, due: datetime, left_out: frozenset[str], after: Job | None, n: int) -> list[Job]:
+        now = self._clock()
+        with self._lock:
+            ahead = self._lanes.get(lane)
+            if ahead is not None and not self._serves(ahead, due, left_out, now):
+                ahead = None
+            kept = ahead.after(after) if ahead is not None else None
+            if kept is not None and len(kept) >= n:
+                return kept[:n]
+        if after is not None and kept is None:
+            # The claim is past runs this memory does not hold (it started the lane before they were read, or
+            # they expired): read on without keeping, since what the claim holds and leaves is not known here.
+            return self._read(lane, due, left_out, after, n)
+        runs = self._read(lane, due, left_out, after, max(n, READ_AHEAD_RUNS))
+        before = ahead.runs[: len(ahead.runs) - len(kept)] if ahead is not None and kept is not None else []
+        self._keep(lane, _Ahead([*before, *runs], due, left_out, now))
+        return runs[:n]
+
+    def _serves(self, ahead: _Ahead, due: datetime, left_out: frozenset[str], now: float) -> bool:
+        """Whether runs read ahead serve a claim due by `due` leaving out `left_out`: read lately, all due by then
+        (read by an earlier due), and without a key the claim would take (runs of a key full since are passed
+        over by the claim's admission)."""
+        return now - ahead.read_at <= READ_AHEAD_S and ahead.due <= due and ahead.left_out <= left_out
+
+    def _keep(self, lane: LaneId, ahead: _Ahead) -> None:
+        with self._lock:
+            self._lanes.pop(lane, None)
+            room = READ_AHEAD_KEPT - sum(len(a.runs) for a in self._lanes.values())
+            if room < len(ahead.runs):
+                expired = [k for k, a in self._lanes.items() if ahead.read_at - a.read_at > READ_AHEAD_S]
+                for k in expired:
+                    room += len(self._lanes.pop(k).runs)
+            if room > 0 and ahead.runs:
+                ahead.runs = ahead.runs[:room]  # the lane's next runs: the rest is read again when it gets there
+                self._lanes[lane] = ahead
