@@ -18,46 +18,9 @@ load the collection by name (`JOBSCHED_HANDLERS=myapp.jobs:jobs`); the Client en
 """
 
 from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
 
 from jobsched.backoff import Backoff
-from jobsched.client import (
-    TERMINAL_STATUSES,
-    Applied,
-    AsyncClient,
-    Backfilled,
-    BadRequest,
-    Batch,
-    BatchCallback,
-    BatchMembers,
-    Client,
-    Conflict,
-    ConnectionFailed,
-    DeadLetters,
-    Deleted,
-    DuplicateBatch,
-    DuplicateJob,
-    DuplicateWorkflow,
-    Enqueued,
-    Execution,
-    Job,
-    JobschedError,
-    NotFound,
-    PayloadTooLarge,
-    Redriven,
-    Retries,
-    ServedType,
-    ServerError,
-    StepGroup,
-    StepRef,
-    TypeLimits,
-    Unauthorized,
-    Unavailable,
-    WaitTimeout,
-    Workflow,
-    WorkflowBuilder,
-    WorkflowStep,
-    callback,
-)
 from jobsched.handlers import BatchMember, BatchProgress, HandlerContext, HandlerError, JobType, JobTypes
 from jobsched.limits import Limits, Rate
 from jobsched.outcomes import Cancel, GiveUp, RetryAfter, Snooze
@@ -65,6 +28,46 @@ from jobsched.payloads import Payload, PayloadMismatch
 from jobsched.schedules import Schedule
 
 __version__ = version("jobsched")
+
+if TYPE_CHECKING:
+    from jobsched.client import (
+        TERMINAL_STATUSES,
+        Applied,
+        AsyncClient,
+        Backfilled,
+        BadRequest,
+        Batch,
+        BatchCallback,
+        BatchMembers,
+        Client,
+        Conflict,
+        ConnectionFailed,
+        DeadLetters,
+        Deleted,
+        DuplicateBatch,
+        DuplicateJob,
+        DuplicateWorkflow,
+        Enqueued,
+        Execution,
+        Job,
+        JobschedError,
+        NotFound,
+        PayloadTooLarge,
+        Redriven,
+        Retries,
+        ServedType,
+        ServerError,
+        StepGroup,
+        StepRef,
+        TypeLimits,
+        Unauthorized,
+        Unavailable,
+        WaitTimeout,
+        Workflow,
+        WorkflowBuilder,
+        WorkflowStep,
+        callback,
+    )
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -121,3 +124,21 @@ __all__ = [
     "__version__",
     "callback",
 ]
+
+# The client's names are imported when first used: a server or executor process imports jobsched for its handlers
+# and never loads the HTTP client and its models (httpx and pydantic, a tenth of a second of every start). Type
+# checkers read the imports above instead, so that a misspelt name stays an error.
+if not TYPE_CHECKING:
+    _CLIENT_NAMES = frozenset(__all__) - frozenset(globals())
+
+    def __getattr__(name: str) -> Any:
+        if name not in _CLIENT_NAMES:
+            raise AttributeError(f"module 'jobsched' has no attribute {name!r}")
+        from jobsched import client
+
+        value = getattr(client, name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_CLIENT_NAMES})

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import jobsched
 from jobsched import HandlerContext, JobTypes, PayloadMismatch, testing
 from jobsched.handlers import DuplicateHandler, ParentResult
+from tests.support import REPO_ROOT
 
 
 @dataclass(frozen=True)
@@ -162,3 +165,18 @@ def test_a_context_gives_its_parents_results_read_once_in_dependsOn_order() -> N
     assert counted.parent_results() == {"a": 1, "gone": None}
     assert reads == [("a", "gone")]
     assert testing.context().parent_results() == {}
+
+
+def test_a_server_process_loads_no_client_and_the_client_names_load_when_used() -> None:
+    """The package's client names are imported on first use, so the processes that import jobsched for its handlers
+    (the embedded node, every service) start without the HTTP client and its models."""
+    probe = (
+        "import sys, services.embedded.commands, services.executor.__main__; "
+        "loaded = 'jobsched.client' in sys.modules or 'httpx' in sys.modules; "
+        "import jobsched; client = jobsched.Client; "
+        "print(loaded, client.__module__, 'Client' in dir(jobsched))"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    assert shown.stdout.split() == ["False", "jobsched.client.sync", "True"]
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        getattr(jobsched, "Nope")  # noqa: B009
