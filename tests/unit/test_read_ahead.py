@@ -145,3 +145,18 @@ def test_runs_kept_tell_that_their_type_holds_due_runs_until_taken_or_expired() 
     clock.now = 0.0
     store.claim(lanes, 1)
     assert not lanes.holds("noop", DUE)
+
+
+def test_runs_kept_past_a_claims_reach_expire_with_the_first_read_and_a_failed_move_forgets_the_lane() -> None:
+    store, clock = Store([run(n) for n in range(60)]), Clock()
+    lanes = LaneReadAhead(store.read, clock)
+    read = lanes.reader(LANE, DUE, set())
+    first = read(None, 10)
+    clock.now = READ_AHEAD_S - 1
+    read(first[-1], 10)  # extends what is kept: runs read 4 s apart
+    clock.now = READ_AHEAD_S + 0.1
+    lanes.reader(LANE, DUE, set())(None, 1)
+    assert len(store.reads) == 3  # the first read's age counts for all of them
+    lanes.forget([run(0)])
+    lanes.reader(LANE, DUE, set())(None, 1)
+    assert len(store.reads) == 4

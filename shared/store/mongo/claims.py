@@ -74,13 +74,18 @@ class MongoClaimPort:
     def mark_queued(self, runs: Sequence[Job], now: datetime, due: datetime) -> tuple[list[Job], set[str] | None]:
         """One guarded update_many moving the runs to queued under this claim's token, and a re-read of which ones
         carry the token only when fewer moved than were chosen (a concurrent claimer or a cancellation took some)."""
-        self._read_ahead.taken(runs)
         fields = {**transitions.queued(now), "claimToken": uuid.uuid4().hex}
         ids = [ObjectId(j.id) for j in runs]
         # Still due and pending: a run rescheduled or cancelled since the find stays where it was put.
         guard = {**due_runs_filter(due, {j.jobType for j in runs}), "_id": {"$in": ids}}
         won: set[str] | None = None  # None: every run found
-        if self._database.jobs.update_many(guard, update_document(fields)).modified_count < len(runs):
+        try:
+            moved = self._database.jobs.update_many(guard, update_document(fields)).modified_count
+        except BaseException:
+            self._read_ahead.forget(runs)
+            raise
+        self._read_ahead.taken(runs)  # moved, or lost to a change since they were read
+        if moved < len(runs):
             mine = self._database.jobs.find({"_id": {"$in": ids}, "claimToken": fields["claimToken"]}, {"_id": 1})
             won = {str(d["_id"]) for d in mine}
             runs = [j for j in runs if j.id in won]

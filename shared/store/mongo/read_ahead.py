@@ -114,9 +114,18 @@ class LaneReadAhead:
             # they expired): read on without keeping, since what the claim holds and leaves is not known here.
             return self._read(lane, due, left_out, after, n)
         runs = self._read(lane, due, left_out, after, max(n, READ_AHEAD_RUNS))
-        before = ahead.runs[: len(ahead.runs) - len(kept)] if ahead is not None and kept is not None else []
-        self._keep(lane, _Ahead([*before, *runs], due, left_out, now))
+        if ahead is not None and kept is not None:  # extended: its first runs keep their age
+            before = ahead.runs[: len(ahead.runs) - len(kept)]
+            self._keep(lane, _Ahead([*before, *runs], due, left_out, ahead.read_at))
+        else:
+            self._keep(lane, _Ahead(runs, due, left_out, now))
         return runs[:n]
+
+    def forget(self, runs: Sequence[Job]) -> None:
+        """The lanes of these runs are read afresh (a claim's move failed: which of them moved is not known)."""
+        with self._lock:
+            for lane in {(run.jobType, run.tenantId) for run in runs}:
+                self._lanes.pop(lane, None)
 
     def _serves(self, ahead: _Ahead, due: datetime, left_out: frozenset[str], now: float) -> bool:
         """Whether runs read ahead serve a claim due by `due` leaving out `left_out`: read lately, all due by then
