@@ -34,6 +34,16 @@ LOCAL = "http://localhost"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+class MovedClock:
+    """A monotonic clock the test moves (`now`): what reads it comes when the test says."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def wait_until(condition: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
     """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

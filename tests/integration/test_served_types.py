@@ -19,23 +19,13 @@ from shared.job_types.served import ServedTypes
 from shared.model import Status, utc_now
 from shared.store.base import JobStore, NewJob
 from tests.executor_support import executor_of, running
-from tests.support import backend_beside, wait_until
+from tests.support import MovedClock, backend_beside, wait_until
 
 BUILTIN_TYPES = builtin_types(demo=True)  # what the binaries serve by default
 
 
 RETENTION = timedelta(days=7)
 BEAT = timedelta(seconds=30)
-
-
-class Clock:
-    """A monotonic clock the test moves: the served types' refresh and waiting checks come when it says."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def waiting(job_type: str) -> float | None:
@@ -54,7 +44,7 @@ def due(store: JobStore, key: str, job_type: str) -> str:
 
 def test_jobs_of_a_type_without_a_live_executor_stay_pending_and_are_counted(api_store: JobStore) -> None:
     types = backend_beside(api_store).job_types
-    clock = Clock()
+    clock = MovedClock(1000.0)
     served = ServedTypes(types, ["noop", "fax-served-test"], retention=RETENTION, monotonic=clock)
     dispatcher = Dispatcher(api_store, MemoryBus(), served, batch=100)
     term = Term(token=1, trusted_until=math.inf)

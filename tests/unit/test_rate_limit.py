@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from services.api.http.rate_limits import TokenBuckets
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support import MovedClock
 
 
 def test_a_full_bucket_allows_a_burst_then_refills_at_the_rate() -> None:
-    clock = Clock()
+    clock = MovedClock(100.0)
     buckets = TokenBuckets(rate=2, burst=3, clock=clock)
     assert [buckets.take("k") for _ in range(3)] == [0.0, 0.0, 0.0]
     assert buckets.take("k") == pytest.approx(0.5)  # one token every 0.5 s
@@ -29,7 +22,7 @@ def test_a_full_bucket_allows_a_burst_then_refills_at_the_rate() -> None:
 
 
 def test_keys_have_buckets_of_their_own() -> None:
-    clock = Clock()
+    clock = MovedClock(100.0)
     buckets = TokenBuckets(rate=1, burst=1, clock=clock)
     assert buckets.take("a") == 0.0
     assert buckets.take("a") > 0

@@ -12,6 +12,7 @@ from shared.model import Job, Status
 from shared.store.fair_claims import LaneId
 from shared.store.mongo import read_ahead
 from shared.store.mongo.read_ahead import READ_AHEAD_RUNS, READ_AHEAD_S, LaneReadAhead
+from tests.support import MovedClock
 
 DUE = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 LANE: LaneId = ("noop", "tenant-a")
@@ -58,14 +59,6 @@ class Store:
         return taken
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_lane_read_once_serves_its_next_turns_in_claim_order_until_its_runs_are_taken() -> None:
     store = Store([run(n) for n in range(40)])
     lanes = LaneReadAhead(store.read)
@@ -100,7 +93,7 @@ def test_a_claim_past_runs_it_did_not_get_from_the_memory_reads_on_without_keepi
 
 
 def test_runs_kept_expire() -> None:
-    store, clock = Store([run(n) for n in range(40)]), Clock()
+    store, clock = Store([run(n) for n in range(40)]), MovedClock()
     lanes = LaneReadAhead(store.read, clock)
     store.claim(lanes, 1)
     clock.now = READ_AHEAD_S + 0.1
@@ -133,7 +126,7 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_runs_kept_tell_that_their_type_holds_due_runs_until_taken_or_expired() -> None:
-    store, clock = Store([run(n) for n in range(2)]), Clock()
+    store, clock = Store([run(n) for n in range(2)]), MovedClock()
     lanes = LaneReadAhead(store.read, clock)
     assert not lanes.holds("noop", DUE)
     store.claim(lanes, 1)
@@ -148,7 +141,7 @@ def test_runs_kept_tell_that_their_type_holds_due_runs_until_taken_or_expired() 
 
 
 def test_runs_kept_past_a_claims_reach_expire_with_the_first_read_and_a_failed_move_forgets_the_lane() -> None:
-    store, clock = Store([run(n) for n in range(60)]), Clock()
+    store, clock = Store([run(n) for n in range(60)]), MovedClock()
     lanes = LaneReadAhead(store.read, clock)
     read = lanes.reader(LANE, DUE, set())
     first = read(None, 10)
