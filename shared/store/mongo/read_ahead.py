@@ -138,7 +138,8 @@ class LaneReadAhead:
             self._lanes.pop(lane, None)
             room = READ_AHEAD_KEPT - sum(len(a.runs) for a in self._lanes.values())
             if room < len(ahead.runs):
-                expired = [k for k, a in self._lanes.items() if ahead.read_at - a.read_at > READ_AHEAD_S]
+                now = self._clock()
+                expired = [k for k, a in self._lanes.items() if now - a.read_at > READ_AHEAD_S]
                 for k in expired:
                     room += len(self._lanes.pop(k).runs)
             if room > 0 and ahead.runs:
