@@ -48,6 +48,9 @@ class _Ahead:
     left_out: frozenset[str]
     read_at: float
 
+    def fresh(self, now: float) -> bool:
+        return now - self.read_at <= READ_AHEAD_S
+
     def holds_due(self, due: datetime) -> bool:
         return any(run.scheduledAt <= due for run in self.runs)
 
@@ -86,15 +89,14 @@ class LaneReadAhead:
         now = self._clock()
         with self._lock:
             return any(
-                lane[0] == job_type and now - ahead.read_at <= READ_AHEAD_S and ahead.holds_due(due)
-                for lane, ahead in self._lanes.items()
+                lane[0] == job_type and ahead.fresh(now) and ahead.holds_due(due) for lane, ahead in self._lanes.items()
             )
 
     def taken(self, runs: Sequence[Job]) -> None:
         """The runs a claim chose (moved or lost to a concurrent change): never served again."""
         ids = {run.id for run in runs}
         with self._lock:
-            for lane in {(run.jobType, run.tenantId) for run in runs}:
+            for lane in _lanes_of(runs):
                 if (ahead := self._lanes.get(lane)) is not None:
                     ahead.runs = [run for run in ahead.runs if run.id not in ids]
                     if not ahead.runs:
@@ -124,14 +126,14 @@ class LaneReadAhead:
     def forget(self, runs: Sequence[Job]) -> None:
         """The lanes of these runs are read afresh (a claim's move failed: which of them moved is not known)."""
         with self._lock:
-            for lane in {(run.jobType, run.tenantId) for run in runs}:
+            for lane in _lanes_of(runs):
                 self._lanes.pop(lane, None)
 
     def _serves(self, ahead: _Ahead, due: datetime, left_out: frozenset[str], now: float) -> bool:
         """Whether runs read ahead serve a claim due by `due` leaving out `left_out`: read lately, all due by then
         (read by an earlier due), and without a key the claim would take (runs of a key full since are passed
         over by the claim's admission)."""
-        return now - ahead.read_at <= READ_AHEAD_S and ahead.due <= due and ahead.left_out <= left_out
+        return ahead.fresh(now) and ahead.due <= due and ahead.left_out <= left_out
 
     def _keep(self, lane: LaneId, ahead: _Ahead) -> None:
         with self._lock:
@@ -139,9 +141,13 @@ class LaneReadAhead:
             room = READ_AHEAD_KEPT - sum(len(a.runs) for a in self._lanes.values())
             if room < len(ahead.runs):
                 now = self._clock()
-                expired = [k for k, a in self._lanes.items() if now - a.read_at > READ_AHEAD_S]
+                expired = [k for k, a in self._lanes.items() if not a.fresh(now)]
                 for k in expired:
                     room += len(self._lanes.pop(k).runs)
             if room > 0 and ahead.runs:
                 ahead.runs = ahead.runs[:room]  # the lane's next runs: the rest is read again when it gets there
                 self._lanes[lane] = ahead
+
+
+def _lanes_of(runs: Sequence[Job]) -> set[LaneId]:
+    return {(run.jobType, run.tenantId) for run in runs}
