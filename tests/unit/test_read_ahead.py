@@ -1,6 +1,7 @@
 """A claim's lanes read ahead on MongoDB (read_ahead.LaneReadAhead): a lane's runs read once serve the next claims,
-in claim order, until they are taken, expire, or a claim needs runs they may lack (an earlier due time, a key no
-longer at its limit); a claim past what is kept reads on without keeping; what is kept is bounded."""
+in claim order, until they are taken, expire, their lane is no longer listed, or a claim needs runs they may lack
+(an earlier due time, a key no longer at its limit); a claim past what is kept reads on without keeping; what is
+kept is bounded."""
 
 from __future__ import annotations
 
@@ -92,13 +93,44 @@ def test_a_claim_past_runs_it_did_not_get_from_the_memory_reads_on_without_keepi
     assert store.reads[1] == (None, READ_AHEAD_RUNS)
 
 
-def test_runs_kept_expire() -> None:
+def test_runs_kept_serve_turns_that_come_slowly_and_expire() -> None:
     store, clock = Store([run(n) for n in range(40)]), MovedClock()
     lanes = LaneReadAhead(store.read, clock)
-    store.claim(lanes, 1)
+    for turn in range(4):  # a claim going round many lanes slowly: a turn of this one every 6 s
+        clock.now = turn * 6.0
+        store.claim(lanes, 1)
+    assert len(store.reads) == 1
     clock.now = READ_AHEAD_S + 0.1
     store.claim(lanes, 1)
     assert len(store.reads) == 2
+
+
+def test_a_lane_the_listing_no_longer_names_is_forgotten() -> None:
+    store = Store([run(n) for n in range(40)])
+    lanes = LaneReadAhead(store.read)
+    store.claim(lanes, 1)
+    lanes.listed("noop", {"tenant-a", "tenant-b"})
+    lanes.listed("other", set())  # another type's listing leaves this one's lanes alone
+    assert lanes.holds("noop", DUE)
+    lanes.listed("noop", {"tenant-b"})  # its runs were cancelled, or claimed by another
+    assert not lanes.holds("noop", DUE)
+    store.claim(lanes, 1)
+    assert len(store.reads) == 2
+
+
+def test_a_full_memory_reads_no_more_than_the_claim_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_ahead, "READ_AHEAD_KEPT", READ_AHEAD_RUNS)
+    runs = {t: [run(n, tenant=t) for n in range(40)] for t in ("t0", "t1")}
+    reads: list[int] = []
+
+    def read(lane: LaneId, due: datetime, left_out: frozenset[str], after: Job | None, n: int) -> list[Job]:
+        reads.append(n)
+        return runs[lane[1]][:n]
+
+    lanes = LaneReadAhead(read)
+    lanes.reader(("noop", "t0"), DUE, set())(None, 1)
+    lanes.reader(("noop", "t1"), DUE, set())(None, 1)  # a new leader meeting more lanes than it may keep
+    assert reads == [READ_AHEAD_RUNS, 1]
 
 
 def test_runs_kept_serve_no_claim_they_may_not_answer_in_full() -> None:

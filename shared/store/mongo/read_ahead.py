@@ -1,12 +1,17 @@
 """A claim's lanes read ahead on MongoDB: a lane the claim gets to is read for up to READ_AHEAD_RUNS runs, and the
-runs the claim does not take stay in memory for the next claims (for up to READ_AHEAD_S), so that a claim over many
-tenants reads each lane once per several of its turns, not once per turn.
+runs the claim does not take stay in memory for the lane's next turns, so that a claim over many tenants reads
+each lane once per several of its turns, not once per turn.
 
 Why: a lane's read is a round trip whatever it returns, and on FerretDB 2 (DocumentDB) it also walks the index
-entries of every due run of the type, so it costs the same for 1 run as for 64 (17 ms with 60,000 due runs).
-A claim of 64 runs over 100 tenants takes one run of each of 64 lanes, so it made 64 such reads: about 50 runs
-a second in the hot second's burst (docs/performance.md). On MongoDB the reads cost what they return, and the
-read-ahead saves their round trips.
+entries of every due run of the type, so it costs the same for 1 run as for 64 (17 ms with 60,000 due runs, 40 ms
+with 100,000). A claim of 64 runs over 100 tenants takes one run of each of 64 lanes, so it made 64 such reads:
+about 50 runs a second in the hot second's burst (docs/performance.md). On MongoDB the reads cost what they
+return, and the read-ahead saves their round trips.
+
+The runs kept serve until the lane's turns have taken them, bounded by READ_AHEAD_S only as a staleness limit: a
+memory that expired by a short clock expired before the lane's next turn whenever a claim went round many lanes
+slowly (100 tenants at 18 runs a second: a turn every 5.5 s), and every turn read again, which is what made the
+claim slow. A lane the claim's listing no longer names (its runs claimed, cancelled or moved) is forgotten.
 
 What it changes: within a lane, runs read ahead go before a run of higher priority written after they were read
 (at most READ_AHEAD_RUNS of the same tenant's runs, for at most READ_AHEAD_S). Nothing else: which lanes have due
@@ -29,9 +34,10 @@ from shared.store.fair_claims import LaneId, LaneReader
 # A known lane's read takes this many runs at least: on DocumentDB a read of 16 costs what a read of 1 does, and
 # 16 runs of one tenant are as far as a run of higher priority written after them may wait.
 READ_AHEAD_RUNS: Final = 16
-# How long runs read ahead are served: at a few hundred runs a second over 100 tenants a lane has a turn every
-# half second or so, which uses most of a read of 16 within this.
-READ_AHEAD_S: Final = 5.0
+# How long runs read ahead may be served at most: far longer than a lane waits for its turn in any claim that goes
+# round its lanes (the memory must outlast 16 turns, or every turn reads), short enough that a run changed since
+# (a priority raised, a run of higher priority written) waits behind the runs read before it for no longer.
+READ_AHEAD_S: Final = 30.0
 # Runs kept in all, over every lane (each a job without its history: a few KB).
 READ_AHEAD_KEPT: Final = 4096
 
@@ -92,6 +98,12 @@ class LaneReadAhead:
                 lane[0] == job_type and ahead.fresh(now) and ahead.holds_due(due) for lane, ahead in self._lanes.items()
             )
 
+    def listed(self, job_type: str, tenants: Collection[str]) -> None:
+        """A claim listed the type's lanes with due runs: the others' runs kept are gone (claimed, cancelled, moved)."""
+        with self._lock:
+            for lane in [lane for lane in self._lanes if lane[0] == job_type and lane[1] not in tenants]:
+                del self._lanes[lane]
+
     def taken(self, runs: Sequence[Job]) -> None:
         """The runs a claim chose (moved or lost to a concurrent change): never served again."""
         ids = {run.id for run in runs}
@@ -111,11 +123,15 @@ class LaneReadAhead:
             kept = ahead.after(after) if ahead is not None else None
             if kept is not None and len(kept) >= n:
                 return kept[:n]
+            room = self._room()
         if after is not None and kept is None:
             # The claim is past runs this memory does not hold (it started the lane before they were read, or
             # they expired): read on without keeping, since what the claim holds and leaves is not known here.
             return self._read(lane, due, left_out, after, n)
-        runs = self._read(lane, due, left_out, after, max(n, READ_AHEAD_RUNS))
+        # Read ahead while there is room to keep what is read (a new leader meeting thousands of lanes reads each
+        # for its first run only, once the memory is full).
+        ahead_n = max(n, READ_AHEAD_RUNS) if room > 0 else n
+        runs = self._read(lane, due, left_out, after, ahead_n)
         if ahead is not None and kept is not None:  # extended: its first runs keep their age
             before = ahead.runs[: len(ahead.runs) - len(kept)]
             self._keep(lane, _Ahead([*before, *runs], due, left_out, ahead.read_at))
@@ -135,10 +151,14 @@ class LaneReadAhead:
         over by the claim's admission)."""
         return ahead.fresh(now) and ahead.due <= due and ahead.left_out <= left_out
 
+    def _room(self) -> int:
+        """How many more runs may be kept (without purging the expired ones); under the lock."""
+        return READ_AHEAD_KEPT - sum(len(a.runs) for a in self._lanes.values())
+
     def _keep(self, lane: LaneId, ahead: _Ahead) -> None:
         with self._lock:
             self._lanes.pop(lane, None)
-            room = READ_AHEAD_KEPT - sum(len(a.runs) for a in self._lanes.values())
+            room = self._room()
             if room < len(ahead.runs):
                 now = self._clock()
                 expired = [k for k, a in self._lanes.items() if not a.fresh(now)]
