@@ -134,22 +134,22 @@ def lanes(
     due: datetime,
     full_keys: Callable[[str], set[str]],
 ) -> list[Lane[Job]]:
-    """One lane per tenant with a due run of the type (distinct over the pending_runs index). A lane the turns
-    know takes its turn from them and is read only when the claim gets to it (a claim reads about as many
-    lanes as it takes runs, not every lane), ahead of the claim (read_ahead.py: its next runs are kept for the
-    next claims); any other is read at once, for its first due run only, which gives its turn among them. A
-    lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their limit). The distinct
-    names the due time too: on MongoDB it skips from tenant to tenant either way, but DocumentDB reads every
-    entry it matches, and runs scheduled ahead (12,000: 17 ms a claim) are not due."""
+    """One lane per tenant with a due run of the type (distinct over the pending_runs index), each read through
+    the read-ahead (read_ahead.py: a lane's next runs are read once for several of its turns, and a lane the
+    listing no longer names is forgotten). A lane the turns know takes its turn from them and is read only when
+    the claim gets to it (a claim reads about as many lanes as it takes runs, not every lane); any other is read
+    at once, which gives its turn among them by its first due run. A lane's reads leave out the runs of its
+    tenant's `full_keys` (concurrency keys at their limit). The distinct names the due time too: on MongoDB it
+    skips from tenant to tenant either way, but DocumentDB reads every entry it matches, and runs scheduled ahead
+    (12,000: 17 ms a claim) are not due."""
+    tenants = due_tenants(database, job_type, due)
+    read_ahead.listed(job_type, tenants)
     found: list[Lane[Job]] = []
-    for tenant in due_tenants(database, job_type, due):
+    for tenant in tenants:
         read = read_ahead.reader((job_type, tenant), due, full_keys(tenant))
         if turns.knows((job_type, tenant)):
             found.append(Lane(job_type, tenant, None, read))
-            continue
-        # Read once, one run: a claim meets every lane it does not know (a new leader: all of them).
-        first = read_lane(database, (job_type, tenant), due, full_keys(tenant), None, 1)
-        if first:  # the lane starts with it
+        elif first := read(None, 1):  # a claim meets every lane it does not know (a new leader: all of them)
             head = head_of(first[0].priority, first[0].scheduledAt)
             found.append(Lane(job_type, tenant, head, read, buffered=first))
     return found

@@ -57,6 +57,12 @@ class _Ahead:
     def fresh(self, now: float) -> bool:
         return now - self.read_at <= READ_AHEAD_S
 
+    def serves(self, due: datetime, left_out: frozenset[str], now: float) -> bool:
+        """Whether these runs serve a claim due by `due` leaving out `left_out`: read lately, all due by then (read
+        by an earlier due), and without a key the claim would take (runs of a key full since are passed over by
+        the claim's admission)."""
+        return self.fresh(now) and self.due <= due and self.left_out <= left_out
+
     def holds_due(self, due: datetime) -> bool:
         return any(run.scheduledAt <= due for run in self.runs)
 
@@ -100,8 +106,9 @@ class LaneReadAhead:
 
     def listed(self, job_type: str, tenants: Collection[str]) -> None:
         """A claim listed the type's lanes with due runs: the others' runs kept are gone (claimed, cancelled, moved)."""
+        named = set(tenants)
         with self._lock:
-            for lane in [lane for lane in self._lanes if lane[0] == job_type and lane[1] not in tenants]:
+            for lane in [lane for lane in self._lanes if lane[0] == job_type and lane[1] not in named]:
                 del self._lanes[lane]
 
     def taken(self, runs: Sequence[Job]) -> None:
@@ -118,7 +125,7 @@ class LaneReadAhead:
         now = self._clock()
         with self._lock:
             ahead = self._lanes.get(lane)
-            if ahead is not None and not self._serves(ahead, due, left_out, now):
+            if ahead is not None and not ahead.serves(due, left_out, now):
                 ahead = None
             kept = ahead.after(after) if ahead is not None else None
             if kept is not None and len(kept) >= n:
@@ -144,12 +151,6 @@ class LaneReadAhead:
         with self._lock:
             for lane in _lanes_of(runs):
                 self._lanes.pop(lane, None)
-
-    def _serves(self, ahead: _Ahead, due: datetime, left_out: frozenset[str], now: float) -> bool:
-        """Whether runs read ahead serve a claim due by `due` leaving out `left_out`: read lately, all due by then
-        (read by an earlier due), and without a key the claim would take (runs of a key full since are passed
-        over by the claim's admission)."""
-        return ahead.fresh(now) and ahead.due <= due and ahead.left_out <= left_out
 
     def _room(self) -> int:
         """How many more runs may be kept (without purging the expired ones); under the lock."""
