@@ -7,6 +7,7 @@ runs keyed `<templateKey>-run-<planned fire time in unix ns>`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
@@ -70,9 +71,10 @@ def unix_ns(moment: datetime) -> int:
 
 
 def utc_now() -> datetime:
-    """Now, truncated to milliseconds: the precision every store keeps, so round trips compare equal."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    """Now, truncated to milliseconds: the precision every store keeps, so round trips compare equal. Made from
+    the whole milliseconds in one step (a float of milliseconds / 1000 rounds back to them exactly): an attempt
+    asks several times, and now-then-replace made two datetimes (1.5 against 0.5 µs)."""
+    return datetime.fromtimestamp(time.time_ns() // 1_000_000 / 1000, UTC)
 
 
 @dataclass(frozen=True, kw_only=True)

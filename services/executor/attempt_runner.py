@@ -110,8 +110,8 @@ class AttemptRunner:
         self._handler_seconds = metrics.EXECUTOR_HANDLER_SECONDS.labels(job_type)
         self._processed: dict[Outcome, Counter] = {}  # by outcome, filled as outcomes occur
         # Outcomes of concurrent attempts, written together by whichever of their threads finds no batch in
-        # flight; the others go on without waiting (record_later).
-        self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts)
+        # flight; the others go on without waiting (record_later), so the batch may gather them first.
+        self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts, gathers=True)
         self._progress = ProgressReports()
         self._batch_reads = BatchReads(store)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
-from shared.store.group_commit import GroupCommit
+from shared.store import group_commit
+from shared.store.group_commit import GATHER_TURNS, GroupCommit
 from tests.support import wait_until
 
 CALLERS = 32
@@ -148,3 +150,37 @@ def test_a_waiting_caller_takes_over_from_a_later_calls_writer() -> None:
     later.join(30)
     assert writers[0] is later
     assert writers[1] is not later  # the waiting caller wrote its own batch
+
+
+@pytest.mark.parametrize("arriving", [0, 2, GATHER_TURNS + 3])
+def test_a_gathering_batch_takes_what_queues_while_it_yields_and_stops_when_nothing_more_comes(
+    monkeypatch: pytest.MonkeyPatch, arriving: int
+) -> None:
+    """The threads that queue while the leader yields are those the interpreter ran meanwhile: here each yield
+    lets one more request in, until `arriving` have, so the batch's size does not depend on the OS's timing."""
+    batches: list[list[int]] = []
+
+    def write(requests: Sequence[int]) -> list[int | BaseException]:
+        batches.append(list(requests))
+        return list(requests)
+
+    commit: GroupCommit[int, int] = GroupCommit(write, gathers=True)
+    yields: list[int] = []
+
+    def one_arrives_per_yield(seconds: float) -> None:
+        yields.append(len(commit._queue))
+        if len(yields) <= arriving:
+            commit.submit_later(len(yields), lambda result: None)  # queued behind the batch being gathered
+
+    monkeypatch.setattr(group_commit, "time", SimpleNamespace(sleep=one_arrives_per_yield))
+    commit.submit_later(0, lambda result: None)
+    gathered = min(arriving, GATHER_TURNS)
+    assert batches[0] == list(range(gathered + 1))
+    assert len(yields) == min(arriving + 1, GATHER_TURNS)  # a yield that brought nothing ends the gathering
+    assert batches == [list(range(gathered + 1))]  # at most GATHER_TURNS yields: no more arrived
+
+
+def test_a_batch_that_does_not_gather_never_yields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_commit, "time", SimpleNamespace(sleep=lambda seconds: pytest.fail("yielded")))
+    commit: GroupCommit[int, int] = GroupCommit(lambda rs: list(rs))
+    assert commit.submit(4) == 4
