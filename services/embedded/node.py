@@ -259,6 +259,7 @@ class Embedded:
             bus,
             job_types,
             tick_s=settings.scheduler_tick.total_seconds(),
+            room_announced=True,  # by the executors below, one for each of job_types
         )
         executors = []
         type_limits = LimitsView(job_type_registry, retention=settings.job_type_retention)
@@ -278,6 +279,7 @@ class Embedded:
                 f"{self._name}-{job_type}",
                 type_limits,
                 nudge=scheduler.nudge,
+                room_freed=scheduler.room_freed,
             )
             loop = executor(attempts, bus.subscribe(job_type), settings, backend, stop=self._stop, announcer=announcer)
             executors.append(threading.Thread(target=loop.run, name=f"executor-{job_type}"))

@@ -84,12 +84,16 @@ class AttemptRunner:
         lease: timedelta,
         limits: Callable[[], Limits] = lambda: NO_LIMITS,
         on_dependents: Callable[[], None] = lambda: None,
+        on_room: Callable[[], None] = lambda: None,
     ) -> None:
         """`limits`: the type's limits now, whose start rates (the type's, per key) every start keeps to in the
         store. `on_dependents`: called when an outcome ended a job that others waited for (one of them may be due
-        now): the scheduler's nudge, so that it claims at once rather than at its next tick."""
+        now): the scheduler's nudge, so that it claims at once rather than at its next tick. `on_room`: called
+        once runs were started, or ended while the type has a concurrency limit (what gives a claim held back by
+        the type's line of wake-ups or its limits room again): the scheduler's room_freed, in its process."""
         self._store = store
         self._on_dependents = on_dependents
+        self._on_room = on_room
         self._limits = limits
         self._bus = bus
         handler = registry.get(job_type)
@@ -111,7 +115,7 @@ class AttemptRunner:
         self._processed: dict[Outcome, Counter] = {}  # by outcome, filled as outcomes occur
         # Outcomes of concurrent attempts, written together by whichever of their threads finds no batch in
         # flight; the others go on without waiting (record_later), so the batch may gather them first.
-        self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(store.finish_attempts, gathers=True)
+        self._outcomes: GroupCommit[AttemptFinish, Job | None] = GroupCommit(self._finish_batch, gathers=True)
         self._progress = ProgressReports()
         self._batch_reads = BatchReads(store)
 
@@ -170,6 +174,8 @@ class AttemptRunner:
             outcomes: Sequence[Job | StoreError] = self._store.start_attempts(starts)
         except StoreUnavailable as exc:
             return [exc] * len(wakeups)
+        if any(isinstance(outcome, Job) for outcome in outcomes):
+            self._on_room()
         started: list[Job | StoreUnavailable | RateLimited | None] = []
         for wakeup, outcome in zip(wakeups, outcomes, strict=True):
             if isinstance(outcome, RateLimited):
@@ -383,9 +389,24 @@ class AttemptRunner:
             job = job.evolve(cancelRequested=True)
         return AttemptFinish(job, result)
 
+    def _finish_batch(self, finishes: Sequence[AttemptFinish]) -> Sequence[Job | StoreError | None]:
+        """The outcomes' group commit: a batch written."""
+        written = self._store.finish_attempts(finishes)
+        self._ended()
+        return written
+
     def _finish(self, job: Job, result: AttemptResult) -> None:
         finish = self._finish_request(job, result)
-        self._finished(finish, self._store.finish_attempt(finish.job, finish.result))
+        updated = self._store.finish_attempt(finish.job, finish.result)
+        self._ended()
+        self._finished(finish, updated)
+
+    def _ended(self) -> None:
+        """Outcomes were written: an end gives room back only where a concurrency limit counts the runs in flight
+        (the line of wake-ups counts queued runs, which a start takes out), so only then is it announced."""
+        limits = self._limits()
+        if limits.concurrency or limits.concurrency_per_tenant or limits.concurrency_per_key:
+            self._on_room()
 
     def _finished(self, finish: AttemptFinish, updated: Job | None) -> None:
         """What follows a written outcome: counted, its event published, logged; a dead letter published."""

@@ -38,10 +38,12 @@ def attempt_runner(
     worker_id: str,
     limits: LimitsView | None = None,
     nudge: Callable[[], None] | None = None,
+    room_freed: Callable[[], None] = lambda: None,
 ) -> AttemptRunner:
     """What `job_type`'s executor does with each wake-up; `limits`: the process's view of the types' limits (one
     for all the executors of a process; default: a view of this executor's own); `nudge`: the scheduler's, called
-    when an outcome ended a job others waited for (default: a datagram to NUDGE_TARGETS, if any)."""
+    when an outcome ended a job others waited for (default: a datagram to NUDGE_TARGETS, if any); `room_freed`:
+    the scheduler's, when it runs in this process (AttemptRunner's on_room)."""
     if limits is None:
         limits = LimitsView(backend.job_types, retention=settings.job_type_retention)
     return AttemptRunner(
@@ -54,6 +56,7 @@ def attempt_runner(
         lease=settings.claim_timeout,
         limits=partial(limits.in_force, job_type),
         on_dependents=nudge or (NudgeSender(settings.nudge_targets) if settings.nudge_targets else lambda: None),
+        on_room=room_freed,
     )
 
 

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from services.scheduler import scheduler as scheduler_module
 from services.scheduler.dispatcher import Dispatcher
-from services.scheduler.scheduler import Scheduler
+from services.scheduler.scheduler import HELD_RETRY_S, Scheduler
 from shared.bus.base import Wakeup
 from shared.bus.memory import MemoryBus
 from shared.election.single import SingleNodeElector
@@ -24,7 +27,7 @@ from shared.store.base import AttemptStart, NewJob
 from shared.store.claim_limits import ClaimLimits
 from shared.store.fair_claims import Lane, fair_selection, head_of
 from shared.store.sqlite import SqliteJobStore
-from tests.support import start_one
+from tests.support import start_one, wait_until
 
 AHEAD = 4
 
@@ -136,3 +139,35 @@ def test_the_in_process_bus_hands_a_types_wakeups_out_in_turns_by_tenant() -> No
     while (delivery := subscription.poll(0.01)) is not None:
         order.append(delivery.read_wakeup().jobId)
     assert order == ["a0", "b0", "a1", "a2", "a3"]  # the newcomer's turn comes after one of the backlog's
+
+
+def test_where_executors_announce_room_a_full_line_is_topped_up_at_the_announcement_not_by_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded node's executors announce the room their starts give back (room_freed): the scheduler then waits
+    for that rather than looking every HELD_RETRY_S. The fallback look is put off past the test here, so that only
+    the announcement can top the line up."""
+    monkeypatch.setattr(scheduler_module, "HELD_ANNOUNCED_RETRY_S", 600.0)
+    store = SqliteJobStore(tmp_path / "jobs.db")
+    store.ensure_schema()
+    bus = MemoryBus()
+    wakeups = bus.subscribe("noop")
+    store.create_many([NewJob(f"a-{n}", "tenant-a", "noop", utc_now() - timedelta(minutes=1)) for n in range(40)])
+    dispatcher = Dispatcher(store, bus, ["noop"], batch=500, dispatch_ahead=AHEAD)
+    scheduler = Scheduler(SingleNodeElector(), dispatcher, bus, ["noop"], tick_s=60.0, room_announced=True)
+    thread = threading.Thread(target=scheduler.run)
+    thread.start()
+    try:
+        wait_until(lambda: count_queued(store) == AHEAD, 10, "the first tick's claim")
+        for _ in range(AHEAD):  # the executor's starts, unannounced: the line is empty, and stays so
+            delivery = wakeups.poll(10)
+            assert delivery is not None
+            start_one(store, AttemptStart(delivery.read_wakeup().jobId, "noop", "w1", utc_now() + timedelta(minutes=5)))
+        threading.Event().wait(20 * HELD_RETRY_S)  # a polling scheduler would have topped the line up by now
+        assert count_queued(store) == 0
+        scheduler.room_freed()
+        wait_until(lambda: count_queued(store) == AHEAD, 10, "the line topped up at the announcement")
+    finally:
+        scheduler.request_stop()
+        thread.join(10)
+        store.close()
