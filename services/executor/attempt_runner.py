@@ -51,6 +51,7 @@ from shared.store.base import (
     StoreUnavailable,
     TransitionRefused,
 )
+from shared.store.claim_limits import ClaimLimits
 from shared.store.group_commit import GroupCommit
 
 log = logging.getLogger("jobsched.executor")
@@ -404,8 +405,7 @@ class AttemptRunner:
     def _ended(self) -> None:
         """Outcomes were written: an end gives room back only where a concurrency limit counts the runs in flight
         (the line of wake-ups counts queued runs, which a start takes out), so only then is it announced."""
-        limits = self._limits()
-        if limits.concurrency or limits.concurrency_per_tenant or limits.concurrency_per_key:
+        if ClaimLimits.of(self._limits(), None).bounds_concurrency:
             self._on_room()
 
     def _finished(self, finish: AttemptFinish, updated: Job | None) -> None:
