@@ -21,6 +21,7 @@ from functools import partial
 from services.executor.announcer import TypeAnnouncer
 from services.executor.attempt_runner import AttemptRunner
 from services.executor.handler_calls import Deadlines, HandlerThreads, Task
+from services.executor.tokens import Tokens
 from shared.bus.base import Delivery, Subscription, Wakeup
 from shared.model import Job, parse_time, utc_now
 from shared.store.base import AttemptResult, ExecutorStore, RateLimited, StoreError, StoreUnavailable
@@ -67,8 +68,8 @@ class Executor:
         self._store = store
         self._concurrency = concurrency
         self._lease = lease
-        self._slots = threading.Semaphore(concurrency)
-        self._record_room = threading.Semaphore(RECORD_BACKLOG_PER_SLOT * concurrency)
+        self._slots = Tokens(concurrency)
+        self._record_room = Tokens(RECORD_BACKLOG_PER_SLOT * concurrency)
         self.stop = stop or threading.Event()
         self._deadlines = Deadlines()
         self._held: list[tuple[float, int, Delivery, Wakeup]] = []  # touched only by the loop's thread

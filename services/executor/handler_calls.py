@@ -138,7 +138,10 @@ class Deadlines:
     one timeout, started one after the other, never wake it."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition(threading.Lock())
+        # Every call takes the lock itself (a Condition's `with` is Python code around it); the watcher waits on
+        # the Condition.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._calls: set[WatchedCall] = set()
         self._wakes_at = math.inf
         self._watcher: threading.Thread | None = None
@@ -146,7 +149,7 @@ class Deadlines:
 
     def watch(self, timeout_s: float, on_expiry: Callable[[], None]) -> WatchedCall:
         call = WatchedCall(time.monotonic() + timeout_s, on_expiry)
-        with self._changed:
+        with self._lock:
             if self._watcher is None:
                 watcher = threading.Thread(target=self._watch, daemon=True, name="deadlines")
                 watcher.start()  # before the call is registered: if it cannot start, nothing is left behind
@@ -160,7 +163,7 @@ class Deadlines:
     def returned(self, call: WatchedCall) -> bool:
         """The call has returned: True if in time (its thread goes on with the result), False if it had expired
         (its timeout is being written; its thread is abandoned)."""
-        with self._changed:
+        with self._lock:
             if call.expired:
                 return False
             self._calls.discard(call)  # the watcher's wake time stays: one early wake-up at most
