@@ -29,8 +29,7 @@ from services.api.http.request_metrics import RequestMetrics
 from services.api.http.request_traces import RequestTraces
 from services.api.http.same_origin import LOOPBACK_NAMES, SameOriginOnly
 from services.api.http.store_slots import StoreSlots
-from services.api.openapi.auth import secured
-from services.api.openapi.document import openapi_document
+from services.api.openapi import document_maker
 from services.api.routes import (
     batches,
     credentials,
@@ -97,7 +96,7 @@ def create_app(
         ),
         schedules=ScheduleEngine(store),
         store_ping=StorePing(store.ping),
-        openapi=secured(openapi_document(), PUBLIC_PATHS) if auth else openapi_document(),
+        openapi=document_maker(PUBLIC_PATHS if auth else None),
         signing_secrets=backend.signing_secrets,
         credentials=backend.credentials,
         auth=auth,

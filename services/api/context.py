@@ -38,7 +38,7 @@ class ApiContext:
     slots: StoreSlots
     schedules: ScheduleEngine
     store_ping: StorePing
-    openapi: dict[str, Any]
+    openapi: Callable[[], dict[str, Any]]  # made at its first request (services/api/openapi)
     signing_secrets: SigningSecrets
     credentials: Credentials
     auth: ApiAuth | None = None

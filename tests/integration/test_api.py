@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -15,7 +18,7 @@ from shared.model import MAX_PAYLOAD_BYTES, Job, Outcome, Status
 from shared.store.base import AttemptResult, AttemptStart, JobStore
 from shared.store.mongo import MongoJobStore
 from tests.integration.conftest import MakeApp
-from tests.support import LOCAL, start_one, tenant_jobs, wait_until
+from tests.support import LOCAL, REPO_ROOT, start_one, tenant_jobs, wait_until
 
 WHEN = "2026-09-29T18:00:00Z"
 
@@ -334,6 +337,25 @@ def test_mongo_down_gives_503_with_an_error_body_and_liveness_stays_up(
             assert response.status_code == 503, response.text
             assert response.json()["error"]
     dead.close()
+
+
+def test_the_openapi_document_is_made_at_its_first_request_not_at_start(tmp_path: Path) -> None:
+    """Most processes never serve /openapi.json: building the app neither makes the document nor loads what makes
+    it; the first request does, and the document is kept."""
+    code = (
+        "import sys\nfrom starlette.testclient import TestClient\n"
+        "from services.api.app import create_app\nfrom shared.backends import open_backend\n"
+        f"backend = open_backend('sqlite://{tmp_path}/api.db'); backend.jobs.ensure_schema()\n"
+        "app = create_app(backend)\n"
+        "assert 'services.api.openapi.document' not in sys.modules, 'made at start'\n"
+        "with TestClient(app, base_url='http://localhost') as client:\n"
+        "    first, again = client.get('/openapi.json'), client.get('/openapi.json')\n"
+        "assert first.status_code == 200 and '/jobs' in first.json()['paths'], first.text\n"
+        "assert again.json() == first.json()\n"
+        "backend.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_openapi_describes_every_endpoint_from_the_models(api: TestClient, auth_mode: str) -> None:

@@ -51,7 +51,7 @@ def only(store: SqliteJobStore, *modules: object) -> Starlette:
         slots=StoreSlots(write_slots=4, read_slots=4, wait_s=1.0),
         schedules=ScheduleEngine(store),
         store_ping=StorePing(store.ping),
-        openapi={},
+        openapi=dict,
         signing_secrets=backend_beside(store).signing_secrets,
         credentials=backend_beside(store).credentials,
     )
