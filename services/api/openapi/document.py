@@ -260,6 +260,3 @@ def openapi_document() -> dict[str, Any]:
         },
         "components": {"schemas": {**_schemas(), **operator_schemas(), **workflow_schemas(), **batch_schemas()}},
     }
-
-
-# Self-contained: the machines this runs on may have no internet, so no CDN-hosted Swagger UI.

@@ -18,6 +18,7 @@ async def docs(request: Request) -> Response:
     return HTMLResponse(DOCS_HTML)
 
 
+# Self-contained: the machines this runs on may have no internet, so no CDN-hosted Swagger UI.
 DOCS_HTML = """<!doctype html>
 <html><head><meta charset="utf-8"><title>jobsched API</title>
 <style>body{font:15px system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
