@@ -155,8 +155,8 @@ def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, m
             yield conn
 
     @contextmanager
-    def traced_write(database: SqliteDatabase, *, patient: bool = False) -> Iterator[sqlite3.Connection]:
-        with write(database, patient=patient) as conn:
+    def traced_write(database: SqliteDatabase, **options: bool) -> Iterator[sqlite3.Connection]:
+        with write(database, **options) as conn:
             opened[id(conn)] = conn
             writers.add(id(conn))
             yield conn
@@ -181,6 +181,47 @@ def test_sqlite_writes_of_every_thread_share_one_connection(sqlite_path: Path, m
     finally:
         store.close()
     assert all(_is_closed(conn) for conn in opened.values())
+
+
+def test_sqlite_writes_keep_their_statement_journals_in_memory_and_migrations_on_disk(
+    sqlite_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement of a write that changes many rows keeps the pages it changed (its statement journal) until it
+    ends: in memory for a write of the usual size, which SQLite would otherwise spill to a temporary file past
+    64 KiB; in a file for a bulk write, a migration's, which may change every page of the file. Reads keep SQLite's
+    default."""
+
+    def temp_store(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("PRAGMA temp_store").fetchone()[0])
+
+    database = SqliteDatabase(sqlite_path)
+    try:
+        with database.write() as conn:
+            assert temp_store(conn) == 2  # MEMORY
+        with database.write(bulk=True) as conn:
+            assert temp_store(conn) == 1  # FILE
+        with database.write() as conn:
+            assert temp_store(conn) == 2
+        with database.read() as conn:
+            assert temp_store(conn) == 0  # the default, a file
+    finally:
+        database.close()
+    bulk: list[bool] = []
+    write = SqliteDatabase.write
+
+    @contextmanager
+    def recorded(database: SqliteDatabase, **options: bool) -> Iterator[sqlite3.Connection]:
+        bulk.append(options.get("bulk", False))
+        with write(database, **options) as conn:
+            yield conn
+
+    monkeypatch.setattr(SqliteDatabase, "write", recorded)
+    store = SqliteJobStore(sqlite_path)
+    try:
+        store.ensure_schema()
+    finally:
+        store.close()
+    assert bulk == [True]
 
 
 def _is_closed(conn: sqlite3.Connection) -> bool:

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
@@ -143,14 +143,20 @@ class SqliteDatabase:
             yield conn
 
     @contextmanager
-    def write(self, *, patient: bool = False, synced: bool = True) -> Iterator[sqlite3.Connection]:
+    def write(self, *, patient: bool = False, synced: bool = True, bulk: bool = False) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE transaction: the write lock is taken before the first read (waiting up to
         busy_timeout, or less within the caller's WAIT_DEADLINE unless `patient`), so nothing read inside can
         change before COMMIT. Any exception rolls it back.
 
         `synced=False` commits without waiting for the disk, for a transaction that power loss may undo whole
         without harm because nothing acts on it before a later synced commit: the WAL is one file written in
-        order, so that commit's sync makes this one durable too."""
+        order, so that commit's sync makes this one durable too.
+
+        `bulk`: a statement of it may change much of the file (a migration). Each statement of a transaction that
+        writes many rows keeps the pages it changes in a statement journal until it ends (triggers maintain the
+        counts, so any of them may abort alone), kept in memory for a write of the usual size (its rows come in
+        chunks): SQLite spills one past 64 KiB to a temporary file, some 19 KiB written per job in a drain, most
+        of the kernel time its write lock was held. A bulk write's journals go to a file."""
         deadline = None if patient else WAIT_DEADLINE.get()
         wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
         if not self._writer.acquire(timeout=wait):
@@ -158,6 +164,7 @@ class SqliteDatabase:
         try:
             with translate_errors(), self._pool.writer() as conn:
                 self._pool.sync_commits(conn, synced)
+                self._pool.journal_statements(conn, on_disk=bulk)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
@@ -183,6 +190,7 @@ class _ConnectionPool:
         self._idle: list[sqlite3.Connection] = []
         self._idle_writer: list[sqlite3.Connection] = []  # the write connection while no write runs (at most one)
         self._unsynced: sqlite3.Connection | None = None  # the writer, while its commits are not synced (write lock)
+        self._journals_on_disk: sqlite3.Connection | None = None  # the writer, while in a bulk write (write lock)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -204,7 +212,7 @@ class _ConnectionPool:
         """The connection every write uses (its caller holds the database's write lock, so one at a time). A
         connection's page cache is dropped whenever another connection has changed the file; with one writer
         the pages a write reads were mostly left in its cache by the writes before it."""
-        conn = self._take(self._idle_writer)
+        conn = self._take(self._idle_writer, self._open_writer)
         try:
             yield conn
         finally:
@@ -219,13 +227,15 @@ class _ConnectionPool:
         for conn in idle:
             conn.close()
 
-    def _take(self, idle: list[sqlite3.Connection]) -> sqlite3.Connection:
+    def _take(
+        self, idle: list[sqlite3.Connection], open_one: Callable[[], sqlite3.Connection] | None = None
+    ) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("SQLite store is closed")
             if idle:
                 return idle.pop()
-        return self._open()
+        return (open_one or self._open)()
 
     def _give_back(self, conn: sqlite3.Connection, idle: list[sqlite3.Connection]) -> None:
         with self._lock:
@@ -247,6 +257,26 @@ class _ConnectionPool:
         elif not synced and conn is not self._unsynced:
             self._unsynced = conn  # first: should the PRAGMA fail, the next synced write still sets the level
             conn.execute("PRAGMA synchronous = NORMAL")
+
+    def journal_statements(self, conn: sqlite3.Connection, *, on_disk: bool) -> None:
+        """Keep the writer's statement journals (and other temporary storage) in memory, or in a file for a bulk
+        write (SqliteDatabase.write), before its BEGIN; set only when it changes, and recorded once set, as
+        sync_commits does. Reads keep SQLite's default, a file: a read may materialise much of the file."""
+        if on_disk and conn is not self._journals_on_disk:
+            self._journals_on_disk = conn
+            conn.execute("PRAGMA temp_store = FILE")
+        elif not on_disk and conn is self._journals_on_disk:
+            conn.execute("PRAGMA temp_store = MEMORY")
+            self._journals_on_disk = None
+
+    def _open_writer(self) -> sqlite3.Connection:
+        conn = self._open()
+        try:
+            conn.execute("PRAGMA temp_store = MEMORY")  # the statement journals of writes (journal_statements)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit BEGINs; every transaction here is explicit (BEGIN IMMEDIATE).

@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from bson import ObjectId
@@ -110,7 +111,7 @@ class SqliteJobStore:
         self.database.close()
 
     def ensure_schema(self) -> None:
-        schema.ensure_schema(self.database.write)
+        schema.ensure_schema(partial(self.database.write, bulk=True))  # a migration may rewrite every job
 
     def ping(self) -> None:
         self.database.ping()
