@@ -155,8 +155,8 @@ class SqliteDatabase:
         `bulk`: a statement of it may change much of the file (a migration). Each statement of a transaction that
         writes many rows keeps the pages it changes in a statement journal until it ends (triggers maintain the
         counts, so any of them may abort alone), kept in memory for a write of the usual size (its rows come in
-        chunks): SQLite spills one past 64 KiB to a temporary file, some 19 KiB written per job in a drain, most
-        of the kernel time its write lock was held. A bulk write's journals go to a file."""
+        chunks): SQLite spills one past 64 KiB to a temporary file, which cost a drain 19 KiB written per job and
+        half its kernel time. A bulk write's journals go to a file."""
         deadline = None if patient else WAIT_DEADLINE.get()
         wait = self._timeout if deadline is None else max(0.0, min(self._timeout, deadline - time.monotonic()))
         if not self._writer.acquire(timeout=wait):
@@ -199,7 +199,7 @@ class _ConnectionPool:
         if not self._slots.acquire(timeout=self._timeout):
             raise StoreUnavailable(f"SQLite unavailable: no free connection within {self._timeout}s")
         try:
-            conn = self._take(self._idle)
+            conn = self._take(self._idle, self._open)
             try:
                 yield conn
             finally:
@@ -227,15 +227,13 @@ class _ConnectionPool:
         for conn in idle:
             conn.close()
 
-    def _take(
-        self, idle: list[sqlite3.Connection], open_one: Callable[[], sqlite3.Connection] | None = None
-    ) -> sqlite3.Connection:
+    def _take(self, idle: list[sqlite3.Connection], open_one: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable("SQLite store is closed")
             if idle:
                 return idle.pop()
-        return (open_one or self._open)()
+        return open_one()
 
     def _give_back(self, conn: sqlite3.Connection, idle: list[sqlite3.Connection]) -> None:
         with self._lock:
