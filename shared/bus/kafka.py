@@ -181,6 +181,7 @@ class KafkaSubscription:
     """A consumer in group `<prefix>executor-<type>` with manual commits of acknowledged, contiguous offsets."""
 
     COMMIT_INTERVAL_S = 0.2
+    SESSION_TIMEOUT_S = 10
 
     def __init__(self, brokers: str, topic: str, group: str) -> None:
         config: dict[str, Any] = {
@@ -193,7 +194,7 @@ class KafkaSubscription:
             "topic.metadata.refresh.interval.ms": 10_000,
             # A crashed executor's partitions move to a live one after this (default 45 s); its unfinished
             # messages are redelivered there and the attempt records turn them into skips.
-            "session.timeout.ms": 10_000,
+            "session.timeout.ms": self.SESSION_TIMEOUT_S * 1000,
             "heartbeat.interval.ms": 2_000,
             "logger": logging.getLogger("jobsched.kafka"),
         }
@@ -289,6 +290,22 @@ class KafkaSubscription:
         self._drop_fetched(keys)
 
     def close(self) -> None:
+        """Commit what was acknowledged, leave the group, close the client. Leaving first (unsubscribe, then serve
+        the revocations until nothing is assigned) keeps librdkafka's close out of a rebalance in progress: a
+        cooperative member closed while an incremental assignment reaches it can wait forever (librdkafka
+        #4527). Should the close still not return, the client is abandoned to a daemon thread after the
+        session timeout, the time the broker takes to drop the member anyway, and the process shuts down."""
+        deadline = time.monotonic() + self.SESSION_TIMEOUT_S
         self._last_commit = 0.0
         self._commit(asynchronous=False)
-        self._consumer.close()
+        try:
+            self._consumer.unsubscribe()
+            while self._consumer.assignment() and time.monotonic() < deadline:
+                self._consumer.poll(0.05)  # runs _on_revoke; a message it returns is left to the next owner
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("leaving the group failed", extra={"action": "consumer_leave_failed", "error": repr(exc)})
+        closing = threading.Thread(target=self._consumer.close, name="kafka-consumer-close", daemon=True)
+        closing.start()
+        closing.join(max(deadline - time.monotonic(), 1.0))
+        if closing.is_alive():
+            log.warning("consumer close did not return", extra={"action": "consumer_close_abandoned"})

@@ -17,11 +17,14 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError
 
 from jobsched.backoff import Backoff, backoff_document
-from jobsched.limits import Limits
+from jobsched.limits import Limits, Rate
+from shared.keys.base import Role
+from shared.keys.manage import issue_key
 from shared.model import Outcome, Status, utc_now
 from shared.sealing import Keyring
 from shared.store.base import SchemaTooNew
 from shared.store.browse import JobQuery
+from shared.store.claim_limits import ClaimLimits
 from shared.store.mongo import MongoDatabase, MongoJobStore, schema
 from shared.store.mongo.keys import MongoKeyStore
 from shared.store.mongo.migrations import LATEST, MIGRATIONS, attempt_history_in_jobs, backoff_on_jobs
@@ -52,6 +55,7 @@ RELEASED = [
     ("batch_indexes", "ae41bff21015dc4183aeb377c72a58db59a9c6507952b75e658e1bb86353cd39"),
     ("history_minutes", "5f2c578cca33dcf46a0db55bc4e45b9df3c49ed6f0d83a48879e42e260db2b3e"),
     ("counts_by_status", "41348354ad7da15dc17f99ebdc3c48d2a10e3f1d267c51c0f3cd49f987731c16"),
+    ("collections_made_up_front", "cbcc78073da9fd8d82e025697f27d1102c0e02201b5904a4b3c79b60073c7d8a"),
 ]
 
 
@@ -238,6 +242,36 @@ def test_a_database_of_a_later_version_is_refused_and_left_as_it_is(
         assert index_specs(mongo_db) == {}
     finally:
         database.close()
+
+
+def test_no_write_of_the_product_makes_a_collection_the_migrations_did_not(
+    mongo_uri: str, scratch: Callable[[str], Database[Document]]
+) -> None:
+    """Every collection is made by ensure_schema, none by a write at run time (migration 13): on DocumentDB a
+    write into a missing collection makes it within that write, which once failed an insert."""
+    db = scratch("fresh")
+    store = MongoJobStore.connect(mongo_uri, db.name)
+    try:
+        store.ensure_schema()
+        made = set(db.list_collection_names())
+        backend = backend_beside(store, Keyring(FIXTURE_KEY))
+        now = utc_now()
+        _, issued = issue_key(backend.open_keys(), "acme", Role.READER, "reads", by="tests")
+        backend.open_keys().record_use([issued.prefix], now)
+        backend.credentials.set("acme", "smtp", "hunter2", now)
+        backend.signing_secrets.add("acme", now)
+        backend.job_types.set_limits("email", Limits(concurrency=4), now)
+        store.cancel(running(store).id)  # a running job's cancellation is a request to its executor
+        store.create_many([new(jobType="paced"), new(jobType="paced", concurrencyKey="k")])
+        paced = ClaimLimits(rate=Rate(10, per=1.0), key_rate=Rate(1, per=1.0))
+        assert store.claim_due_jobs(utc_now(), 10, {"paced"}, limits={"paced": paced})
+        assert set(db.list_collection_names()) == made
+        assert {"api_keys", "api_key_usage", "credentials", "signing_secrets", "job_type_limits"} <= made
+        assert {"cancel_requests", "rate_limits", "key_rate_limits"} <= made
+        assert db["cancel_requests"].count_documents({}) == 1
+        assert db["rate_limits"].count_documents({}) == db["key_rate_limits"].count_documents({}) == 1
+    finally:
+        store.close()
 
 
 def test_released_migrations_are_never_edited() -> None:

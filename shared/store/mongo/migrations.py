@@ -337,6 +337,30 @@ def counts_by_status(database: MongoDatabase) -> None:
                 raise
 
 
+def collections_made_up_front(database: MongoDatabase) -> None:
+    """The collections that no index made before, made here rather than by the first write into each at run time:
+    keys, their use, credentials, signing secrets, a type's limits, cancellation requests and the rate limits'
+    state. On FerretDB 2 (DocumentDB) a write into a missing collection creates it within that write (DDL in the
+    write's transaction), and one such insert failed with "Unable to create the specified collection"
+    (InternalError): no write of the product depends on that path any more."""
+    db = database.client[database.name]
+    for name in (
+        "api_keys",
+        "api_key_usage",
+        "credentials",
+        "signing_secrets",
+        "job_type_limits",
+        "cancel_requests",
+        "rate_limits",
+        "key_rate_limits",
+    ):
+        try:
+            db.create_collection(name, check_exists=False)
+        except OperationFailure as exc:
+            if exc.code != 48:  # NamespaceExists: an earlier write made it, or another replica just did
+                raise
+
+
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     unique_idempotency_per_tenant,
@@ -351,5 +375,6 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     batch_indexes,
     history_minutes,
     counts_by_status,
+    collections_made_up_front,
 )
 LATEST: Final = len(MIGRATIONS)
