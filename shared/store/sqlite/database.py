@@ -189,8 +189,9 @@ class _ConnectionPool:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[sqlite3.Connection] = []
         self._idle_writer: list[sqlite3.Connection] = []  # the write connection while no write runs (at most one)
-        self._unsynced: sqlite3.Connection | None = None  # the writer, while its commits are not synced (write lock)
-        self._journals_on_disk: sqlite3.Connection | None = None  # the writer, while in a bulk write (write lock)
+        # The writer's settings that some writes change for their transaction (both used under the write lock).
+        self._commits = _WriterSetting("synchronous", usual=synchronous, other="NORMAL")  # other: not synced
+        self._statement_journals = _WriterSetting("temp_store", usual="MEMORY", other="FILE")  # other: a bulk write
         self._lock = threading.Lock()
         self._closed = False
 
@@ -245,32 +246,20 @@ class _ConnectionPool:
 
     def sync_commits(self, conn: sqlite3.Connection, synced: bool) -> None:
         """Make the writer's next commit synced or not, before its BEGIN (SQLite takes a change of level only
-        outside a transaction). The level is set only when it changes, and recorded only once set: a PRAGMA that
-        failed leaves the connection named unsynced, so the next synced write sets it again."""
-        if self._synchronous == "NORMAL":
-            return  # no commit is synced anyway
-        if synced and conn is self._unsynced:
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            self._unsynced = None
-        elif not synced and conn is not self._unsynced:
-            self._unsynced = conn  # first: should the PRAGMA fail, the next synced write still sets the level
-            conn.execute("PRAGMA synchronous = NORMAL")
+        outside a transaction)."""
+        if self._synchronous != "NORMAL":  # at NORMAL no commit is synced anyway
+            self._commits.apply(conn, other=not synced)
 
     def journal_statements(self, conn: sqlite3.Connection, *, on_disk: bool) -> None:
         """Keep the writer's statement journals (and other temporary storage) in memory, or in a file for a bulk
-        write (SqliteDatabase.write), before its BEGIN; set only when it changes, and recorded once set, as
-        sync_commits does. Reads keep SQLite's default, a file: a read may materialise much of the file."""
-        if on_disk and conn is not self._journals_on_disk:
-            self._journals_on_disk = conn
-            conn.execute("PRAGMA temp_store = FILE")
-        elif not on_disk and conn is self._journals_on_disk:
-            conn.execute("PRAGMA temp_store = MEMORY")
-            self._journals_on_disk = None
+        write (SqliteDatabase.write), before its BEGIN. Reads keep SQLite's default, a file: a read may
+        materialise much of the file."""
+        self._statement_journals.apply(conn, other=on_disk)
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._open()
         try:
-            conn.execute("PRAGMA temp_store = MEMORY")  # the statement journals of writes (journal_statements)
+            conn.execute("PRAGMA temp_store = MEMORY")  # the statement journals' usual place (journal_statements)
         except BaseException:
             conn.close()
             raise
@@ -291,3 +280,23 @@ class _ConnectionPool:
             conn.close()
             raise
         return conn
+
+
+class _WriterSetting:
+    """A PRAGMA of the write connection that is `usual` but `other` for some writes: set only when it changes,
+    and the connection that has `other` recorded before the PRAGMA runs and forgotten only after the PRAGMA back
+    ran, so that one which failed leaves the connection named, and the next write sets the setting again."""
+
+    def __init__(self, name: str, *, usual: str, other: str) -> None:
+        self._name = name
+        self._usual = usual
+        self._other = other
+        self._changed: sqlite3.Connection | None = None  # the connection set to `other`, if any
+
+    def apply(self, conn: sqlite3.Connection, *, other: bool) -> None:
+        if other and conn is not self._changed:
+            self._changed = conn
+            conn.execute(f"PRAGMA {self._name} = {self._other}")
+        elif not other and conn is self._changed:
+            conn.execute(f"PRAGMA {self._name} = {self._usual}")
+            self._changed = None
