@@ -292,9 +292,10 @@ class KafkaSubscription:
     def close(self) -> None:
         """Commit what was acknowledged, leave the group, close the client. Leaving first (unsubscribe, then serve
         the revocations until nothing is assigned) keeps librdkafka's close out of a rebalance in progress: a
-        cooperative member closed while an incremental assignment reaches it can wait forever (librdkafka
-        #4527). Should the close still not return, the client is abandoned to a daemon thread after the
-        session timeout, the time the broker takes to drop the member anyway, and the process shuts down."""
+        cooperative member closed while an incremental assignment reaches it can wait forever (a known defect of
+        the client, which once hung a test run here). Should the close still not return, the client is abandoned
+        to a daemon thread after the session timeout, the time the broker takes to drop the member anyway, and
+        the process shuts down."""
         deadline = time.monotonic() + self.SESSION_TIMEOUT_S
         self._last_commit = 0.0
         self._commit(asynchronous=False)

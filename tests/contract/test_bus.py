@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
 from shared.bus.base import Bus, Delivery, Subscription, Wakeup, consumer_group
-from shared.bus.kafka import KafkaBus
+from shared.bus.kafka import KafkaBus, KafkaSubscription
 from shared.bus.memory import MemoryBus
 
 DEADLINE_S = 30
@@ -116,6 +117,39 @@ def test_kafka_executors_of_one_prefix_form_a_group_of_their_own(kafka_brokers: 
         ]
     finally:
         subscription.close()
+        bus.close()
+
+
+def test_kafka_members_closed_while_their_group_rebalances_return_and_keep_their_acks(
+    kafka_brokers: str, topic_prefix: str
+) -> None:
+    """Members that join and leave at once (executors restarted together) leave the group before closing: each
+    close returns, though a rebalance is under way, and what each acknowledged is not delivered again."""
+    bus = KafkaBus(kafka_brokers, partitions=2, topic_prefix=topic_prefix)
+    bus.ensure_topics(["noop"])
+    sent = wakeups(40)
+    assert bus.publish_wakeups(sent) == []
+    acked: list[Delivery] = []
+    try:
+        for _ in range(3):  # each round: two members join, take some, and close while the group settles
+            members = [bus.subscribe("noop"), bus.subscribe("noop")]
+            for member in members:
+                if (delivery := member.poll(1.0)) is not None:
+                    member.ack(delivery)
+                    acked.append(delivery)
+            closing = [threading.Thread(target=member.close) for member in members]
+            for thread in closing:
+                thread.start()
+            for thread in closing:
+                thread.join(KafkaSubscription.SESSION_TIMEOUT_S + DEADLINE_S)
+            assert not any(thread.is_alive() for thread in closing)
+        last = bus.subscribe("noop")
+        try:
+            rest = drain([last], len(sent) - len(acked))
+        finally:
+            last.close()
+        assert sorted(d.read_wakeup().jobId for d in acked + rest) == sorted(w.jobId for w in sent)
+    finally:
         bus.close()
 
 
