@@ -28,8 +28,8 @@ MAX_TRACEBACK_CHARS: Final = 8000
 class CancelledFlag(threading.Event):
     """A handler's `ctx.cancelled`: a threading.Event whose condition is made at its first set, clear or wait, not
     with it. Every attempt gets one and next to none is cancelled or waited on, while an Event's Condition costs
-    a quarter of an attempt's start (`_begin`) to make. Every public method of Event is defined here on the
-    flag's own state; none of Event's is used."""
+    a fifth of an attempt's start (`_begin`) to make. Every method of Event that reads or changes its state is
+    defined here on the flag's own; none of Event's state is used."""
 
     _making: ClassVar[threading.Lock] = threading.Lock()
 
