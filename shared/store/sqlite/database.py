@@ -247,8 +247,7 @@ class _ConnectionPool:
     def sync_commits(self, conn: sqlite3.Connection, synced: bool) -> None:
         """Make the writer's next commit synced or not, before its BEGIN (SQLite takes a change of level only
         outside a transaction)."""
-        if self._synchronous != "NORMAL":  # at NORMAL no commit is synced anyway
-            self._commits.apply(conn, other=not synced)
+        self._commits.apply(conn, other=not synced)
 
     def journal_statements(self, conn: sqlite3.Connection, *, on_disk: bool) -> None:
         """Keep the writer's statement journals (and other temporary storage) in memory, or in a file for a bulk
@@ -259,7 +258,7 @@ class _ConnectionPool:
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._open()
         try:
-            conn.execute("PRAGMA temp_store = MEMORY")  # the statement journals' usual place (journal_statements)
+            self._statement_journals.set_usual(conn)
         except BaseException:
             conn.close()
             raise
@@ -293,7 +292,13 @@ class _WriterSetting:
         self._other = other
         self._changed: sqlite3.Connection | None = None  # the connection set to `other`, if any
 
+    def set_usual(self, conn: sqlite3.Connection) -> None:
+        """The setting on a connection just opened."""
+        conn.execute(f"PRAGMA {self._name} = {self._usual}")
+
     def apply(self, conn: sqlite3.Connection, *, other: bool) -> None:
+        if self._usual == self._other:  # nothing to switch (commits at NORMAL are never synced anyway)
+            return
         if other and conn is not self._changed:
             self._changed = conn
             conn.execute(f"PRAGMA {self._name} = {self._other}")
