@@ -2,8 +2,9 @@
 (issue 49's hot second). For each backlog size, that many due noop runs of TENANTS tenants (one type, due over
 the last hour) are written into a fresh database with the store's schema and indexes; then, REPEAT times each and
 interleaved, the reads a claim makes: its list of lanes (the tenants with due runs: claims.due_tenants, one
-`distinct`) and one lane's read of 1 and of 64 runs in claim order (claims.lane_runs); and, for comparison, the
-same `distinct` over the runs due in the last RECENT seconds only. Figures: the median ms of
+`distinct`) and one lane's read of 1 and of 64 runs in claim order (claims.lane_runs); every lane's first
+READ_AHEAD_RUNS runs in one read (claims.read_lanes: how a claim meets new lanes on DocumentDB); and, for
+comparison, the same `distinct` over the runs due in the last RECENT seconds only. Figures: the median ms of
 each, and each size's over the smallest's (the baseline, same run). A claim of 64 runs over 100 tenants makes one
 `distinct` and up to 64 lane reads of one run. On MongoDB both reads follow the entries they return; on
 DocumentDB (FerretDB 2) an index's terms are kept per path, so the due bound walks every due run of the type."""
@@ -31,7 +32,8 @@ from loadtest.benchkit import (
 from shared.backends import open_backend
 from shared.model import utc_now
 from shared.store.mongo import MongoJobStore
-from shared.store.mongo.claims import due_lane, due_tenants, lane_runs
+from shared.store.mongo.claims import due_lane, due_tenants, lane_runs, read_lanes
+from shared.store.mongo.read_ahead import READ_AHEAD_RUNS
 
 TENANTS = 100
 JOB_TYPE = "noop"
@@ -49,12 +51,14 @@ def timed_reads(uri: str, size: int, repeat: int) -> Figures:
         assert isinstance(store, MongoJobStore), "claim-reads measures the MongoDB store"
         try:
             database, due = store.database, utc_now()
-            tenant = due_tenants(database, JOB_TYPE, due)[0]
+            tenants = due_tenants(database, JOB_TYPE, due)
+            tenant = tenants[0]
             lane = due_lane(JOB_TYPE, tenant, due)
             recent = {**due_lane(JOB_TYPE, None, due), "scheduledAt": {"$gt": due - RECENT, "$lte": due}}
             reads: dict[str, Callable[[], Any]] = {
                 "lanes_ms": lambda: due_tenants(database, JOB_TYPE, due),
                 "recent_lanes_ms": lambda: database.jobs.distinct("tenantId", recent),
+                "lanes_together_ms": partial(read_lanes, database, JOB_TYPE, tenants, due, READ_AHEAD_RUNS),
             }
             for n in LANE_READS:
                 reads[f"lane_read_{n}_ms"] = partial(lane_runs, database, lane, set(), None, n)
@@ -87,7 +91,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{figures['due_runs']} due runs of {TENANTS} tenants (a lane of {figures['lane_runs']}): lanes "
             f"(distinct) {figures['lanes_ms']} ms (of the last {RECENT.seconds} s' runs: "
             f"{figures['recent_lanes_ms']} ms), a lane's read of 1 {figures['lane_read_1_ms']} ms, of 64 "
-            f"{figures['lane_read_64_ms']} ms; times those of {smallest['due_runs']}: {growth}"
+            f"{figures['lane_read_64_ms']} ms; every lane's first {READ_AHEAD_RUNS} in one read "
+            f"{figures['lanes_together_ms']} ms (one by one: {TENANTS} reads); times those of "
+            f"{smallest['due_runs']}: {growth}"
         )
     # ratio > 1: the largest backlog's lane read is no dearer than the smallest's
     held_up = ratio(False, largest["lane_read_1_ms"], smallest["lane_read_1_ms"])

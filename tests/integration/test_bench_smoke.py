@@ -97,10 +97,20 @@ HEADLINES: dict[str, list[str]] = {
         "jobsched.drain.write_commands",
         "baseline.drain.write_commands",
     ],
-    "hot-second": ["jobsched.ran", "jobsched.drained_s", "jobsched.healthz_ms.max", "jobsched.peak_rss_mb"],
+    "hot-second": [
+        "jobsched.ran",
+        "jobsched.drained_s",
+        "jobsched.healthz_ms.max",
+        "jobsched.peak_rss_mb",
+    ],
     "chain": ["jobsched.chain_s", "jobsched.link_ms.max", "baseline.chain_s", "baseline.link_ms.max"],
     "fan": ["jobsched.fan.fan_s", "jobsched.independent.drain_s", "baseline.drain_s"],
-    "claim-reads": ["jobsched.lanes_ms", "jobsched.lane_read_1_ms", "baseline.lane_read_64_ms"],
+    "claim-reads": [
+        "jobsched.lanes_ms",
+        "jobsched.lane_read_1_ms",
+        "baseline.lane_read_64_ms",
+        "jobsched.lanes_together_ms",
+    ],
     "tracing": ["jobsched.jobs_per_s", "baseline.jobs_per_s", "jobsched.cpu_ms_per_job.own_processes"],
     "limits": [
         "jobsched.noop_jobs_per_s",
@@ -130,6 +140,7 @@ SIGNED = (
     "jobsched.created_to_claim_ms.",
     "baseline.created_to_claim_ms.",
     "jobsched.late_tenant_wait_ms",  # the other tenant's start against its due time, rounded by the store's clock
+    "jobsched.late_tenant_claimed_ms",  # and its claim, which may come ahead of its due time
     "jobsched.due_after_seeding_s",  # negative when the burst fell due before its writes ended (said in the output)
 )
 STORES = re.compile(r"sqlite|(ferretdb|mongodb)-v?\d+[.]\d+[.]\d+")

@@ -5,6 +5,7 @@ kept is bounded."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -95,7 +96,7 @@ def test_a_claim_past_runs_it_did_not_get_from_the_memory_reads_on_without_keepi
 
 def test_runs_kept_serve_turns_that_come_slowly_and_expire() -> None:
     store, clock = Store([run(n) for n in range(40)]), MovedClock()
-    lanes = LaneReadAhead(store.read, clock)
+    lanes = LaneReadAhead(store.read, clock=clock)
     for turn in range(4):  # a claim going round many lanes slowly: a turn of this one every 6 s
         clock.now = turn * 6.0
         store.claim(lanes, 1)
@@ -159,7 +160,7 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_runs_kept_tell_that_their_type_holds_due_runs_until_taken_or_expired() -> None:
     store, clock = Store([run(n) for n in range(2)]), MovedClock()
-    lanes = LaneReadAhead(store.read, clock)
+    lanes = LaneReadAhead(store.read, clock=clock)
     assert not lanes.holds("noop", DUE)
     store.claim(lanes, 1)
     assert lanes.holds("noop", DUE)
@@ -174,7 +175,7 @@ def test_runs_kept_tell_that_their_type_holds_due_runs_until_taken_or_expired() 
 
 def test_runs_kept_past_a_claims_reach_expire_with_the_first_read_and_a_failed_move_forgets_the_lane() -> None:
     store, clock = Store([run(n) for n in range(60)]), MovedClock()
-    lanes = LaneReadAhead(store.read, clock)
+    lanes = LaneReadAhead(store.read, clock=clock)
     read = lanes.reader(LANE, DUE, set())
     first = read(None, 10)
     clock.now = READ_AHEAD_S - 1
@@ -185,3 +186,61 @@ def test_runs_kept_past_a_claims_reach_expire_with_the_first_read_and_a_failed_m
     lanes.forget([run(0)])
     lanes.reader(LANE, DUE, set())(None, 1)
     assert len(store.reads) == 4
+
+
+class Lanes:
+    """Several tenants' lanes of one type, read one at a time or together; each read recorded."""
+
+    def __init__(self, tenants: list[str], runs: int = 40) -> None:
+        self.pending = {t: [run(n, tenant=t) for n in range(runs)] for t in tenants}
+        self.reads: list[str] = []
+        self.together: list[tuple[list[str], int]] = []
+
+    def read(self, lane: LaneId, due: datetime, left_out: frozenset[str], after: Job | None, n: int) -> list[Job]:
+        self.reads.append(lane[1])
+        order = self.pending[lane[1]]
+        start = 0 if after is None else next(i + 1 for i, j in enumerate(order) if j.id == after.id)
+        return order[start : start + n]
+
+    def read_many(self, job_type: str, tenants: Sequence[str], due: datetime, n: int) -> dict[str, list[Job]]:
+        self.together.append((list(tenants), n))
+        return {t: self.pending[t][:n] for t in tenants if self.pending[t]}
+
+
+def test_lanes_read_together_serve_their_turns_without_a_read_each() -> None:
+    store = Lanes(["t0", "t1", "t2"])
+    lanes = LaneReadAhead(store.read, read_many=store.read_many)
+    lanes.read_together("noop", ["t0", "t1", "t2"], DUE)
+    assert store.together == [(["t0", "t1", "t2"], READ_AHEAD_RUNS)]
+    for tenant in ("t0", "t1", "t2"):
+        read = lanes.reader(("noop", tenant), DUE, set())
+        first = read(None, 1)
+        assert first + read(first[0], 3) == store.pending[tenant][:4]
+    assert store.reads == []  # every turn so far answered from what was read together
+
+
+def test_lanes_with_runs_kept_are_not_read_together_again_nor_a_lane_alone() -> None:
+    store = Lanes(["t0", "t1", "t2"])
+    lanes = LaneReadAhead(store.read, read_many=store.read_many)
+    lanes.reader(("noop", "t0"), DUE, set())(None, 1)
+    lanes.read_together("noop", ["t0", "t1", "t2"], DUE)
+    assert store.together == [(["t1", "t2"], READ_AHEAD_RUNS)]  # t0's runs were kept already
+    lanes.read_together("noop", ["t0", "t1", "t2"], DUE - timedelta(seconds=1))  # a due time they may not serve
+    assert store.together[1:] == [(["t0", "t1", "t2"], READ_AHEAD_RUNS)]
+    store.together.clear()
+    lanes.listed("noop", {"t1", "t2", "t3"})
+    lanes.read_together("noop", ["t1", "t2", "t3"], DUE + timedelta(seconds=1))
+    assert store.together == []  # one lane to read (t3): its reader reads it
+
+
+def test_lanes_read_together_take_what_the_memory_has_room_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(read_ahead, "READ_AHEAD_KEPT", 20)
+    store = Lanes(["t0", "t1", "t2"])
+    lanes = LaneReadAhead(store.read, read_many=store.read_many)
+    lanes.read_together("noop", ["t0", "t1", "t2"], DUE)
+    assert store.together == [(["t0", "t1", "t2"], 6)]
+    lanes.read_together("noop", ["t0", "t1", "t2"], DUE + timedelta(seconds=1))  # kept: nothing to read
+    monkeypatch.setattr(read_ahead, "READ_AHEAD_KEPT", 19)
+    lanes.listed("noop", set())
+    lanes.read_together("noop", [f"t{n}" for n in range(20)], DUE)
+    assert len(store.together) == 1  # no room for one run of each: each lane is read by its reader

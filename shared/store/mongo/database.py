@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Any, TypeVar
 
 from pymongo import MongoClient
@@ -60,6 +61,16 @@ class MongoDatabase:
             socketTimeoutMS=max(timeout_ms * 6, 30_000),
         )
         return cls(client, name, described=f"{without_password(uri)} (database {name})")
+
+    @cached_property
+    def index_terms_by_path(self) -> bool:
+        """Whether the server keeps an index's terms path by path, as DocumentDB's RUM indexes do under FerretDB 2:
+        a read bounded on several fields of an index then walks the entries of every document that matches any one
+        bound (a lane's read walks every due run of its type, whatever it returns), where MongoDB walks the one key
+        range. The claim reads many lanes together there (claims.lanes). Asked of the server once, at first use
+        (FerretDB names itself in buildInfo)."""
+        with translate_errors():
+            return "ferretdb" in self._db.command("buildInfo")
 
     def collection(self, name: str) -> Collection[Document]:
         """The collection `name`: for the parts that keep their own (job types, keys, secrets, credentials)."""

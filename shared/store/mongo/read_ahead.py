@@ -13,6 +13,10 @@ memory that expired by a short clock expired before the lane's next turn wheneve
 slowly (100 tenants at 18 runs a second: a turn every 5.5 s), and every turn read again, which is what made the
 claim slow. A lane the claim's listing no longer names (its runs claimed, cancelled or moved) is forgotten.
 
+Where every lane's read walks the whole backlog (DocumentDB), the lanes a claim meets for the first time are read
+together (read_together): one walk for all of them instead of one per lane. A burst of 100,000 runs of 100 tenants
+cost its first claim 100 reads of 81 ms each; read together, 1.3 s.
+
 What it changes: within a lane, runs read ahead go before a run of higher priority written after they were read
 (at most READ_AHEAD_RUNS of the same tenant's runs, for at most READ_AHEAD_S). Nothing else: which lanes have due
 runs is listed afresh by every claim, and the claim's move is guarded, so a run cancelled, rescheduled or claimed
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -43,6 +47,9 @@ READ_AHEAD_KEPT: Final = 4096
 
 # A store's read of a lane: (lane, due by, concurrency keys left out, after this run or None, at most n).
 LaneRead = Callable[[LaneId, datetime, frozenset[str], Job | None, int], list[Job]]
+# A store's read of several lanes of one type at once, none of their keys left out: (job type, tenants, due by, at
+# most n runs each) → each tenant's first runs in claim order (a tenant without due runs absent).
+LanesRead = Callable[[str, Sequence[str], datetime, int], Mapping[str, list[Job]]]
 
 
 @dataclass
@@ -79,8 +86,11 @@ class _Ahead:
 class LaneReadAhead:
     """The lanes' runs read ahead, kept between claims (module docstring). `read` is the store's lane read."""
 
-    def __init__(self, read: LaneRead, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, read: LaneRead, *, read_many: LanesRead | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._read = read
+        self._read_many = read_many
         self._clock = clock
         self._lanes: dict[LaneId, _Ahead] = {}
         self._lock = threading.Lock()
@@ -93,6 +103,26 @@ class LaneReadAhead:
             return self._runs(lane, due, frozenset(full_keys), after, n)
 
         return read
+
+    def read_together(self, job_type: str, tenants: Collection[str], due: datetime) -> None:
+        """Read the first runs of these lanes of `job_type` in one read and keep them, as many of each as the memory
+        has room for (at most READ_AHEAD_RUNS): their readers then answer from memory. Lanes with runs kept are
+        not read again; fewer than two lanes to read are left to their readers. For a store whose lane reads each
+        walk the whole backlog; the lanes' tenants must have no key left out."""
+        now = self._clock()
+        with self._lock:
+            unread = [t for t in tenants if not self._kept_for((job_type, t), due, now)]
+            room = self._room()
+        each = min(READ_AHEAD_RUNS, room // len(unread)) if unread else 0
+        if self._read_many is None or len(unread) < 2 or each < 1:
+            return
+        for tenant, runs in self._read_many(job_type, unread, due, each).items():
+            self._keep((job_type, tenant), _Ahead(runs, due, frozenset(), now))
+
+    def _kept_for(self, lane: LaneId, due: datetime, now: float) -> bool:
+        """Whether runs of the lane are kept that serve a claim due by `due` with no key left out; under the lock."""
+        ahead = self._lanes.get(lane)
+        return ahead is not None and bool(ahead.runs) and ahead.serves(due, frozenset(), now)
 
     def holds(self, job_type: str, due: datetime) -> bool:
         """Whether runs of the type due by `due` were read lately and not taken: a type without room holds due runs
