@@ -97,12 +97,7 @@ HEADLINES: dict[str, list[str]] = {
         "jobsched.drain.write_commands",
         "baseline.drain.write_commands",
     ],
-    "hot-second": [
-        "jobsched.ran",
-        "jobsched.drained_s",
-        "jobsched.healthz_ms.max",
-        "jobsched.peak_rss_mb",
-    ],
+    "hot-second": ["jobsched.ran", "jobsched.drained_s", "jobsched.healthz_ms.max", "jobsched.peak_rss_mb"],
     "chain": ["jobsched.chain_s", "jobsched.link_ms.max", "baseline.chain_s", "baseline.link_ms.max"],
     "fan": ["jobsched.fan.fan_s", "jobsched.independent.drain_s", "baseline.drain_s"],
     "claim-reads": [
