@@ -28,7 +28,6 @@ from enum import Enum
 from typing import Protocol
 
 from jobsched.limits import Limits, Rate
-from shared.model import Job
 
 # Claims reserve starts of a rate-limited type this far ahead (their wake-ups are held until their time).
 RATE_CLAIM_AHEAD_S = 1.0
@@ -128,6 +127,15 @@ class KeyedRun(Protocol):
     def id(self) -> str: ...
     @property
     def concurrencyKey(self) -> str | None: ...  # the job's field, as the stores name it
+
+
+class TypedRun(Protocol):
+    """A claimed run as the start rates read it (a Job, or the fields of its wake-up)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def jobType(self) -> str: ...  # the job's field, as the stores name it
 
 
 class Verdict(Enum):
@@ -294,7 +302,7 @@ class RatePlan:
             room = rooms.get(job_type)
             rooms[job_type] = len(times) if room is None else min(room, len(times))
 
-    def reserve(self, jobs: Sequence[Job], now: float) -> tuple[dict[str, float], dict[str, datetime]]:
+    def reserve(self, jobs: Sequence[TypedRun], now: float) -> tuple[dict[str, float], dict[str, datetime]]:
         """The claimed runs' start times, in claim order: the reservations to record (by type), and the runs that
         may not start at `now` with their time (their wake-ups are held until then)."""
         tats: dict[str, float] = {}

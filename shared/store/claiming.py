@@ -34,7 +34,7 @@ from shared.store.claim_limits import (
     latest,
     rated_types,
 )
-from shared.store.fair_claims import Claim, Lane, Selection, Turns, fair_selection
+from shared.store.fair_claims import Claim, ClaimedRows, Lane, Selection, Turns, fair_selection
 
 R = TypeVar("R", bound=KeyedRun)  # a due run as the store reads it: its id and concurrency key
 
@@ -167,7 +167,9 @@ def _claim(writes: ClaimWrites[R], ask: _Ask) -> tuple[Callable[[], Claim], Sele
     ]
     selection = fair_selection(lanes, ask.limit, sizing.rooms, admission.admit_run, ask.turns)
     jobs, won = writes.mark_queued(selection.runs, ask.now, ask.due) if selection.runs else ([], None)
-    tats, not_before = sizing.rates.reserve(jobs, ask.now.timestamp())
+    # The runs' wake-up fields where the store has them apart (its jobs are read only after the transaction).
+    runs = jobs.claimed() if isinstance(jobs, ClaimedRows) else jobs
+    tats, not_before = sizing.rates.reserve(runs, ask.now.timestamp())
     if tats or key_rates.tats:
         writes.reserve_starts(tats, key_rates.tats)
     claim = partial(

@@ -11,14 +11,23 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from jobsched.limits import Rate
-from shared.model import Status
+from shared.model import Job, Status
 from shared.store import transitions
 from shared.store.claim_limits import InFlight, KeyOwner
-from shared.store.fair_claims import Lane, head_of
-from shared.store.sqlite.codecs import JobRows, assignments, chunks, marks, to_ms
+from shared.store.fair_claims import Claimed, Lane, head_of
+from shared.store.sqlite.codecs import (
+    QueuedJobs,
+    assignments,
+    chunks,
+    folded_rows,
+    from_ms,
+    jobs_in_order,
+    marks,
+    to_ms,
+)
 from shared.store.sqlite.database import SqliteDatabase
 from shared.store.sqlite.schema import IN_FLIGHT_SQL, JOB_COLUMNS, PENDING_RUNS_SQL
 from shared.store.transitions import KIND_RUN
@@ -46,6 +55,16 @@ class DueRun(NamedTuple):
     concurrencyKey: str | None
 
 
+# What a claimed run's wake-up carries (fair_claims.Claimed), as mark_queued reads it.
+_WAKEUP: Final = ("id", "jobType", "priority", "tenantId", "scheduledAt", "attempts", "traceparent")
+
+
+def _claimed(
+    job_id: str, job_type: str, priority: int, tenant: str, scheduled_ms: int, attempts: int, traceparent: str | None
+) -> Claimed:
+    return Claimed(job_id, job_type, priority, tenant, from_ms(scheduled_ms), attempts + 1, None, traceparent)
+
+
 class SqliteClaimPort:
     """A claim's reads and writes (claiming.ClaimPort): `writing` is one BEGIN IMMEDIATE transaction, so the claim
     reads everything again inside it, and a claim without room is answered from `reading` without a write turn."""
@@ -58,21 +77,22 @@ class SqliteClaimPort:
     @contextmanager
     def reading(self) -> Iterator[SqliteClaims]:
         with self._database.read() as conn:
-            yield SqliteClaims(conn)
+            yield SqliteClaims(conn, self._database)
 
     @contextmanager
     def writing(self) -> Iterator[SqliteClaims]:
         # Not synced: nothing acts on a claim before the start of one of its jobs, a synced commit that makes the
         # claim durable with it. Power loss before that undoes the claim whole, and its jobs are pending again.
         with self._database.write(synced=False) as conn:
-            yield SqliteClaims(conn)
+            yield SqliteClaims(conn, self._database)
 
 
 class SqliteClaims:
     """The claim's statements on one connection (claiming.ClaimWrites; the writes only inside `writing`)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, database: SqliteDatabase) -> None:
         self._conn = conn
+        self._database = database  # where a claim's jobs are read, after its transaction
 
     def in_flight(self, job_types: Collection[str], now: datetime) -> InFlight:
         return in_flight(self._conn, job_types, now)
@@ -89,18 +109,24 @@ class SqliteClaims:
     def lanes(self, job_type: str, due: datetime, full_keys: Callable[[str], set[str]]) -> list[Lane[DueRun]]:
         return lanes(self._conn, job_type, to_ms(due), full_keys)
 
-    def mark_queued(self, runs: Sequence[DueRun], now: datetime, due: datetime) -> tuple[JobRows, None]:
-        """One UPDATE of the chosen runs: the write lock was held since they were read, so every one moves. Their
-        rows become jobs when the claim reads them, after the write lock is released."""
+    def mark_queued(self, runs: Sequence[DueRun], now: datetime, due: datetime) -> tuple[QueuedJobs, None]:
+        """One UPDATE of the chosen runs, which returns no rows, and their wake-ups' fields read in one step: the
+        write lock was held since they were read, so every one moves. The jobs are read only if asked for, after
+        the transaction."""
         set_sql, set_params = assignments(transitions.queued(now), JOB_COLUMNS)
         chosen = [run.id for run in runs]
-        moved: dict[str, sqlite3.Row] = {}
+        fields: dict[str, list[Any]] = {}
         for chunk in chunks(chosen):
-            rows = self._conn.execute(
-                f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(chunk)}) RETURNING *", [*set_params, *chunk]
-            )
-            moved.update((str(r["id"]), r) for r in rows)
-        return JobRows([moved[job_id] for job_id in chosen]), None
+            moved = self._conn.execute(f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(chunk)})", [*set_params, *chunk])
+            assert moved.rowcount == len(chunk), "the write lock was held since the runs were read"
+            read = folded_rows(self._conn, _WAKEUP, f"FROM jobs WHERE id IN ({marks(chunk)})", chunk)
+            fields.update((wakeup[0], wakeup) for wakeup in read)
+        claimed = [_claimed(*fields[job_id]) for job_id in chosen]
+        return QueuedJobs(claimed, self._read_jobs), None
+
+    def _read_jobs(self, job_ids: list[str]) -> list[Job]:
+        with self._database.read() as conn:
+            return jobs_in_order(conn, job_ids)
 
     def reserve_starts(self, by_type: Mapping[str, float], by_key: Mapping[KeyOwner, float]) -> None:
         reserve_starts(self._conn, by_type)
@@ -113,14 +139,17 @@ def in_flight(conn: sqlite3.Connection, job_types: Collection[str], now: datetim
     types = sorted(job_types)
     if not types:
         return InFlight(())
-    rows = conn.execute(
-        f"""SELECT jobType, tenantId, concurrencyKey, status = '{Status.QUEUED.value}' AND scheduledAt <= ?, count(*)
+    rows = folded_rows(
+        conn,
+        ("jobType", "tenantId", "concurrencyKey", "due", "n"),
+        f"""FROM (SELECT jobType, tenantId, concurrencyKey,
+                status = '{Status.QUEUED.value}' AND scheduledAt <= ? AS due, count(*) AS n
             FROM jobs INDEXED BY due_order
             WHERE {IN_FLIGHT_SQL} AND kind = '{KIND_RUN}' AND jobType IN ({marks(types)})
-            GROUP BY 1, 2, 3, 4""",
+            GROUP BY 1, 2, 3, 4)""",
         [to_ms(now), *types],
     )
-    return InFlight((str(r[0]), str(r[1]), r[2], bool(r[3]), int(r[4])) for r in rows)
+    return InFlight((r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows)
 
 
 def no_full_keys(tenant: str) -> set[str]:
@@ -135,9 +164,10 @@ def lanes(
     run) without reading the entries between, so this costs one seek per tenant and priority, not per due run.
     A lane's reads leave out the runs of its tenant's `full_keys` (concurrency keys at their limit)."""
     heads: dict[str, list[tuple[int, int]]] = {}
-    for row in conn.execute(_LANE_HEADS_SQL, {"type": job_type}):
-        if row[2] <= due_ms:  # the lane's earliest pending run is due, so the lane has due runs
-            heads.setdefault(str(row[0]), []).append((int(row[1]), int(row[2])))
+    found = folded_rows(conn, ("tenantId", "priority", "scheduledAt"), f"FROM ({_LANE_HEADS_SQL})", {"type": job_type})
+    for tenant, priority, earliest in sorted(found):  # the tenants in the index's order, as the scan found them
+        if earliest <= due_ms:  # the lane's earliest pending run is due, so the lane has due runs
+            heads.setdefault(tenant, []).append((priority, earliest))
     lanes: list[Lane[DueRun]] = []
     for tenant, priorities in heads.items():
         priorities.sort(reverse=True)
@@ -167,15 +197,15 @@ def _lane_runs(
         since, since_params = ("", [])
         if after is not None and priority == after.priority:
             since, since_params = "AND (scheduledAt, id) > (?, ?)", [after.scheduledAt, after.id]
-        found += (
-            DueRun(str(r[0]), int(r[1]), int(r[2]), r[3])
-            for r in conn.execute(
-                f"""SELECT id, priority, scheduledAt, concurrencyKey FROM jobs INDEXED BY due_lanes
-                    WHERE {PENDING_RUNS_SQL} AND jobType = ? AND tenantId = ? AND priority = ? AND scheduledAt <= ?
-                    {since} {not_full} ORDER BY scheduledAt, id LIMIT ?""",
-                [job_type, tenant, priority, due_ms, *since_params, *keys, n - len(found)],
-            )
+        runs = folded_rows(
+            conn,
+            ("id", "priority", "scheduledAt", "concurrencyKey"),
+            f"""FROM (SELECT id, priority, scheduledAt, concurrencyKey FROM jobs INDEXED BY due_lanes
+                WHERE {PENDING_RUNS_SQL} AND jobType = ? AND tenantId = ? AND priority = ? AND scheduledAt <= ?
+                {since} {not_full} ORDER BY scheduledAt, id LIMIT ?)""",
+            [job_type, tenant, priority, due_ms, *since_params, *keys, n - len(found)],
         )
+        found += sorted((DueRun(*run) for run in runs), key=lambda run: (run.scheduledAt, run.id))
         if len(found) >= n:
             break
     return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar, overload
@@ -130,18 +130,41 @@ def job_from_values(values: dict[str, Any], columns: _Columns | None = None) -> 
     return job
 
 
-class JobRows(Sequence[Job]):
-    """Rows of jobs, each converted when first read: a write returns its rows this way, so that converting
-    them (some 7 µs a row) happens after its transaction, not while it holds the write lock, and only for the
-    rows read as jobs (a claim's wake-ups read a few columns: `claimed`). For one thread (a claim's)."""
+def folded_rows(
+    conn: sqlite3.Connection, columns: Sequence[str], from_sql: str, params: Sequence[Any] | Mapping[str, Any]
+) -> list[Any]:
+    """The rows of `SELECT columns from_sql`, each a list of its values (JSON's: TEXT, INTEGER, REAL or NULL), folded
+    by SQLite into one JSON array, so that the statement answers in one step. Inside the write lock every row a
+    statement returns is a step of sqlite3, and each step gives up the GIL: with other threads waiting for it, the
+    writer then waits to get it back while every other writer waits for the lock it holds. In no given order."""
+    (text,) = conn.execute(f"SELECT json_group_array(json_array({', '.join(columns)})) {from_sql}", params).fetchone()
+    return list(json.loads(text))
 
-    def __init__(self, rows: list[sqlite3.Row]) -> None:
-        self._rows = rows
-        self._jobs: list[Job | None] = [None] * len(rows)
-        self._read = job_reader(rows[0]) if rows else to_job
+
+def jobs_in_order(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[Job]:
+    """The jobs of these ids (as rows keep them), in their order; every one must be there (a job that is queued or
+    running is never deleted)."""
+    if not job_ids:
+        return []
+    rows: dict[str, sqlite3.Row] = {}
+    for chunk in chunks(job_ids):
+        rows.update((str(r["id"]), r) for r in conn.execute(f"SELECT * FROM jobs WHERE id IN ({marks(chunk)})", chunk))
+    read = job_reader(rows[job_ids[0]])
+    return [read(rows[job_id]) for job_id in job_ids]
+
+
+class QueuedJobs(Sequence[Job]):
+    """The jobs a claim moved to queued: their wake-ups' fields (`claimed`), read in the claim's transaction, and
+    the jobs themselves, read when first asked for, after it (the scheduler publishes wake-ups, and reads a job
+    only when a wake-up was not delivered). For one thread (a claim's)."""
+
+    def __init__(self, claimed: list[Claimed], read: Callable[[list[str]], list[Job]]) -> None:
+        self._claimed = claimed
+        self._read = read
+        self._jobs: list[Job] | None = None
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._claimed)
 
     @overload
     def __getitem__(self, index: int) -> Job: ...
@@ -150,28 +173,13 @@ class JobRows(Sequence[Job]):
     def __getitem__(self, index: slice) -> Sequence[Job]: ...
 
     def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(len(self))[index]]
-        job = self._jobs[index]
-        if job is None:
-            job = self._jobs[index] = self._read(self._rows[index])
-        return job
+        if self._jobs is None:
+            self._jobs = self._read([c.id for c in self._claimed])
+        return self._jobs[index]
 
     def claimed(self) -> list[Claimed]:
-        """fair_claims.ClaimedRows: each row's wake-up fields, read from the row (SQLite keeps no claim token)."""
-        return [
-            Claimed(
-                r["id"],
-                r["jobType"],
-                r["priority"],
-                r["tenantId"],
-                from_ms(r["scheduledAt"]),
-                r["attempts"] + 1,
-                None,
-                r["traceparent"],
-            )
-            for r in self._rows
-        ]
+        """fair_claims.ClaimedRows: each job's wake-up fields, in claim order (SQLite keeps no claim token)."""
+        return self._claimed
 
 
 def to_execution(row: sqlite3.Row) -> Execution:

@@ -58,7 +58,7 @@ from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
     chunks,
-    job_reader,
+    jobs_in_order,
     marks,
     stored_id,
     to_execution,
@@ -347,11 +347,15 @@ class SqliteJobStore:
         now = utc_now()
         with self.database.write() as conn:
             answers = writes.start_batch(conn, now, starts)
-        # Converted once the write lock is released: the next writer need not wait for it. (Rows this store wrote
-        # convert; one that would not is a bug, and its attempt, started, is closed by the reaper as lost.)
-        first = next((answer for answer in answers if not isinstance(answer, StoreError)), None)
-        read = job_reader(first) if first is not None else to_job
-        return [answer if isinstance(answer, StoreError) else read(answer) for answer in answers]
+        # The started jobs read once the write lock is released: the next writer need not wait for their rows (a
+        # cancel asked meanwhile is in them, as if asked just after). (Rows this store wrote convert; one that
+        # would not is a bug, and its attempt, started, is closed by the reaper as lost.)
+        started = [answer for answer in answers if isinstance(answer, str)]
+        jobs: dict[str, Job] = {}
+        if started:
+            with self.database.read() as conn:
+                jobs = dict(zip(started, jobs_in_order(conn, started), strict=True))
+        return [jobs[answer] if isinstance(answer, str) else answer for answer in answers]
 
     def extend_leases(self, jobs: Sequence[Job], lease_until: datetime) -> None:
         if not jobs:

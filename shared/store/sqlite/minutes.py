@@ -51,18 +51,18 @@ _STARTED: Final = (
 )
 
 
-def count_starts(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> None:
-    """Attempts just started (their jobs' rows as the start left them: claimedAt is the start), added to the
-    minutes they started in, each in the bucket of its lateness (claimedAt - scheduledAt)."""
+def count_starts(conn: sqlite3.Connection, started_ms: int, starts: Iterable[tuple[str, str, int]]) -> None:
+    """Attempts just started at `started_ms`, each given by its job's tenant, type and scheduled time, added to
+    the minute they started in, each in the bucket of its lateness (the start - scheduledAt)."""
     minutes: dict[tuple[str, str, int], list[int]] = {}
-    for row in rows:
-        started = row["claimedAt"]
-        key = (row["tenantId"], row["jobType"], started // MINUTE_MS)
+    minute = started_ms // MINUTE_MS
+    for tenant, job_type, scheduled_ms in starts:
+        key = (tenant, job_type, minute)
         counts = minutes.get(key)
         if counts is None:
             counts = minutes[key] = [0] * (1 + LATENESS_BUCKETS)
         counts[0] += 1
-        counts[1 + lateness_bucket(started - row["scheduledAt"])] += 1
+        counts[1 + lateness_bucket(started_ms - scheduled_ms)] += 1
     conn.executemany(_STARTED, [(*key, *counts) for key, counts in minutes.items()])
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from bson import ObjectId
 
@@ -34,6 +34,7 @@ from shared.store.sqlite.codecs import (
     assignments,
     check_columns,
     chunks,
+    folded_rows,
     job_from_values,
     marks,
     payload_text,
@@ -120,14 +121,13 @@ def _holders(conn: sqlite3.Connection, news: Sequence[NewJob]) -> dict[tuple[str
     return found
 
 
-def start_batch(
-    conn: sqlite3.Connection, now: datetime, starts: Sequence[AttemptStart]
-) -> list[sqlite3.Row | StoreError]:
-    """start_attempts' writes, each start refused or made on its own: the started job's row (converted by the
-    caller once the write lock is released), or why it was refused. The starts without a start rate (the usual
-    case: one executor's batch, one type, worker and lease) are made by one UPDATE of all their jobs and one
-    insert of their records; a rated start is counted against its rate one at a time (start_one)."""
-    answers: list[sqlite3.Row | StoreError | None] = [None] * len(starts)
+def start_batch(conn: sqlite3.Connection, now: datetime, starts: Sequence[AttemptStart]) -> list[str | StoreError]:
+    """start_attempts' writes, each start refused or made on its own: the started job's id as rows keep it (its
+    row is read by the caller once the write lock is released), or why it was refused. The starts without a
+    start rate (the usual case: one executor's batch, one type, worker and lease) are made together (one read,
+    one UPDATE, one insert of their records); a rated start is counted against its rate one at a time
+    (start_one)."""
+    answers: list[str | StoreError | None] = [None] * len(starts)
     together: dict[tuple[str, str, datetime], dict[str, int]] = {}
     for index, start in enumerate(starts):
         job_id = stored_id(start.job_id)
@@ -140,59 +140,77 @@ def start_batch(
     for (job_type, worker, lease_until), indexes in together.items():
         started = _start_together(conn, now, job_type, worker, lease_until, list(indexes))
         for job_id, index in indexes.items():
-            answers[index] = started.get(job_id)
+            if job_id in started:
+                answers[index] = job_id
     for index, answer in enumerate(answers):
         if answer is None:
             answers[index] = _start_refused(conn, stored_id(starts[index].job_id), starts[index])
     return answers  # type: ignore[return-value]  # every None was answered above
 
 
+class _Started(NamedTuple):
+    """A job a start moves, as its records and the history's minutes need it."""
+
+    id: str
+    tenantId: str
+    jobType: str
+    scheduledAt: int
+    attempts: int
+
+
 def _start_together(
     conn: sqlite3.Connection, now: datetime, job_type: str, worker: str, lease_until: datetime, job_ids: list[str]
-) -> dict[str, sqlite3.Row]:
-    """The startable jobs among `job_ids` moved queued → running by one statement per chunk, their records
-    inserted: their rows by id."""
+) -> set[str]:
+    """The startable jobs among `job_ids` moved queued → running and their records inserted, by statements that
+    answer in one step each (codecs.folded_rows): the ids started."""
     set_sql, set_params = assignments(transitions.started(worker, now, lease_until), JOB_COLUMNS)
-    rows: dict[str, sqlite3.Row] = {}
+    started: list[_Started] = []
     for chunk in chunks(job_ids):
-        found = guarded_update(
-            conn,
-            f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(chunk)}) AND {_STARTABLE} RETURNING *",
-            [*set_params, *chunk, Status.QUEUED.value, job_type],
+        guard = [Status.QUEUED.value, job_type]
+        startable = folded_rows(
+            conn, _Started._fields, f"FROM jobs WHERE id IN ({marks(chunk)}) AND {_STARTABLE}", [*chunk, *guard]
         )
-        rows.update((str(row["id"]), row) for row in found)
-    _insert_attempt_records(conn, list(rows.values()), worker, now)
-    return rows
+        if not startable:
+            continue
+        ids = [job[0] for job in startable]
+        moved = guarded_update(
+            conn, f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(ids)}) AND status = ?", [*set_params, *ids, guard[0]]
+        )
+        assert moved.rowcount == len(ids), "the write lock was held since the startable jobs were read"
+        started += (_Started(*job) for job in startable)
+    _insert_attempt_records(conn, started, worker, now)
+    return {job.id for job in started}
 
 
 _PER_ATTEMPT: Final = ("jobId", "attempt")  # attempt_started's fields that are the job's and the attempt's
 
 
-def _insert_attempt_records(
-    conn: sqlite3.Connection, started: Sequence[sqlite3.Row], worker: str, now: datetime
-) -> None:
-    """The records of the attempts just started (their jobs' rows as the start left them), in one statement, and
-    the starts counted in the history's minutes. A record already there is a bug (the write lock was held since
-    the start's guard read none): its IntegrityError rolls the batch back."""
+def _insert_attempt_records(conn: sqlite3.Connection, started: Sequence[_Started], worker: str, now: datetime) -> None:
+    """The records of the attempts just started (their jobs as the start found them), by one statement per chunk,
+    and the starts counted in the history's minutes. A record already there is a bug (the write lock was held
+    since the start's guard read none): its IntegrityError rolls the batch back."""
     if not started:
         return
-    minutes.count_starts(conn, started)
+    minutes.count_starts(conn, to_ms(now), ((job.tenantId, job.jobType, job.scheduledAt) for job in started))
     # What the records share (worker, start, outcome) converted once: only the job and the attempt vary.
     shared = {
         c: to_sql(c, v) for c, v in transitions.attempt_started("", 0, worker, now).items() if c not in _PER_ATTEMPT
     }
     columns = ["id", *_PER_ATTEMPT, *shared]
     check_columns(dict.fromkeys(columns), EXECUTION_COLUMNS)
-    conn.executemany(
-        f"INSERT INTO executions ({', '.join(columns)}) VALUES ({marks(columns)})",
-        [
-            (attempt_record_id(row["id"], row["attempts"] + 1), row["id"], row["attempts"] + 1, *shared.values())
-            for row in started
-        ],
-    )
+    one = f"({marks(columns)})"
+    for chunk in chunks(started):
+        conn.execute(  # one row of VALUES per record: executemany would be a step (a GIL hand-off) per record
+            f"INSERT INTO executions ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}",
+            [
+                value
+                for job in chunk
+                for value in (attempt_record_id(job.id, job.attempts + 1), job.id, job.attempts + 1, *shared.values())
+            ],
+        )
 
 
-def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_id: str) -> sqlite3.Row:
+def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_id: str) -> str:
     """A start counted against its type's start rate (and its key's): the job (`job_id`, start.job_id as rows
     keep it) moves queued → running in one update, made only when it is startable (check_startable's condition)
     and its next attempt has no record yet, and the attempt's record is inserted. A refusal writes nothing; its
@@ -216,8 +234,8 @@ def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_
             "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
             (*owner, tat),
         )
-    _insert_attempt_records(conn, [row], start.worker, now)
-    return row
+    _insert_attempt_records(conn, [_Started(*(row[f] for f in _Started._fields))], start.worker, now)
+    return job_id
 
 
 def _rate_allows(conn: sqlite3.Connection, start: AttemptStart, now: datetime) -> float:
@@ -303,7 +321,8 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
     answers: list[Closing | None] = [None] * len(closings)
     for chunk in _same_columns([closings[i] for i in firsts.values()], lambda c: c.record):
         # The record still open and the job still in this attempt, kept true by the write lock until COMMIT;
-        # returned with whether a cancel was asked meanwhile.
+        # returned with whether a cancel was asked meanwhile. (Rows, not one folded answer as a start's reads: a
+        # read of the open records first, then an UPDATE without rows, cost the outcomes more than these steps.)
         for row in _update_from_values(
             conn,
             "executions",
