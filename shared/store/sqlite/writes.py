@@ -165,16 +165,15 @@ def _start_together(
     answer in one step each (codecs.folded_rows): the ids started."""
     set_sql, set_params = assignments(transitions.started(worker, now, lease_until), JOB_COLUMNS)
     started: list[_Started] = []
+    queued = Status.QUEUED.value
     for chunk in chunks(job_ids):
-        guard = [Status.QUEUED.value, job_type]
-        startable = folded_rows(
-            conn, _Started._fields, f"FROM jobs WHERE id IN ({marks(chunk)}) AND {_STARTABLE}", [*chunk, *guard]
-        )
+        where = f"FROM jobs WHERE id IN ({marks(chunk)}) AND {_STARTABLE}"
+        startable = folded_rows(conn, _Started._fields, where, [*chunk, queued, job_type])
         if not startable:
             continue
         ids = [job[0] for job in startable]
         moved = guarded_update(
-            conn, f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(ids)}) AND status = ?", [*set_params, *ids, guard[0]]
+            conn, f"UPDATE jobs SET {set_sql} WHERE id IN ({marks(ids)}) AND status = ?", [*set_params, *ids, queued]
         )
         assert moved.rowcount == len(ids), "the write lock was held since the startable jobs were read"
         started += (_Started(*job) for job in startable)
