@@ -267,6 +267,9 @@ class KafkaSubscription:
             else:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
+            # Sent again by the next commit: one refused while the group rebalances (a member that closes commits
+            # once more when its partitions are revoked) must not lose what was acknowledged.
+            self._offsets.commit_failed(positions)
             log.warning("commit failed", extra={"action": "commit_failed", "error": repr(exc)})
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -49,6 +49,14 @@ class OffsetTracker(Generic[K]):
                     self._committed[partition] = position
             return out
 
+    def commit_failed(self, positions: dict[K, int]) -> None:
+        """These positions (from positions_to_commit) were not committed: the next positions_to_commit returns
+        them again (or later ones), rather than taking them for committed and the acknowledgements for kept."""
+        with self._lock:
+            for partition, position in positions.items():
+                if self._committed.get(partition) == position:
+                    del self._committed[partition]
+
     def forget(self, partitions: Iterable[K]) -> None:
         """Drop partitions this consumer no longer owns (their in-flight messages go to the next owner)."""
         with self._lock:
