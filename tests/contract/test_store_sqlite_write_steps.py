@@ -102,16 +102,31 @@ def test_a_claim_and_a_start_return_at_most_one_row_per_statement_inside_the_wri
     assert many == []
 
 
-def test_a_claims_jobs_are_read_when_asked_for_and_are_the_jobs_it_queued(store: SqliteJobStore) -> None:
+def test_a_claims_jobs_are_read_once_when_asked_for_and_are_the_jobs_it_queued(
+    store: SqliteJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     due = utc_now() - timedelta(seconds=1)
     made = store.create_many(
         [NewJob(idempotencyKey=f"k{n}", tenantId="t", jobType="noop", scheduledAt=due) for n in range(5)]
     )
+    reads: list[None] = []
+    read = SqliteDatabase.read
+
+    @contextmanager
+    def counted_read(database: SqliteDatabase) -> Iterator[sqlite3.Connection]:
+        reads.append(None)
+        with read(database) as conn:
+            yield conn
+
+    monkeypatch.setattr(SqliteDatabase, "read", counted_read)
     claimed = store.claim_due_jobs(utc_now(), 5, ["noop"])
     wakeups = claimed.claimed()
+    assert reads == []  # the wake-ups came with the claim: no job was read
     assert [c.id for c in wakeups] == [job.id for job in made if not isinstance(job, Exception)]
     assert [c.next_attempt for c in wakeups] == [1] * 5
     assert [(job.id, job.status) for job in claimed] == [(c.id, Status.QUEUED) for c in wakeups]
+    assert [job.id for job in claimed] == [c.id for c in wakeups]
+    assert len(reads) == 1  # the jobs were read once, when first asked for
 
 
 def test_folded_rows_are_the_rows_of_the_select_they_fold(tmp_path: Path) -> None:

@@ -138,7 +138,8 @@ def folded_rows(
     statement returns is a step of sqlite3, and each step gives up the GIL: with other threads waiting for it, the
     writer then waits to get it back while every other writer waits for the lock it holds. In no given order."""
     (text,) = conn.execute(f"SELECT json_group_array(json_array({', '.join(columns)})) {from_sql}", params).fetchone()
-    return list(json.loads(text))
+    rows: list[Any] = json.loads(text)
+    return rows
 
 
 def jobs_in_order(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[Job]:
