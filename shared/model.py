@@ -229,7 +229,8 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True)
 class Execution:
-    """One attempt of a job: `<jobId>:<attempt>`, inserted when the attempt is claimed."""
+    """One attempt of a job: `<jobId>:<attempt>`, its record once its outcome is decided (the attempt open now: its
+    job's fields, outcome `running`)."""
 
     id: str
     jobId: str

@@ -3,8 +3,9 @@
 Methods are named after the outcome a caller asks for (claim due jobs, start an attempt, finish it, recover
 it...), never after a store's internal steps; each docstring is the contract that every implementation
 (MongoDB, SQLite) must meet and that tests/contract checks. Ownership is decided by
-inserts into unique keys (idempotency keys, attempt records), which are atomic on every store; conditional
-updates move statuses.
+inserts into unique keys (idempotency keys) and by conditional updates of one job (an attempt: a start moves the
+job only while it is queued with n-1 attempts made, an outcome only while it is still in attempt n), each atomic
+on every store.
 """
 
 from __future__ import annotations
@@ -522,17 +523,16 @@ class ExecutorStore(StoreLifecycle, BatchReads, Protocol):
 
     def start_attempts(self, starts: Sequence[AttemptStart]) -> list[Job | StoreError]:
         """Start the next attempt of each job whose wake-up an executor received and whose handler can run now, in
-        one batch of writes: claim the attempt by inserting its record `<id>:<n>` (the insert decides ownership),
-        and move the job queued → running with claimedBy/claimedAt/leaseExpiresAt. A start's `hint` (what the
-        wake-up said) lets a store batch the writes; the job is always started as it is now, whatever the hint
-        says. A start with a `rate` also keeps to it, across every executor: it is refused with RateLimited
+        one batch of writes: move the job queued → running with claimedBy/claimedAt/leaseExpiresAt, only while it
+        is queued with n-1 attempts made (that conditional update decides who owns attempt n). A start's `hint`
+        (what the wake-up said) lets a store batch the writes; the job is always started as it is now, whatever the
+        hint says. A start with a `rate` also keeps to it, across every executor: it is refused with RateLimited
         (nothing else written) when the type's starts so far leave none now, and the starts of the batch count in
         their order (an executor starts what it polled at once).
         Per start, in order, the running job or why it was refused: JobNotFound; TransitionRefused when the job is
-        not queued or not of the start's type; AttemptTaken when the attempt's record exists (a duplicate
-        delivery, a second executor, or a cancellation: then the job's status is made `cancelled` again);
-        StoreUnavailable for a start the store could not settle. Raise StoreUnavailable when none could be
-        written."""
+        not queued or not of the start's type (a duplicate delivery, a second executor, a cancellation);
+        AttemptTaken when the job left `queued` between a store's read of it and its write; StoreUnavailable for a
+        start the store could not settle. Raise StoreUnavailable when none could be written."""
 
     def results_of(self, job_ids: Sequence[str]) -> dict[str, ParentResult]:
         """The `result` of each of these jobs that exists (None for one that kept none) with its workflow step's

@@ -42,7 +42,7 @@ UNSET: Final = _Unset()
 
 
 def attempt_record_id(job_id: str, attempt: int) -> str:
-    """The id of attempt `attempt`'s execution record: inserting it is what claims the attempt."""
+    """The id of attempt `attempt`'s record (its entry in a job's history on MongoDB)."""
     return f"{job_id}:{attempt}"
 
 
@@ -170,7 +170,7 @@ def cancel_requested(now: datetime) -> Fields:
 
 
 def started(worker: str, now: datetime, lease_until: datetime) -> Fields:
-    """queued → running by the executor that inserted the attempt's record, its lease running until
+    """queued → running by the executor whose start moved the job first, its lease running until
     `lease_until` (extended by extend_leases)."""
     now = stored_time(now)
     return {
@@ -281,18 +281,29 @@ def check_redrivable(job: Job) -> None:
         raise TransitionRefused(job, "retry")
 
 
-# --- execution records (one per attempt, `<jobId>:<n>`) -------------------------------------------------
+# --- attempts (one record per attempt, `<jobId>:<n>`) ------------------------------------------------------
+# Ownership of an attempt is decided on its job alone (a start moves it queued -> running only while it is queued
+# with n-1 attempts made; an outcome moves it on only while it is still in attempt n). Its record is written by
+# the write that decides its outcome; until then the attempt is its job's own fields (open_attempt).
 
 
-def attempt_started(job_id: str, attempt: int, worker: str, now: datetime) -> Fields:
-    """The record an executor inserts to own attempt `attempt` of the job (the id is added by the store)."""
-    return {
-        "jobId": job_id,
-        "attempt": attempt,
-        "worker": worker,
-        "startedAt": now,
-        "outcome": Outcome.RUNNING.value,
-    }
+def open_attempt(attempt: int, worker: str | None, started_at: datetime | None) -> Fields:
+    """The attempt a job in an executor's hands (claimed or running) is in, as its job's fields list it: the
+    record it will have once its outcome is decided."""
+    return {"attempt": attempt, "outcome": Outcome.RUNNING.value, "worker": worker, "startedAt": started_at}
+
+
+def attempt_record(job: Job, closing: AttemptResult) -> Fields:
+    """Attempt `job.next_attempt` as `closing` ended it: its whole record (the id is added by the store). Who ran
+    it and when it started are the job's (claimedBy, claimedAt: the store's time of the start, which start rates
+    count), the closer's start only for a job that has none; its duration is the closer's (the handler's own)."""
+    record: Fields = {"attempt": job.next_attempt, **attempt_result(closing)}
+    if job.claimedBy is not None:
+        record["worker"] = job.claimedBy
+    started_at = job.claimedAt or closing.startedAt
+    if started_at is not None:
+        record["startedAt"] = started_at
+    return record
 
 
 def attempt_cancelled(now: datetime) -> Fields:
@@ -301,7 +312,7 @@ def attempt_cancelled(now: datetime) -> Fields:
 
 
 def attempt_result(closing: AttemptResult) -> Fields:
-    """The fields that complete an attempt's record with its one outcome."""
+    """An attempt's one outcome, as its record keeps it."""
     record: Fields = {"outcome": closing.outcome.value, "finishedAt": closing.finishedAt, "error": closing.error}
     if closing.traceback is not None:
         record["traceback"] = closing.traceback

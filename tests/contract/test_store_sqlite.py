@@ -15,8 +15,8 @@ from bson import ObjectId
 
 from shared.model import Outcome
 from shared.store.base import (
-    AttemptTaken,
     StoreUnavailable,
+    TransitionRefused,
 )
 from shared.store.sqlite import SqliteDatabase, SqliteJobStore
 from tests.contract.store_kit import (
@@ -232,19 +232,22 @@ def _is_closed(conn: sqlite3.Connection) -> bool:
     return False
 
 
-def test_sqlite_start_of_an_attempt_that_has_a_record_is_refused_and_writes_nothing(sqlite_path: Path) -> None:
+def test_sqlite_start_of_a_job_another_writer_started_is_refused_and_writes_nothing(sqlite_path: Path) -> None:
+    # The job alone decides who owns an attempt: a start read by another writer first leaves this one nothing.
     store = SqliteJobStore(sqlite_path)
     try:
         store.ensure_schema()
         job = queued(store)
-        with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as other:  # another writer's record
+        with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as other:
             other.execute(
-                "INSERT INTO executions (id, jobId, attempt, worker, outcome) VALUES (?, ?, 1, 'w0', 'running')",
-                (f"{job.id}:1", job.id),
+                "UPDATE jobs SET status = 'running', claimedBy = 'w0', claimedAt = 1 "
+                "WHERE id = ? AND status = 'queued'",
+                (job.id,),
             )
-        with pytest.raises(AttemptTaken, match="attempt 1"):
+        taken = reload(store, job)
+        with pytest.raises(TransitionRefused, match=r"cannot start .* it is running"):
             start(store, job, "w1")
-        assert reload(store, job) == job
-        assert [(e.worker, e.outcome) for e in store.list_executions(job.id)] == [("w0", Outcome.RUNNING)]
+        assert reload(store, job) == taken
+        assert [(e.attempt, e.worker, e.outcome) for e in store.list_executions(job.id)] == [(1, "w0", Outcome.RUNNING)]
     finally:
         store.close()

@@ -1,6 +1,6 @@
-"""What the SQLite store's claims and starts return inside the write lock: one row per statement at most. Every row
-a statement returns is a step of sqlite3 that gives up the GIL, and a writer that loses the GIL there holds up every
-other writer until it gets it back (codecs.folded_rows)."""
+"""What the SQLite store's claims, starts and outcomes return inside the write lock: one row per statement at most.
+Every row a statement returns is a step of sqlite3 that gives up the GIL, and a writer that loses the GIL there holds
+up every other writer until it gets it back (codecs.folded_rows)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from shared.model import Job, Status, utc_now
-from shared.store.base import AttemptStart, NewJob
+from shared.model import Job, Outcome, Status, utc_now
+from shared.store.base import AttemptFinish, AttemptResult, AttemptStart, NewJob
 from shared.store.sqlite import SqliteDatabase, SqliteJobStore
 from shared.store.sqlite.codecs import folded_rows, jobs_in_order
 
@@ -74,7 +74,7 @@ def store(tmp_path: Path) -> Iterator[SqliteJobStore]:
     store.close()
 
 
-def test_a_claim_and_a_start_return_at_most_one_row_per_statement_inside_the_write_lock(
+def test_a_claim_a_start_and_an_outcome_return_at_most_one_row_per_statement_inside_the_write_lock(
     store: SqliteJobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     due = utc_now() - timedelta(seconds=1)
@@ -93,11 +93,14 @@ def test_a_claim_and_a_start_return_at_most_one_row_per_statement_inside_the_wri
     claimed = store.claim_due_jobs(utc_now(), 64, ["noop"])
     lease = utc_now() + timedelta(minutes=5)
     started = store.start_attempts([AttemptStart(c.id, c.jobType, "w1", lease) for c in claimed.claimed()])
+    jobs = [job for job in started if isinstance(job, Job)]
+    now = utc_now()
+    finished = store.finish_attempts([AttemptFinish(job, AttemptResult(Outcome.SUCCEEDED, now, now)) for job in jobs])
 
     assert len(claimed) == 64
-    jobs = [job for job in started if isinstance(job, Job)]
     assert [(job.id, job.status) for job in jobs] == [(c.id, Status.RUNNING) for c in claimed.claimed()]
-    assert counts, "the claim and the start wrote through the write connection"
+    assert [job.status for job in finished if isinstance(job, Job)] == [Status.COMPLETED] * 64
+    assert counts, "the claim, the start and the outcome wrote through the write connection"
     many = [(sql.split()[0:4], n) for sql, n in counts if n > 1]
     assert many == []
 

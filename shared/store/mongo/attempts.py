@@ -6,7 +6,7 @@ document: starting attempt n moves the job queued → running only while it is q
 findAndModify, or one update of a batch's jobs), and an attempt's outcome moves it on only while it is still in
 attempt n (claimed or running with n-1 attempts made), so the first closer (the executor's result or the reaper's
 "lost") decides and every later one changes nothing. The same update appends the attempt's entry to the job's
-`history` (codecs.history_entry): a job costs the store one write to start and one to finish, with no other
+`history` (transitions.attempt_record): a job costs the store one write to start and one to finish, with no other
 collection to keep in step and no crash between two writes to repair.
 
 A failed attempt (failed, timed out, lost) also leaves an event in `attempt_failures`, which the console's "failed
@@ -46,7 +46,6 @@ from shared.store.mongo.claims import counted_starts, key_rate_id
 from shared.store.mongo.codecs import (
     WITHOUT_HISTORY,
     closing_update,
-    history_entry,
     job_from_document,
     read_job,
     update_document,
@@ -239,7 +238,7 @@ def finish_attempts(database: MongoDatabase, finishes: Sequence[AttemptFinish]) 
         guard: Document = {"_id": ObjectId(job.id), "status": job.status.value, "claimedBy": job.claimedBy}
         # A job that got a dependent since it started is closed on its own (close_attempt), which settles them.
         guard.update(attempts=job.attempts, hasDependents={"$ne": True})
-        updates.append(UpdateOne(guard, closing_update(fields[i], history_entry(job, closing))))
+        updates.append(UpdateOne(guard, closing_update(fields[i], transitions.attempt_record(job, closing))))
     with translate_errors():
         moved = database.jobs.bulk_write(updates, ordered=False).modified_count
         if moved == len(bulk):
@@ -285,7 +284,7 @@ def close_attempt(database: MongoDatabase, job: Job, closing: AttemptResult) -> 
     """Decide attempt `job.next_attempt`'s one outcome and move the job as it says, in one guarded update: only
     while the job is still in that attempt, so the first closer decides. Returns the moved job to the closer that
     decided, None to any later one."""
-    entry = history_entry(job, closing)
+    entry = transitions.attempt_record(job, closing)
     guard: Document = {"_id": ObjectId(job.id), "attempts": job.attempts, "status": {"$in": list(ATTEMPT_ACTIVE)}}
     doc = None
     with translate_errors():

@@ -11,7 +11,6 @@ from bson import ObjectId
 from jobsched.backoff import Backoff, backoff_document, backoff_from_document
 from shared.model import EXECUTION_FIELDS, JOB_FIELDS, Execution, Job, Outcome, Status, job_from_fields
 from shared.store import transitions
-from shared.store.base import AttemptResult
 from shared.store.mongo.database import Document, MongoDatabase, translate_errors
 from shared.store.transitions import ATTEMPT_ACTIVE, HISTORY_KEPT, attempt_record_id
 
@@ -56,19 +55,6 @@ def update_document(fields: transitions.Fields) -> Document:
     return update
 
 
-def history_entry(job: Job, closing: AttemptResult) -> Document:
-    """Attempt `job.next_attempt` as `closing` ended it: its entry in the job's `history`. Who ran it and when it
-    started are the job's (claimedBy, claimedAt: the store's time of the start, which start rates count), the
-    closer's start only for a job that has none; its duration is the closer's (the handler's own)."""
-    entry: Document = {"attempt": job.next_attempt, **transitions.attempt_result(closing)}
-    if job.claimedBy is not None:
-        entry["worker"] = job.claimedBy
-    started_at = job.claimedAt or closing.startedAt
-    if started_at is not None:
-        entry["startedAt"] = started_at
-    return entry
-
-
 def closing_update(fields: transitions.Fields, entry: Document) -> Document:
     """The update that moves a job as `fields` say and appends `entry` to its history, which keeps the last
     HISTORY_KEPT attempts (the first kept one's number says how many went before it)."""
@@ -84,9 +70,7 @@ def executions_of(doc: Document) -> list[Execution]:
     listed = [_execution(job_id, entry) for entry in doc.get("history") or []]
     if doc.get("status") in ATTEMPT_ACTIVE:
         attempt = int(doc.get("attempts", 0)) + 1
-        running = {"attempt": attempt, "outcome": Outcome.RUNNING.value}
-        running.update(worker=doc.get("claimedBy"), startedAt=doc.get("claimedAt"))
-        listed.append(_execution(job_id, running))
+        listed.append(_execution(job_id, transitions.open_attempt(attempt, doc.get("claimedBy"), doc.get("claimedAt"))))
     return listed[-HISTORY_KEPT:]
 
 

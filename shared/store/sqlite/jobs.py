@@ -40,7 +40,6 @@ from shared.store.base import (
     RunSpec,
     StoreError,
     StoreUnavailable,
-    TransitionRefused,
     one_run_added,
     only_answer,
 )
@@ -58,6 +57,7 @@ from shared.store.sqlite import workflows as stored_workflows
 from shared.store.sqlite.codecs import (
     assignments,
     chunks,
+    from_ms,
     jobs_in_order,
     marks,
     stored_id,
@@ -208,12 +208,12 @@ class SqliteJobStore:
                 requested = writes.update_job(conn, job.id, fields, IS_ACTIVE, ATTEMPT_ACTIVE)
                 assert requested is not None, "the write lock was held since the job was read"
                 return to_job(requested)
-            # Take the next attempt before any executor can (the rule on every store). Within this transaction
-            # a taken record would mean an executor already owns the attempt: then the job is not cancellable.
-            record = {"id": attempt_record_id(job.id, job.next_attempt), "jobId": job.id, "attempt": job.next_attempt}
-            record.update(transitions.attempt_cancelled(now))
-            if not job.is_template and writes.insert_unique(conn, "executions", record) is None:
-                raise TransitionRefused(job, "cancel")
+            # Its next attempt, listed as cancelled: no executor starts it, as the job leaves `queued` with it.
+            if not job.is_template:
+                record: transitions.Fields = {"id": attempt_record_id(job.id, job.next_attempt), "jobId": job.id}
+                record.update(attempt=job.next_attempt, **transitions.attempt_cancelled(now))
+                inserted = writes.insert_unique(conn, "executions", record)
+                assert inserted is not None, "a record is written when its attempt ends, and this one never began"
             row = writes.update_job(conn, job.id, transitions.cancelled(now), IS_CANCELLABLE, CANCELLABLE_VALUES)
             dependencies.settle_dependents(conn, [job.id])
             batches.ended(conn, [job.evolve(status=Status.CANCELLED)])
@@ -399,12 +399,23 @@ class SqliteJobStore:
             return claims.in_flight(conn, [job.jobType], utc_now())
 
     def list_executions(self, job_id: str) -> list[Execution]:
-        """The job's last HISTORY_KEPT attempts, oldest first (as every store lists them)."""
+        """The job's last HISTORY_KEPT attempts, oldest first (as every store lists them): its records, then the
+        attempt open now (claimed or running), which is the job's own fields until it ends."""
         with self.database.read() as conn:
             rows = conn.execute(
                 "SELECT * FROM executions WHERE jobId = ? ORDER BY attempt DESC LIMIT ?", (job_id, HISTORY_KEPT)
             ).fetchall()
-        return [to_execution(r) for r in reversed(rows)]
+            job = conn.execute(
+                f"SELECT attempts, claimedBy, claimedAt FROM jobs WHERE id = ? AND {IS_ACTIVE}",
+                (job_id, *ATTEMPT_ACTIVE),
+            ).fetchone()
+        listed = [to_execution(r) for r in reversed(rows)]
+        if job is not None:
+            attempts, worker, started_at = job
+            started = None if started_at is None else from_ms(started_at)
+            running = transitions.open_attempt(attempts + 1, worker, started)
+            listed.append(Execution(id=attempt_record_id(job_id, attempts + 1), jobId=job_id, **running))
+        return listed[-HISTORY_KEPT:]
 
     def redrive(self, job_id: str) -> Job:
         with self.database.write() as conn:

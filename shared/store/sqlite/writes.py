@@ -1,6 +1,6 @@
 """The transitions of one job inside a write transaction of the SQLite file: creating jobs (their keys decide
-who owns them), starting and closing an attempt (its record decides who owns it), and the row-level reads and
-guarded writes they are made of. Each takes the connection of the caller's write transaction
+who owns them), starting and closing an attempt (guarded updates of its job decide who owns it), and the row-level
+reads and guarded writes they are made of. Each takes the connection of the caller's write transaction
 (SqliteDatabase.write), whose lock keeps what it read true until COMMIT."""
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from typing import Any, Final, NamedTuple, TypeVar
 from bson import ObjectId
 
 from jobsched.limits import Rate
-from shared.model import Job, Outcome, Status, utc_now
+from shared.model import Job, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
     AttemptStart,
-    AttemptTaken,
     DuplicateJob,
     JobNotFound,
     NewJob,
@@ -48,21 +47,16 @@ from shared.store.start_rates import counted_starts
 from shared.store.transitions import ATTEMPT_ACTIVE, CANCELLABLE_VALUES, attempt_record_id
 
 RUNS_PER_TRANSACTION: Final = 500
-CLOSINGS_PER_STATEMENT: Final = 200  # well within SQLite's 32,766 parameters at up to 9 values each
+CLOSINGS_PER_STATEMENT: Final = 200  # well within SQLite's 32,766 parameters at up to 11 values each
 TRANSACTION_BYTES: Final = 4 * 1024 * 1024
 T = TypeVar("T")
 
 # The guards of the transitions that need a job in one of several statuses (their values follow as parameters).
 IS_CANCELLABLE: Final = f"status IN ({', '.join('?' * len(CANCELLABLE_VALUES))})"  # + CANCELLABLE_VALUES
 IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + ATTEMPT_ACTIVE
-# A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable, and no record yet for
-# its next attempt (a cancellation inserts one so that no executor can start it), looked up by the id the
-# record insert would take (transitions.attempt_record_id), the key that decides ownership.
-_STARTABLE: Final = (
-    "status = ? AND jobType = ? AND NOT EXISTS "
-    "(SELECT 1 FROM executions WHERE executions.id = jobs.id || ':' || (jobs.attempts + 1))"
-)
-_RUNNING: Final = Outcome.RUNNING.value
+# A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable's condition. The job
+# alone decides who owns an attempt (transitions: a start moves it only while it is queued).
+_STARTABLE: Final = "status = ? AND jobType = ?"
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
@@ -125,7 +119,7 @@ def start_batch(conn: sqlite3.Connection, now: datetime, starts: Sequence[Attemp
     """start_attempts' writes, each start refused or made on its own: the started job's id as rows keep it (its
     row is read by the caller once the write lock is released), or why it was refused. The starts without a
     start rate (the usual case: one executor's batch, one type, worker and lease) are made together (one read,
-    one UPDATE, one insert of their records); a rated start is counted against its rate one at a time
+    one UPDATE); a rated start is counted against its rate one at a time
     (start_one)."""
     answers: list[str | StoreError | None] = [None] * len(starts)
     together: dict[tuple[str, str, datetime], dict[str, int]] = {}
@@ -149,20 +143,19 @@ def start_batch(conn: sqlite3.Connection, now: datetime, starts: Sequence[Attemp
 
 
 class _Started(NamedTuple):
-    """A job a start moves, as its records and the history's minutes need it."""
+    """A job a start moves, as the history's minutes count it."""
 
     id: str
     tenantId: str
     jobType: str
     scheduledAt: int
-    attempts: int
 
 
 def _start_together(
     conn: sqlite3.Connection, now: datetime, job_type: str, worker: str, lease_until: datetime, job_ids: list[str]
 ) -> set[str]:
-    """The startable jobs among `job_ids` moved queued → running and their records inserted, by statements that
-    answer in one step each (codecs.folded_rows): the ids started."""
+    """The startable jobs among `job_ids` moved queued → running, by statements that answer in one step each
+    (codecs.folded_rows): the ids started."""
     set_sql, set_params = assignments(transitions.started(worker, now, lease_until), JOB_COLUMNS)
     started: list[_Started] = []
     queued = Status.QUEUED.value
@@ -177,42 +170,14 @@ def _start_together(
         )
         assert moved.rowcount == len(ids), "the write lock was held since the startable jobs were read"
         started += (_Started(*job) for job in startable)
-    _insert_attempt_records(conn, started, worker, now)
-    return {job.id for job in started}
-
-
-_PER_ATTEMPT: Final = ("jobId", "attempt")  # attempt_started's fields that are the job's and the attempt's
-
-
-def _insert_attempt_records(conn: sqlite3.Connection, started: Sequence[_Started], worker: str, now: datetime) -> None:
-    """The records of the attempts just started (their jobs as the start found them), by one statement per chunk,
-    and the starts counted in the history's minutes. A record already there is a bug (the write lock was held
-    since the start's guard read none): its IntegrityError rolls the batch back."""
-    if not started:
-        return
     minutes.count_starts(conn, to_ms(now), ((job.tenantId, job.jobType, job.scheduledAt) for job in started))
-    # What the records share (worker, start, outcome) converted once: only the job and the attempt vary.
-    shared = {
-        c: to_sql(c, v) for c, v in transitions.attempt_started("", 0, worker, now).items() if c not in _PER_ATTEMPT
-    }
-    columns = ["id", *_PER_ATTEMPT, *shared]
-    check_columns(dict.fromkeys(columns), EXECUTION_COLUMNS)
-    one = f"({marks(columns)})"
-    for chunk in chunks(started):
-        conn.execute(  # one row of VALUES per record: executemany would be a step (a GIL hand-off) per record
-            f"INSERT INTO executions ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}",
-            [
-                value
-                for job in chunk
-                for value in (attempt_record_id(job.id, job.attempts + 1), job.id, job.attempts + 1, *shared.values())
-            ],
-        )
+    return {job.id for job in started}
 
 
 def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_id: str) -> str:
     """A start counted against its type's start rate (and its key's): the job (`job_id`, start.job_id as rows
-    keep it) moves queued → running in one update, made only when it is startable (check_startable's condition)
-    and its next attempt has no record yet, and the attempt's record is inserted. A refusal writes nothing; its
+    keep it) moves queued → running in one update, made only when it is startable (check_startable's
+    condition). A refusal writes nothing; its
     reason is read only then."""
     fields = transitions.started(start.worker, now, start.lease_until)
     started_until = _rate_allows(conn, start, now) if start.rate is not None else None
@@ -233,7 +198,7 @@ def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_
             "VALUES (?, ?, ?, 0, ?) ON CONFLICT DO UPDATE SET startTat = excluded.startTat",
             (*owner, tat),
         )
-    _insert_attempt_records(conn, [_Started(*(row[f] for f in _Started._fields))], start.worker, now)
+    minutes.count_starts(conn, to_ms(now), [(row["tenantId"], row["jobType"], row["scheduledAt"])])
     return job_id
 
 
@@ -277,7 +242,7 @@ def _start_refused(conn: sqlite3.Connection, job_id: str | None, start: AttemptS
         transitions.check_startable(job, start.job_type)
     except TransitionRefused as refused:
         return refused
-    return AttemptTaken(f"attempt {job.next_attempt} of job {job.id} is already taken")
+    raise AssertionError("the write lock was held since the start's guard found the job not startable")
 
 
 @dataclass(frozen=True)
@@ -288,20 +253,21 @@ class Closing:
     job: Job
     result: AttemptResult
     record_id: str
-    record: dict[str, Any]  # the record's columns and values
+    record: dict[str, Any]  # the record's columns and values, its id and job's included
     fields: transitions.Fields  # the job's, as the transition gives them
     job_values: dict[str, Any]  # the same, as SQL values
 
 
 def closing_of(job: Job, result: AttemptResult) -> Closing:
-    record = transitions.attempt_result(result)
+    record_id = attempt_record_id(job.id, job.next_attempt)
+    record = {"id": record_id, "jobId": job.id, **transitions.attempt_record(job, result)}
     fields = transitions.attempt_closed(job, result)
     check_columns(record, EXECUTION_COLUMNS)
     check_columns(fields, JOB_COLUMNS)
     return Closing(
         job,
         result,
-        attempt_record_id(job.id, job.next_attempt),
+        record_id,
         {k: to_sql(k, v) for k, v in record.items()},
         fields,
         {k: to_sql(k, v) for k, v in fields.items()},
@@ -309,47 +275,47 @@ def closing_of(job: Job, result: AttemptResult) -> Closing:
 
 
 def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> list[Closing | None]:
-    """Decide each attempt's one outcome and move its job: the first closer (the executor's result or the
-    reaper's "lost") finds the record still `running`; every later one finds it decided and changes nothing
-    (None; so does a second closing of one attempt in the batch). What was written: the closing, made again
-    for a job whose cancel was asked after it was read (then no retry). The records, then the jobs, are written
-    by one statement per chunk of closings that set the same columns (a batch of successes: one each)."""
+    """Decide each attempt's one outcome on its job: the first closer (the executor's result or the reaper's
+    "lost") finds the job still in that attempt (claimed or running with attempt-1 attempts made) and moves it on;
+    every later one finds it moved and changes nothing (None; so does a second closing of one attempt in the
+    batch). What was written: the closing, made again for a job whose cancel was asked after it was read (then no
+    retry). The open jobs are read in one step (codecs.folded_rows), then moved, and the attempts' records
+    inserted, by one statement per chunk of closings that set the same columns (a batch of successes: one each)."""
     firsts: dict[str, int] = {}
     for index, closing in enumerate(closings):
         firsts.setdefault(closing.record_id, index)
     answers: list[Closing | None] = [None] * len(closings)
-    for chunk in _same_columns([closings[i] for i in firsts.values()], lambda c: c.record):
-        # The record still open and the job still in this attempt, kept true by the write lock until COMMIT;
-        # returned with whether a cancel was asked meanwhile. (Rows, not one folded answer as a start's reads: a
-        # read of the open records first, then an UPDATE without rows, cost the outcomes more than these steps.)
-        for row in _update_from_values(
-            conn,
-            "executions",
-            [(c.record_id, c.job.id, c.job.attempts, *c.record.values()) for c in chunk],
-            list(chunk[0].record),
-            f"""executions.id = closing._key AND executions.outcome = ? AND EXISTS
-                (SELECT 1 FROM jobs WHERE id = closing._job AND attempts = closing._attempts AND {IS_ACTIVE})""",
-            [_RUNNING, *ATTEMPT_ACTIVE],
-            "RETURNING executions.id, (SELECT cancelRequested FROM jobs WHERE id = executions.jobId)",
-        ).fetchall():
-            index = firsts[str(row[0])]
+    for chunk in chunks(list(firsts.values())):
+        ids = [closings[i].job.id for i in chunk]
+        where = f"FROM jobs WHERE id IN ({marks(ids)}) AND {IS_ACTIVE}"
+        open_jobs = folded_rows(conn, ("id", "attempts", "cancelRequested"), where, [*ids, *ATTEMPT_ACTIVE])
+        in_attempt = {(job_id, attempts): cancel for job_id, attempts, cancel in open_jobs}
+        for index in chunk:
             closing = closings[index]
-            if row[1] and not closing.job.cancelRequested:
+            if (closing.job.id, closing.job.attempts) not in in_attempt:
+                continue
+            if in_attempt[closing.job.id, closing.job.attempts] and not closing.job.cancelRequested:
                 closing = closing_of(closing.job.evolve(cancelRequested=True), closing.result)
             answers[index] = closing
     decided = [closing for closing in answers if closing is not None]
     moved = 0
-    for chunk in _same_columns(decided, lambda c: c.job_values):
+    for same in _same_columns(decided, lambda c: c.job_values):
         _update_from_values(
             conn,
             "jobs",
-            [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in chunk],
-            list(chunk[0].job_values),
+            [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in same],
+            list(same[0].job_values),
             f"jobs.id = closing._key AND jobs.attempts = closing._attempts AND jobs.{IS_ACTIVE}",
             list(ATTEMPT_ACTIVE),
         )
         moved += conn.execute("SELECT changes()").fetchone()[0]  # (rowcount: -1 for a statement WITH ...)
-    assert moved == len(decided), "the write lock was held since the records were decided"
+    assert moved == len(decided), "the write lock was held since the open jobs were read"
+    for same in _same_columns(decided, lambda c: c.record):
+        columns = list(same[0].record)
+        conn.execute(  # a record already there is a bug (its job was in this attempt): it rolls the batch back
+            f"INSERT INTO executions ({', '.join(columns)}) VALUES {', '.join([f'({marks(columns)})'] * len(same))}",
+            [value for closing in same for value in closing.record.values()],
+        )
     return answers
 
 
