@@ -76,7 +76,6 @@ RELEASED = [
     ("trace_context", "615819ff6fb9ace4f699130b73f1a3341d269e8aa6f44b5f660630a0df32b31f"),
     ("history_by_minute", "2ff50d1f9366a48305f77e635b1c4b9e441a0dbd470a4f1eb54adfa024a1c3a4"),
     ("endings_into_history", "6aa6c5d0cb5e14e1cc4b5bc0853139e4c02c1f3fa2f03d1051ea4a3682ef5345"),
-    ("records_written_when_attempts_end", "9348321375bf9d756d7b70b6ddab0fafc317b42680bd986b6eccad3ef2e41ac6"),
 ]
 # What released migrations call, frozen with them.
 RELEASED_HELPERS = [("add_missing_columns", "35b02a0d6f7ee0463b7f21919a5a59b0693c1a3f52f5739421a5c6ae06981a25")]
@@ -121,16 +120,6 @@ def unmoved(tables: dict[str, T]) -> dict[str, T]:
     return {table: value for table, value in tables.items() if table != "recent_endings_by_minute"}
 
 
-def as_migrated(written: dict[str, set[tuple[Any, ...]]], columns: dict[str, list[str]]) -> dict[str, set[Any]]:
-    """The rows of the unmoved tables of a file written before the migrations, as they leave them: all but the
-    records of attempts still open, which migration 19 (records_written_when_attempts_end) deletes (their jobs'
-    own fields list them until they end)."""
-    outcome = columns["executions"].index("outcome")
-    kept = unmoved(written)
-    kept["executions"] = {row for row in written["executions"] if row[outcome] != "running"}
-    return kept
-
-
 def added_column_is_empty(path: Path) -> bool:
     """The column migration 11 added holds nothing: the fixture's one type has the default backoff."""
     return read(path, "SELECT count(*) FROM jobs WHERE backoff IS NOT NULL") == [(0,)]
@@ -162,14 +151,11 @@ def test_a_file_from_before_numbered_migrations_is_migrated_and_keeps_working(tm
         store.ensure_schema()
         assert version(old) == LATEST
         assert schema_of(old) == schema_of(migrated_empty_file(tmp_path))
-        assert rows_of(old, unmoved(written_columns)) == as_migrated(written, written_columns)
+        assert rows_of(old, unmoved(written_columns)) == unmoved(written)
         assert added_column_is_empty(old)
         statuses = Counter(status for (status,) in read(old, "SELECT status FROM jobs"))
         assert statuses == {"pending": 3, "buffered": 1, "completed": 1, "dlq": 1, "cancelled": 1, "running": 1}
-        assert len(read(old, "SELECT * FROM executions")) == 3
-        [(running_id,)] = read(old, "SELECT id FROM jobs WHERE status = 'running'")
-        attempts = [(e.attempt, e.worker, e.outcome) for e in store.list_executions(running_id)]
-        assert attempts == [(1, "fixture-worker", Outcome.RUNNING)]  # its record gone, its job lists it
+        assert len(read(old, "SELECT * FROM executions")) == 4
         assert set(read(old, KEPT)) == set(read(old, RECOUNT))
 
         backend = backend_beside(store, Keyring(FIXTURE_KEY))
@@ -192,6 +178,18 @@ def test_a_file_from_before_numbered_migrations_is_migrated_and_keeps_working(tm
         assert listed == {str(id_) for (id_,) in read(old, "SELECT id FROM jobs WHERE tenantId = 'acme'")}
         assert finished.id in {job.id for job in backend.browser.page("acme", JobQuery(status=Status.COMPLETED))}
         assert set(read(old, KEPT)) == set(read(old, RECOUNT))
+
+        # An attempt that version started has its record (`running`); this version lists it once, from its job,
+        # and its outcome completes that record in place.
+        [(running_id,)] = read(old, "SELECT id FROM jobs WHERE status = 'running'")
+        attempts = [(e.attempt, e.worker, e.outcome) for e in store.list_executions(running_id)]
+        assert attempts == [(1, "fixture-worker", Outcome.RUNNING)]
+        running = store.get(running_id)
+        assert running is not None
+        assert store.finish_attempt(running, result(Outcome.SUCCEEDED)) is not None
+        attempts = [(e.attempt, e.worker, e.outcome) for e in store.list_executions(running_id)]
+        assert attempts == [(1, "fixture-worker", Outcome.SUCCEEDED)]
+        assert read(old, f"SELECT count(*) FROM executions WHERE jobId = '{running_id}'") == [(1,)]
     finally:
         store.close()
 
@@ -268,7 +266,7 @@ def test_processes_starting_together_all_migrate_the_file_to_the_latest(tmp_path
     assert answers == [LATEST] * REPLICAS  # and none failed: a failure is raised here
     assert schema_of(shared) == schema_of(migrated_empty_file(tmp_path))
     if written:
-        assert rows_of(shared, unmoved(written_columns)) == as_migrated(written, written_columns)
+        assert rows_of(shared, unmoved(written_columns)) == unmoved(written)
         assert added_column_is_empty(shared)
 
 
@@ -314,7 +312,7 @@ def test_a_migrated_file_has_what_the_queries_expect(tmp_path: Path) -> None:
         assert f"({resting})" in triggers[trigger], trigger  # browse.py counts the other statuses from the jobs
     ring = f"SELECT tenantId, jobType, at / {MINUTE_MS}, 1 FROM"
     assert [name for name, sql in triggers.items() if ring in sql] == sorted(
-        ["history_completed", "history_dlq", "history_failed_attempt"]
+        ["history_completed", "history_dlq", "history_failed_attempt", "history_attempt_failed"]
     )
     history = {name for (_, name, *_) in read(path, "PRAGMA table_info(history_by_minute)")}
     assert {*EVENT_COUNTERS, *LATENESS_COUNTERS, *GAUGES} <= history  # what minutes.py reads and writes

@@ -121,7 +121,7 @@ def test_a_file_written_before_the_ring_gets_its_last_hour_counted(tmp_path: Pat
     store.close()
     now_ms = int(time.time() * 1000)
     with closing(sqlite3.connect(path)) as conn, conn:  # as an earlier version left it: no ring, no triggers
-        for name in ("completed", "dlq", "failed_attempt"):
+        for name in ("completed", "dlq", "failed_attempt", "attempt_failed"):
             conn.execute(f"DROP TRIGGER history_{name}")
         conn.execute("DROP TABLE history_by_minute")
         conn.execute("PRAGMA user_version = 0")  # nor numbered migrations

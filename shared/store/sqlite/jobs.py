@@ -25,7 +25,7 @@ from bson import ObjectId
 
 from jobsched.handlers import ParentResult
 from shared.batches import BatchView, MemberResult, MembersPage
-from shared.model import Execution, Job, Status, utc_now
+from shared.model import Execution, Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptFinish,
@@ -400,10 +400,12 @@ class SqliteJobStore:
 
     def list_executions(self, job_id: str) -> list[Execution]:
         """The job's last HISTORY_KEPT attempts, oldest first (as every store lists them): its records, then the
-        attempt open now (claimed or running), which is the job's own fields until it ends."""
+        attempt open now (claimed or running), which is the job's own fields until it ends (an earlier version's
+        record of it, `running`, is left out)."""
         with self.database.read() as conn:
             rows = conn.execute(
-                "SELECT * FROM executions WHERE jobId = ? ORDER BY attempt DESC LIMIT ?", (job_id, HISTORY_KEPT)
+                "SELECT * FROM executions WHERE jobId = ? AND outcome <> ? ORDER BY attempt DESC LIMIT ?",
+                (job_id, Outcome.RUNNING.value, HISTORY_KEPT),
             ).fetchall()
             job = conn.execute(
                 f"SELECT attempts, claimedBy, claimedAt FROM jobs WHERE id = ? AND {IS_ACTIVE}",

@@ -590,17 +590,6 @@ def endings_into_history(conn: sqlite3.Connection) -> None:
         conn.execute(f"CREATE TRIGGER IF NOT EXISTS {trigger}")
 
 
-def records_written_when_attempts_end(conn: sqlite3.Connection) -> None:
-    """An attempt's record is written once, by the write that decides its outcome: who owns an attempt is decided
-    on its job alone (a start moves it only while it is queued, an outcome only while it is in that attempt), so
-    a job costs no record insert to start and no record update to finish. The records of the attempts still open
-    (`running`, inserted by a start before this version) go: their jobs' own fields list them (claimedBy,
-    claimedAt) until their close writes the whole record. A record is no longer updated, so the trigger that
-    counted an update to a failed outcome goes too."""
-    conn.execute("DELETE FROM executions WHERE outcome = 'running'")
-    conn.execute("DROP TRIGGER IF EXISTS history_attempt_failed")
-
-
 # In the order they were released; only ever appended to.
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     jobs_table,
@@ -621,6 +610,5 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     trace_context,
     history_by_minute,
     endings_into_history,
-    records_written_when_attempts_end,
 )
 LATEST: Final = len(MIGRATIONS)

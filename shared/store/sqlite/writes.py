@@ -15,7 +15,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 from bson import ObjectId
 
 from jobsched.limits import Rate
-from shared.model import Job, Status, utc_now
+from shared.model import Job, Outcome, Status, utc_now
 from shared.store import transitions
 from shared.store.base import (
     AttemptResult,
@@ -57,6 +57,7 @@ IS_ACTIVE: Final = f"status IN ({', '.join('?' * len(ATTEMPT_ACTIVE))})"  # + AT
 # A job an executor may start (+ QUEUED, the executor's type): transitions.check_startable's condition. The job
 # alone decides who owns an attempt (transitions: a start moves it only while it is queued).
 _STARTABLE: Final = "status = ? AND jobType = ?"
+_RUNNING: Final = Outcome.RUNNING.value  # the outcome of a record an earlier version inserted at the start
 _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY})
 
 
@@ -312,10 +313,14 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
     assert moved == len(decided), "the write lock was held since the open jobs were read"
     for same in _same_columns(decided, lambda c: c.record):
         columns = list(same[0].record)
-        conn.execute(  # a record already there is a bug (its job was in this attempt): it rolls the batch back
-            f"INSERT INTO executions ({', '.join(columns)}) VALUES {', '.join([f'({marks(columns)})'] * len(same))}",
-            [value for closing in same for value in closing.record.values()],
+        # A record already there is one that an earlier version inserted when it started the attempt (`running`,
+        # its worker and start the job's too): completed in place, so that the file needs no migration.
+        written = conn.execute(
+            f"INSERT INTO executions ({', '.join(columns)}) VALUES {', '.join([f'({marks(columns)})'] * len(same))} "
+            f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns)} WHERE outcome = ?",
+            [*(value for closing in same for value in closing.record.values()), _RUNNING],
         )
+        assert written.rowcount == len(same), "an attempt's record was closed while its job was in that attempt"
     return answers
 
 
