@@ -47,10 +47,12 @@ def read_times(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
                 "SELECT id, scheduledAt FROM jobs WHERE idempotencyKey LIKE ?", (f"{KEY_PREFIX}-%",)
             )
         }
-        started = {
+        started = {  # the first attempt's start: its record once it ended, its job's fields while it runs
             job_id: from_ms(at)
             for job_id, at in conn.execute(
-                "SELECT jobId, startedAt FROM executions WHERE attempt = 1 AND startedAt IS NOT NULL"
+                "SELECT jobId, startedAt FROM executions WHERE attempt = 1 AND startedAt IS NOT NULL "
+                "UNION ALL SELECT id, claimedAt FROM jobs "
+                "WHERE attempts = 0 AND status IN ('claimed', 'running') AND claimedAt IS NOT NULL"
             )
         }
     return scheduled, started

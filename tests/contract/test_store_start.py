@@ -203,7 +203,9 @@ def test_start_attempts_answers_each_start_in_order_as_it_would_alone(store: Job
             lease,
         )
         assert reload(store, job) == started
-        assert [(e.attempt, e.worker, e.outcome) for e in store.list_executions(job.id)] == [(1, "w1", Outcome.RUNNING)]
+        [open_attempt] = store.list_executions(job.id)
+        assert (open_attempt.attempt, open_attempt.worker, open_attempt.startedAt) == (1, "w1", started.claimedAt)
+        assert open_attempt.outcome is Outcome.RUNNING  # the enum, as a record's outcome reads back
     assert isinstance(unknown, JobNotFound)
     assert isinstance(not_due, TransitionRefused)
     assert not_due.job.status is Status.PENDING

@@ -3,10 +3,10 @@
 Same contract and same answers as MongoJobStore (what a transition writes comes from transitions.py), but
 stronger where SQLite can be: writers are serialized, so every write runs in one BEGIN IMMEDIATE transaction
 that takes the write lock before its first read (SqliteDatabase.write). What the transaction read therefore stays
-true until it commits — a real compare-and-set, across threads and processes — and multi-step changes (attempt
-record + job status, outcome + job move) are all-or-nothing, so a crash between them cannot leave a half-claimed
-job. Ownership is still decided by unique keys (idempotency keys, attempt records `<jobId>:<n>`) as on MongoDB,
-so both stores refuse the same things for the same reasons.
+true until it commits — a real compare-and-set, across threads and processes — and multi-step changes (an
+outcome, its job's move and its attempt's record) are all-or-nothing, so a crash between them cannot leave a
+half-closed attempt. Ownership is decided as on MongoDB (idempotency keys by a unique key, an attempt by guarded
+updates of its job), so both stores refuse the same things for the same reasons.
 
 The methods here open the transactions; what they run inside them is in writes.py (one job's transitions),
 claims.py (the claim's queries) and codecs.py (rows and values).
@@ -414,8 +414,10 @@ class SqliteJobStore:
         listed = [to_execution(r) for r in reversed(rows)]
         if job is not None:
             attempts, worker, started_at = job
-            started = None if started_at is None else from_ms(started_at)
-            running = transitions.open_attempt(attempts + 1, worker, started)
+            running = transitions.open_attempt(
+                attempts + 1, worker, None if started_at is None else from_ms(started_at)
+            )
+            running["outcome"] = Outcome(running["outcome"])
             listed.append(Execution(id=attempt_record_id(job_id, attempts + 1), jobId=job_id, **running))
         return listed[-HISTORY_KEPT:]
 

@@ -63,7 +63,7 @@ _DUPLICATE_CODES: Final = frozenset({sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.S
 
 def refused_before_writing(step: Callable[[], T]) -> T | StoreError:
     """Run one request's statements of a shared transaction whose refusals (a StoreError: not found, not
-    startable, attempt taken) are all decided before its first write: a refusal is its own result rather than the
+    startable, rate limited) are all decided before its first write: a refusal is its own result rather than the
     batch's and leaves nothing to undo, so it needs no savepoint (two statements more per request). Anything
     else rolls back the whole transaction."""
     try:
