@@ -288,9 +288,9 @@ def check_redrivable(job: Job) -> None:
 
 
 def open_attempt(attempt: int, worker: str | None, started_at: datetime | None) -> Fields:
-    """The attempt a job in an executor's hands (claimed or running) is in, as its job's fields list it: the
-    record it will have once its outcome is decided."""
-    return {"attempt": attempt, "outcome": Outcome.RUNNING.value, "worker": worker, "startedAt": started_at}
+    """The attempt a job in an executor's hands (claimed or running) is in, as its job's fields list it (an
+    Execution's fields but its ids) until its outcome is decided and its record written."""
+    return {"attempt": attempt, "outcome": Outcome.RUNNING, "worker": worker, "startedAt": started_at}
 
 
 def attempt_record(job: Job, closing: AttemptResult) -> Fields:

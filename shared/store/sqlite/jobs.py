@@ -414,10 +414,8 @@ class SqliteJobStore:
         listed = [to_execution(r) for r in reversed(rows)]
         if job is not None:
             attempts, worker, started_at = job
-            running = transitions.open_attempt(
-                attempts + 1, worker, None if started_at is None else from_ms(started_at)
-            )
-            running["outcome"] = Outcome(running["outcome"])
+            started = None if started_at is None else from_ms(started_at)
+            running = transitions.open_attempt(attempts + 1, worker, started)
             listed.append(Execution(id=attempt_record_id(job_id, attempts + 1), jobId=job_id, **running))
         return listed[-HISTORY_KEPT:]
 
