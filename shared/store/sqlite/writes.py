@@ -120,8 +120,7 @@ def start_batch(conn: sqlite3.Connection, now: datetime, starts: Sequence[Attemp
     """start_attempts' writes, each start refused or made on its own: the started job's id as rows keep it (its
     row is read by the caller once the write lock is released), or why it was refused. The starts without a
     start rate (the usual case: one executor's batch, one type, worker and lease) are made together (one read,
-    one UPDATE); a rated start is counted against its rate one at a time
-    (start_one)."""
+    one UPDATE); a rated start is counted against its rate one at a time (start_one)."""
     answers: list[str | StoreError | None] = [None] * len(starts)
     together: dict[tuple[str, str, datetime], dict[str, int]] = {}
     for index, start in enumerate(starts):
@@ -178,8 +177,7 @@ def _start_together(
 def start_one(conn: sqlite3.Connection, now: datetime, start: AttemptStart, job_id: str) -> str:
     """A start counted against its type's start rate (and its key's): the job (`job_id`, start.job_id as rows
     keep it) moves queued → running in one update, made only when it is startable (check_startable's
-    condition). A refusal writes nothing; its
-    reason is read only then."""
+    condition). A refusal writes nothing; its reason is read only then."""
     fields = transitions.started(start.worker, now, start.lease_until)
     started_until = _rate_allows(conn, start, now) if start.rate is not None else None
     key_started = _key_rate_allows(conn, start, job_id, now) if start.key_rate is not None else None
@@ -293,23 +291,22 @@ def close_attempts(conn: sqlite3.Connection, closings: Sequence[Closing]) -> lis
         in_attempt = {(job_id, attempts): cancel for job_id, attempts, cancel in open_jobs}
         for index in chunk:
             closing = closings[index]
-            if (closing.job.id, closing.job.attempts) not in in_attempt:
-                continue
-            if in_attempt[closing.job.id, closing.job.attempts] and not closing.job.cancelRequested:
+            key = (closing.job.id, closing.job.attempts)
+            if key not in in_attempt:
+                continue  # the job is no longer in that attempt: another closer decided it
+            if in_attempt[key] and not closing.job.cancelRequested:
                 closing = closing_of(closing.job.evolve(cancelRequested=True), closing.result)
             answers[index] = closing
     decided = [closing for closing in answers if closing is not None]
     moved = 0
     for same in _same_columns(decided, lambda c: c.job_values):
-        _update_from_values(
+        moved += _update_from_values(
             conn,
-            "jobs",
-            [(c.job.id, c.job.id, c.job.attempts, *c.job_values.values()) for c in same],
+            [(c.job.id, c.job.attempts, *c.job_values.values()) for c in same],
             list(same[0].job_values),
             f"jobs.id = closing._key AND jobs.attempts = closing._attempts AND jobs.{IS_ACTIVE}",
             list(ATTEMPT_ACTIVE),
         )
-        moved += conn.execute("SELECT changes()").fetchone()[0]  # (rowcount: -1 for a statement WITH ...)
     assert moved == len(decided), "the write lock was held since the open jobs were read"
     for same in _same_columns(decided, lambda c: c.record):
         columns = list(same[0].record)
@@ -340,29 +337,23 @@ def update_jobs(conn: sqlite3.Connection, moves: dict[str, transitions.Fields], 
     for chunk in _same_columns(list(moves.items()), lambda move: move[1]):
         columns = list(chunk[0][1])
         check_columns(dict.fromkeys(columns), JOB_COLUMNS)
-        rows = [(job_id, job_id, 0, *(to_sql(c, fields[c]) for c in columns)) for job_id, fields in chunk]
-        _update_from_values(conn, "jobs", rows, columns, f"jobs.id = closing._key AND {guard}", params)
-        moved += conn.execute("SELECT changes()").fetchone()[0]
+        rows = [(job_id, 0, *(to_sql(c, fields[c]) for c in columns)) for job_id, fields in chunk]
+        moved += _update_from_values(conn, rows, columns, f"jobs.id = closing._key AND {guard}", params)
     assert moved == len(moves), "the write lock was held since the jobs were read"
 
 
 def _update_from_values(
-    conn: sqlite3.Connection,
-    table: str,
-    rows: list[tuple[Any, ...]],
-    columns: list[str],
-    where: str,
-    where_params: list[Any],
-    returning: str = "",
-) -> sqlite3.Cursor:
-    """One UPDATE of `table` from the rows `(_key, _job, _attempts, *values of columns)` (as `closing`), each
-    setting its own values where `where` holds; its cursor, to fetch the `returning` rows from (each row is one
-    step of the statement, and one release of the GIL, inside the write lock: return none that is not used)."""
+    conn: sqlite3.Connection, rows: list[tuple[Any, ...]], columns: list[str], where: str, where_params: list[Any]
+) -> int:
+    """One UPDATE of the jobs from the rows `(_key, _attempts, *values of columns)` (as `closing`), each setting
+    its own values where `where` holds: how many it moved. It returns no rows (each would be a step of the
+    statement, and a release of the GIL, inside the write lock)."""
     tuples = ", ".join([f"({marks(rows[0])})"] * len(rows))
-    sql = f"""WITH closing(_key, _job, _attempts, {", ".join(columns)}) AS (VALUES {tuples})
-        UPDATE {table} SET {", ".join(f"{c} = closing.{c}" for c in columns)} FROM closing
-        WHERE {where} {returning}"""
-    return guarded_update(conn, sql, [v for row in rows for v in row] + where_params)
+    sql = f"""WITH closing(_key, _attempts, {", ".join(columns)}) AS (VALUES {tuples})
+        UPDATE jobs SET {", ".join(f"{c} = closing.{c}" for c in columns)} FROM closing WHERE {where}"""
+    guarded_update(conn, sql, [v for row in rows for v in row] + where_params)
+    moved: int = conn.execute("SELECT changes()").fetchone()[0]  # (rowcount: -1 for a statement WITH ...)
+    return moved
 
 
 def close_attempt(conn: sqlite3.Connection, closing: Closing) -> Closing | None:
